@@ -1,0 +1,154 @@
+"""Turning row changes into one change set against a materialized state.
+
+Callers (the DuckLake bridge, tests, the folder's own bookkeeping) describe a
+transaction as rows inserted and rows deleted per table. This module maps them
+to stored keys: an updated row is a delete plus an insert of the same key (the
+put wins); ending a versioned row deletes its live key and puts its history
+key; a grouped table rewrites its parent's whole value from the base state.
+Two different rows mapping to one key is refused: it would lose a row.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from slatelake.catalog import registry
+from slatelake.catalog.rows import (
+    Row,
+    encode_group,
+    encode_inline_ddl,
+    encode_inline_row,
+    encode_row,
+    group_key,
+    inline_ddl_key,
+    inline_row_key,
+    inline_rows_prefix,
+    row_key,
+)
+from slatelake.catalog.state import CatalogState
+from slatelake.errors import UnsupportedError
+from slatelake.log.changeset import ChangeSet
+
+
+@dataclass
+class RowChanges:
+    inserted: dict[str, list[Row]] = field(default_factory=lambda: defaultdict(list))
+    deleted: dict[str, list[Row]] = field(default_factory=lambda: defaultdict(list))
+    # new inlined-data tables: name -> [(column, type), ...] (user columns)
+    created_inline: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
+    dropped_inline: list[str] = field(default_factory=list)
+
+    def insert(self, table: str, *rows: Row) -> RowChanges:
+        self.inserted[table].extend(rows)
+        return self
+
+    def delete(self, table: str, *rows: Row) -> RowChanges:
+        self.deleted[table].extend(rows)
+        return self
+
+    @property
+    def tables(self) -> tuple[str, ...]:
+        names = {t for t, r in self.inserted.items() if r} | {
+            t for t, r in self.deleted.items() if r
+        }
+        return tuple(sorted(names | set(self.created_inline) | set(self.dropped_inline)))
+
+    def empty(self) -> bool:
+        return not self.tables
+
+
+def build_change_set(
+    base: CatalogState,
+    changes: RowChanges,
+    mints_snapshot: bool,
+    changes_made: str = "",
+) -> ChangeSet:
+    puts: dict[bytes, bytes] = {}
+    deletes: set[bytes] = set()
+    put_rows: dict[bytes, Row] = {}
+
+    def put(key: bytes, value: bytes, row: Row | None, table: str) -> None:
+        if row is not None and key in put_rows and put_rows[key] != row:
+            raise UnsupportedError(
+                f"{table}: two different rows map to stored key {key.hex()} "
+                f"({put_rows[key]!r} and {row!r}); refusing to lose one"
+            )
+        if row is not None:
+            put_rows[key] = row
+        puts[key] = value
+
+    for table in changes.tables:
+        if table in changes.created_inline or table in changes.dropped_inline:
+            continue
+        ins, dels = changes.inserted.get(table, []), changes.deleted.get(table, [])
+        ids = registry.inline_table_ids(table)
+        if ids is not None:
+            tid, ver = ids
+            for row in dels:
+                deletes.add(inline_row_key(tid, ver, row[0]))
+            for row in ins:
+                put(inline_row_key(tid, ver, row[0]), encode_inline_row(row), row, table)
+            continue
+        spec = registry.spec(table)
+        if spec.grouped:
+            _grouped(base, spec, ins, dels, puts, deletes)
+            continue
+        for row in dels:
+            deletes.add(row_key(spec, row))
+        for row in ins:
+            put(row_key(spec, row), encode_row(spec, row), row, table)
+
+    for name, columns in changes.created_inline.items():
+        tid, ver = _inline_ids(name)
+        puts[inline_ddl_key(tid, ver)] = encode_inline_ddl(columns)
+        for row in changes.inserted.get(name, []):
+            put(inline_row_key(tid, ver, row[0]), encode_inline_row(row), row, name)
+    for name in changes.dropped_inline:
+        tid, ver = _inline_ids(name)
+        deletes.add(inline_ddl_key(tid, ver))
+        rows_prefix = inline_rows_prefix(tid, ver)
+        deletes.update(k for k in base.entries if k.startswith(rows_prefix))
+
+    deletes -= puts.keys()
+    return ChangeSet(
+        base=base.head,
+        puts=tuple(sorted(puts.items())),
+        deletes=tuple(sorted(deletes)),
+        mints_snapshot=mints_snapshot,
+        tables=changes.tables,
+        changes_made=changes_made,
+    )
+
+
+def _grouped(
+    base: CatalogState,
+    spec: registry.TableSpec,
+    ins: list[Row],
+    dels: list[Row],
+    puts: dict[bytes, bytes],
+    deletes: set[bytes],
+) -> None:
+    touched: dict[bytes, list[Row]] = {}
+    for row in (*dels, *ins):
+        key = group_key(spec, row)
+        if key not in touched:
+            touched[key] = list(base.entries.get(key, []))
+    for row in dels:
+        rows = touched[group_key(spec, row)]
+        if row in rows:
+            rows.remove(row)
+    for row in ins:
+        touched[group_key(spec, row)].append(row)
+    for key, rows in touched.items():
+        if rows:
+            puts[key] = encode_group(spec, rows)
+        else:
+            deletes.add(key)
+
+
+def _inline_ids(name: str) -> tuple[int, int]:
+    ids = registry.inline_table_ids(name)
+    if ids is None:
+        raise UnsupportedError(f"{name!r} is not an inlined-data table name")
+    return ids

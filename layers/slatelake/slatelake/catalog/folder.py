@@ -1,0 +1,166 @@
+"""The folder: the one process holding the SlateDB writer.
+
+It folds log slots into the store, whole slots per WriteBatch, each batch
+also advancing ``sys/head`` and ``sys/fold``; flushes (the WAL is off: the
+log is the WAL); then truncates slots that are folded, flushed, past every
+live reader lease and older than the margin. ``hold`` repeats this while
+SlateDB's compactor runs in the same handle, which is what executes store
+merges others submit. Opening a folder fences the previous one; a fenced
+folder's next flush raises FencedError.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from slatelake.catalog.state import (
+    SYS_FOLD,
+    SYS_FORMAT,
+    SYS_HEAD,
+    check_format,
+    decode_fold,
+    encode_fold,
+    encode_head,
+)
+from slatelake.errors import CorruptionError, FencedError, NotFoundError
+from slatelake.log.changeset import Head
+from slatelake.log.leases import DEFAULT_MARGIN_S, LeaseBook, truncation_bound
+from slatelake.log.replay import StaleViewError, read_tail
+from slatelake.log.slots import SlotLog
+from slatelake.store.db import open_writer, store_exists
+from slatelake.store.location import LakeLocation
+
+log = logging.getLogger("slatelake.folder")
+DEFAULT_BATCH_OPS = 50_000
+
+
+@dataclass(frozen=True)
+class FoldReport:
+    slots: int
+    change_sets: int
+    operations: int
+    batches: int
+    seconds: float
+    fold_seq: int
+    head: Head
+    truncated: int = 0
+
+
+class Folder:
+    def __init__(
+        self,
+        location: LakeLocation,
+        margin_s: float = DEFAULT_MARGIN_S,
+        batch_ops: int = DEFAULT_BATCH_OPS,
+        settings: dict | None = None,
+    ) -> None:
+        if not store_exists(location):
+            raise NotFoundError(f"no slatelake lake at {location.url}")
+        self.location = location
+        self.log = SlotLog(location)
+        self.leases = LeaseBook(location, self.log.client)
+        self.margin_s = margin_s
+        self.batch_ops = batch_ops
+        self.writer = open_writer(location, settings)
+        check_format(self.writer.get(SYS_FORMAT), location.url)
+        raw = self.writer.get(SYS_FOLD)
+        if raw is None:
+            raise CorruptionError(f"{location.url}: the store has no fold cursor")
+        self.seq, self.head = decode_fold(raw)
+        self.flushed_seq = self.seq
+        self._folded_at: dict[int, float] = {}
+        self._started = time.monotonic()
+
+    def fold_once(self, truncate: bool = True) -> FoldReport:
+        t0 = time.perf_counter()
+        try:
+            tail = read_tail(self.log, self.head, self.seq)
+        except StaleViewError as exc:
+            raise CorruptionError(
+                f"{self.location.url}: {exc}, yet the store's fold cursor is {self.seq}; "
+                "slots were removed before being folded"
+            ) from None
+        by_slot: dict[int, list] = {}
+        for slot, cs in tail.applied:
+            by_slot.setdefault(slot, []).append(cs)
+        slots = list(range(self.seq + 1, tail.last_seq + 1))
+        pending: dict[bytes, bytes | None] = {}
+        batches = operations = change_sets = 0
+        head = self.head
+        for slot in slots:
+            for cs in by_slot.get(slot, []):
+                for key, value in cs.puts:
+                    pending[key] = value
+                for key in cs.deletes:
+                    pending[key] = None
+                head = cs.result
+                operations += cs.operations
+                change_sets += 1
+            if len(pending) >= self.batch_ops or slot == slots[-1]:
+                self._write(pending, slot, head)
+                pending = {}
+                batches += 1
+        if slots:
+            self.writer.flush()
+            self.flushed_seq = self.seq
+            now = time.monotonic()
+            for slot in slots:
+                self._folded_at[slot] = now
+        truncated = self.truncate() if truncate else 0
+        return FoldReport(
+            len(slots),
+            change_sets,
+            operations,
+            batches,
+            time.perf_counter() - t0,
+            self.seq,
+            self.head,
+            truncated,
+        )
+
+    def _write(self, pending: dict[bytes, bytes | None], slot: int, head: Head) -> None:
+        puts = [(k, v) for k, v in pending.items() if v is not None]
+        deletes = [k for k, v in pending.items() if v is None]
+        puts.append((SYS_HEAD, encode_head(head)))
+        puts.append((SYS_FOLD, encode_fold(slot, head)))
+        self.writer.write(puts, deletes)
+        self.seq, self.head = slot, head
+
+    def truncate(self) -> int:
+        """Delete slots the rule allows; returns how many were deleted."""
+        bound = truncation_bound(self.flushed_seq, self.leases.live())
+        now = time.monotonic()
+        deleted = 0
+        for info in self.log.list_after(0):
+            if info.seq > bound:
+                break
+            folded = self._folded_at.get(info.seq, self._started)
+            if now - folded < self.margin_s:
+                break
+            self.log.delete(info.seq)
+            self._folded_at.pop(info.seq, None)
+            deleted += 1
+        return deleted
+
+    def hold(
+        self,
+        poll_s: float = 1.0,
+        stop: threading.Event | None = None,
+        on_fold: Callable[[FoldReport], None] | None = None,
+    ) -> None:
+        """Fold until ``stop`` is set. FencedError propagates: a newer folder won."""
+        stop = stop or threading.Event()
+        while not stop.is_set():
+            report = self.fold_once()
+            if on_fold is not None and (report.slots or report.truncated):
+                on_fold(report)
+            stop.wait(poll_s)
+
+    def close(self) -> None:
+        with contextlib.suppress(FencedError):
+            self.writer.close()

@@ -1,0 +1,178 @@
+"""A lake handle for committers and readers: materialize, refresh, commit.
+
+A handle fences nothing. It reads the store through a ``DbReader`` (which
+writes nothing), replays the log past the store's fold cursor, and commits by
+writing slots. It holds a reader lease so the folder never truncates a slot
+its view still needs. Creating a lake is the one moment a handle opens the
+store writer: to lay down the format stamp and the empty head.
+"""
+
+from __future__ import annotations
+
+from slatelake.catalog.changes import RowChanges, build_change_set
+from slatelake.catalog.state import (
+    CATALOG_SUBSPACES,
+    EMPTY_HEAD,
+    SYS_FOLD,
+    SYS_FORMAT,
+    SYS_HEAD,
+    CatalogState,
+    check_format,
+    decode_fold,
+    encode_fold,
+    encode_format,
+    encode_head,
+)
+from slatelake.errors import (
+    CorruptionError,
+    MisconfigurationError,
+    NotFoundError,
+    ReadOnlyError,
+)
+from slatelake.log.changeset import ChangeSet
+from slatelake.log.committer import Committed, Committer
+from slatelake.log.leases import LeaseBook, ReaderLease
+from slatelake.log.replay import StaleViewError, read_tail
+from slatelake.log.slots import SlotLog
+from slatelake.store.db import StoreReader, open_reader, open_writer, store_exists
+from slatelake.store.location import LakeLocation
+
+STALE_VIEW_RETRIES = 3
+
+
+class Lake:
+    def __init__(
+        self,
+        location: LakeLocation,
+        read_only: bool = False,
+        max_operations: int | None = None,
+    ) -> None:
+        self.location = location
+        self.read_only = read_only
+        self.log = SlotLog(location)
+        self.committer = Committer(self.log, max_operations)
+        self.lease = ReaderLease(LeaseBook(location, self.log.client))
+        self._reader: StoreReader | None = None
+
+    # -- lifecycle -------------------------------------------------------
+    @classmethod
+    def create(cls, url: str) -> Lake:
+        """Lay down an empty lake: format stamp, empty head, fold cursor 0."""
+        location = LakeLocation.parse(url)
+        if store_exists(location):
+            raise MisconfigurationError(f"a lake already exists at {url}; open it instead")
+        writer = open_writer(location)
+        try:
+            check_format(writer.get(SYS_FORMAT), url)
+            if writer.get(SYS_FOLD) is None:
+                writer.write(
+                    [
+                        (SYS_FORMAT, encode_format()),
+                        (SYS_HEAD, encode_head(EMPTY_HEAD)),
+                        (SYS_FOLD, encode_fold(0, EMPTY_HEAD)),
+                    ]
+                )
+                writer.flush()
+        finally:
+            writer.close()
+        return cls(location)
+
+    @classmethod
+    def open(cls, url: str, read_only: bool = False, max_operations: int | None = None) -> Lake:
+        location = LakeLocation.parse(url)
+        if not store_exists(location):
+            raise NotFoundError(
+                f"no slatelake lake at {url}; create it with `slatelake init {url}`"
+            )
+        lake = cls(location, read_only=read_only, max_operations=max_operations)
+        check_format(lake.reader().get(SYS_FORMAT), url)
+        return lake
+
+    def close(self) -> None:
+        self.lease.release()
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
+
+    def __enter__(self) -> Lake:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def reader(self, fresh: bool = False) -> StoreReader:
+        if fresh and self._reader is not None:
+            self._reader.close()
+            self._reader = None
+        if self._reader is None:
+            self._reader = open_reader(self.location)
+        return self._reader
+
+    # -- reading ---------------------------------------------------------
+    def materialize(self) -> CatalogState:
+        """Every catalog row at the log's head: store view plus replay."""
+        for attempt in range(STALE_VIEW_RETRIES):
+            reader = self.reader(fresh=attempt > 0)
+            raw = reader.get(SYS_FOLD)
+            if raw is None:
+                raise CorruptionError(f"{self.location.url}: the store has no fold cursor")
+            seq, head = decode_fold(raw)
+            self.lease.hold(seq)
+            state = CatalogState(head=head, last_seq=seq)
+            for sub in CATALOG_SUBSPACES:
+                for batch in reader.scan_prefix_batches(bytes((sub,))):
+                    state.load(batch)
+            try:
+                tail = read_tail(self.log, head, seq)
+            except StaleViewError as exc:
+                last_error = exc
+                continue
+            for slot, cs in tail.applied:
+                state.apply(cs, slot)
+            state.last_seq = tail.last_seq
+            return state
+        raise CorruptionError(
+            f"{self.location.url}: {last_error}; the store's fold cursor did not catch up after "
+            f"{STALE_VIEW_RETRIES} fresh reads, so the log is missing slots"
+        )
+
+    def refresh(self, state: CatalogState) -> CatalogState:
+        """Bring ``state`` to the log's head in place; one LIST when nothing changed."""
+        try:
+            tail = read_tail(self.log, state.head, state.last_seq)
+        except StaleViewError:
+            fresh = self.materialize()
+            state.head, state.last_seq, state.entries = fresh.head, fresh.last_seq, fresh.entries
+            return state
+        for slot, cs in tail.applied:
+            state.apply(cs, slot)
+        state.last_seq = tail.last_seq
+        return state
+
+    # -- writing ---------------------------------------------------------
+    def commit(
+        self,
+        state: CatalogState,
+        changes: RowChanges,
+        mints_snapshot: bool,
+        changes_made: str = "",
+    ) -> Committed:
+        """Commit row changes made against ``state``; advances ``state`` on success."""
+        self._writable()
+        cs = build_change_set(state, changes, mints_snapshot, changes_made)
+        return self.commit_change_set(state, cs)
+
+    def commit_change_set(self, state: CatalogState, cs: ChangeSet) -> Committed:
+        self._writable()
+        committed = self.committer.commit(cs, state.last_seq + 1)
+        if committed.seq == state.last_seq + 1:
+            state.apply(committed.change_set, committed.seq)
+        else:  # rebased past other commits: pick them up with ours
+            self.refresh(state)
+        return committed
+
+    def _writable(self) -> None:
+        if self.read_only:
+            raise ReadOnlyError(
+                f"{self.location.url} is open read-only; reopen without read_only to commit"
+            )

@@ -1,0 +1,143 @@
+"""Rows to keys and values, and back.
+
+A row is a tuple in the registry's column order. Its key comes from the
+registry (live key; ended versioned rows add ``end_snapshot`` in
+``history``); grouped tables store all rows of one parent as one value.
+Inlined-data rows key by (table_id, schema_version, row_id) in ``inline``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from slatelake.catalog.registry import (
+    BY_KIND,
+    INLINE_DDL_KIND,
+    INLINE_ROW_KIND,
+    TableSpec,
+    inline_table_name,
+)
+from slatelake.errors import CorruptionError
+from slatelake.store import values
+from slatelake.store.keys import Subspace, decode_key, encode_key
+
+NULL_COMPONENT = -(1 << 63)
+
+Row = tuple[Any, ...]
+
+
+def digest(text: str | None) -> int:
+    """A stable signed 64-bit digest of a string identity (NULL is distinct)."""
+    raw = b"\xff" if text is None else text.encode()
+    return int.from_bytes(hashlib.blake2b(raw, digest_size=8).digest(), "big", signed=True)
+
+
+def key_components(spec: TableSpec, row: Row, columns: tuple[str, ...]) -> tuple[int, ...]:
+    out = []
+    for col in columns:
+        value = row[spec.index(col)]
+        if col in spec.digest:
+            out.append(digest(value))
+        elif value is None:
+            out.append(NULL_COMPONENT)
+        else:
+            out.append(int(value))
+    return tuple(out)
+
+
+def is_ended(spec: TableSpec, row: Row) -> bool:
+    return spec.versioned and row[spec.index("end_snapshot")] is not None
+
+
+def row_key(spec: TableSpec, row: Row) -> bytes:
+    """The key a (non-grouped) row is stored under."""
+    comps = key_components(spec, row, spec.key)
+    if is_ended(spec, row):
+        return encode_key(Subspace.HISTORY, spec.kind, *comps, row[spec.index("end_snapshot")])
+    return encode_key(spec.home, spec.kind, *comps)
+
+
+def group_key(spec: TableSpec, row: Row) -> bytes:
+    return encode_key(spec.home, spec.kind, *key_components(spec, row, spec.group))
+
+
+def member_order(spec: TableSpec, row: Row) -> tuple[Any, ...]:
+    out = []
+    for col in spec.member:
+        value = row[spec.index(col)]
+        out.append((value is None, 0 if value is None else value))
+    return tuple(out)
+
+
+def encode_row(spec: TableSpec, row: Row) -> bytes:
+    if len(row) != len(spec.columns):
+        raise ValueError(f"{spec.name}: row has {len(row)} values for {len(spec.columns)} columns")
+    return values.frame(spec.kind, list(row))
+
+
+def encode_group(spec: TableSpec, rows: list[Row]) -> bytes:
+    return values.frame(
+        spec.kind, [list(r) for r in sorted(rows, key=lambda r: member_order(spec, r))]
+    )
+
+
+def inline_row_key(table_id: int, schema_version: int, row_id: int) -> bytes:
+    return encode_key(Subspace.INLINE, INLINE_ROW_KIND, table_id, schema_version, row_id)
+
+
+def inline_rows_prefix(table_id: int, schema_version: int) -> bytes:
+    return encode_key(Subspace.INLINE, INLINE_ROW_KIND, table_id, schema_version)
+
+
+def inline_ddl_key(table_id: int, schema_version: int) -> bytes:
+    return encode_key(Subspace.INLINE, INLINE_DDL_KIND, table_id, schema_version)
+
+
+def encode_inline_row(row: Row) -> bytes:
+    return values.frame(INLINE_ROW_KIND, list(row))
+
+
+def encode_inline_ddl(columns: list[tuple[str, str]]) -> bytes:
+    return values.frame(INLINE_DDL_KIND, [list(c) for c in columns])
+
+
+def table_of_key(key: bytes) -> str:
+    """The table name a stored key belongs to (catalog subspaces only)."""
+    sub, kind, comps = decode_key(key)
+    if sub == Subspace.INLINE:
+        if kind not in (INLINE_ROW_KIND, INLINE_DDL_KIND) or len(comps) < 2:
+            raise CorruptionError(f"key {key.hex()}: unknown inline kind {kind}")
+        return inline_table_name(comps[0], comps[1])
+    spec = BY_KIND.get(kind)
+    if spec is None:
+        raise CorruptionError(f"key {key.hex()}: unknown table kind 0x{kind:02x}")
+    return spec.name
+
+
+def decode_entry(key: bytes, value: bytes) -> Any:
+    """Decode a stored catalog value: a row, a list of rows (grouped), or DDL."""
+    if len(key) < 2:
+        raise CorruptionError(f"malformed key {key.hex()}")
+    kind = key[1]
+    where = f"value of key {key.hex()}"
+    if key[0] == Subspace.INLINE:
+        payload = values.unframe(value, kind, where)
+        if kind == INLINE_ROW_KIND:
+            return tuple(payload)
+        if kind == INLINE_DDL_KIND:
+            return [tuple(c) for c in payload]
+        raise CorruptionError(f"{where}: unknown inline kind {kind}")
+    spec = BY_KIND.get(kind)
+    if spec is None:
+        raise CorruptionError(f"{where}: unknown table kind 0x{kind:02x}")
+    payload = values.unframe(value, spec.kind, where)
+    if not isinstance(payload, list):
+        raise CorruptionError(f"{where}: expected a row list")
+    if spec.grouped:
+        return [tuple(r) for r in payload]
+    if len(payload) != len(spec.columns):
+        raise CorruptionError(
+            f"{where}: {spec.name} row has {len(payload)} values for {len(spec.columns)} columns"
+        )
+    return tuple(payload)

@@ -1,0 +1,77 @@
+"""DuckLake-shaped row changes without DuckDB, for the demo, tests and benchmarks.
+
+Each ``commit_changes`` call is what one DuckLake INSERT writes: a snapshot
+and its changes row, a data file with per-column statistics, and table stats
+updated in place. Shapes follow the measured churned lake in DESIGN.md
+(about five column-stat rows per data file).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+
+from slatelake.catalog.changes import RowChanges
+from slatelake.catalog.rows import Row
+from slatelake.catalog.state import CatalogState
+
+STATS_PER_FILE = 5
+
+
+def genesis_changes() -> RowChanges:
+    """The rows of DuckLake's initial snapshot: metadata, schema 'main', snapshot 0."""
+    now = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    return (
+        RowChanges()
+        .insert(
+            "ducklake_metadata", ("version", "1.0", None, None), ("data_path", "/d/", None, None)
+        )
+        .insert("ducklake_schema", (0, uuid.UUID(int=0), 0, None, "main", "main/", True))
+        .insert("ducklake_snapshot", (0, now, 0, 1, 0))
+        .insert("ducklake_snapshot_changes", (0, 'created_schema:"main"', None, None, None))
+    )
+
+
+def commit_changes(state: CatalogState, table_id: int = 1, rows: int = 10) -> RowChanges:
+    """One INSERT's worth of rows against ``state`` (ids follow the head)."""
+    snap = state.head.snapshot_id + 1
+    file_id = snap  # one file per snapshot keeps ids unique and never reused
+    when = dt.datetime(2026, 1, 1, tzinfo=dt.UTC) + dt.timedelta(seconds=snap)
+    stats: list[Row] = [
+        (file_id, table_id, col, 100 + col, rows, 0, str(col), str(col + rows), False, None)
+        for col in range(1, STATS_PER_FILE + 1)
+    ]
+    old_stats = [r for r in state.rows("ducklake_table_stats") if r[0] == table_id]
+    changes = (
+        RowChanges()
+        .insert("ducklake_snapshot", (snap, when, 0, 2, file_id + 1))
+        .insert(
+            "ducklake_snapshot_changes", (snap, f"inserted_into_table:{table_id}", None, None, None)
+        )
+        .insert(
+            "ducklake_data_file",
+            (
+                file_id,
+                table_id,
+                snap,
+                None,
+                None,
+                f"t{table_id}/f{file_id}.parquet",
+                True,
+                "parquet",
+                rows,
+                1000 + rows,
+                100,
+                file_id * rows,
+                None,
+                None,
+                None,
+                None,
+            ),
+        )
+        .insert("ducklake_file_column_stats", *stats)
+        .insert("ducklake_table_stats", (table_id, snap * rows, snap * rows + rows, snap * 1000))
+    )
+    if old_stats:
+        changes.delete("ducklake_table_stats", *old_stats)
+    return changes

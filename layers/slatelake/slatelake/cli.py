@@ -1,0 +1,201 @@
+"""``slatelake`` command line. Each subcommand is one call into the library.
+
+Exit status: 0 success, 1 a slatelake error (message on stderr), 2 usage,
+3 fenced (a newer folder took over).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import threading
+from collections.abc import Callable, Sequence
+
+from slatelake.errors import FencedError, SlatelakeError
+
+EXIT_ERROR, EXIT_USAGE, EXIT_FENCED = 1, 2, 3
+
+
+def _cmd_init(args: argparse.Namespace) -> int:
+    from slatelake.catalog.lake import Lake
+
+    Lake.create(args.lake).close()
+    print(f"created lake {args.lake}")
+    return 0
+
+
+def _folder(args: argparse.Namespace):  # noqa: ANN202
+    from slatelake.catalog.folder import Folder
+    from slatelake.store.location import LakeLocation
+
+    return Folder(LakeLocation.parse(args.lake), margin_s=args.margin)
+
+
+def _print_fold(report, as_json: bool) -> None:  # noqa: ANN001
+    doc = {
+        "slots": report.slots,
+        "change_sets": report.change_sets,
+        "operations": report.operations,
+        "batches": report.batches,
+        "seconds": round(report.seconds, 3),
+        "fold_seq": report.fold_seq,
+        "head": {"snapshot_id": report.head.snapshot_id, "batch_seq": report.head.batch_seq},
+        "truncated": report.truncated,
+    }
+    if as_json:
+        print(json.dumps(doc), flush=True)
+    else:
+        print(
+            f"folded {report.slots} slots ({report.operations} operations, "
+            f"{report.batches} batches) in {report.seconds:.3f}s; fold cursor {report.fold_seq}, "
+            f"head {report.head.snapshot_id}/{report.head.batch_seq}; "
+            f"truncated {report.truncated}",
+            flush=True,
+        )
+
+
+def _cmd_fold(args: argparse.Namespace) -> int:
+    folder = _folder(args)
+    try:
+        _print_fold(folder.fold_once(), args.json)
+    finally:
+        folder.close()
+    return 0
+
+
+def _cmd_hold(args: argparse.Namespace) -> int:
+    folder = _folder(args)
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    print(f"holding {args.lake}: folding every {args.poll}s; Ctrl-C stops", flush=True)
+    try:
+        folder.hold(poll_s=args.poll, stop=stop, on_fold=lambda r: _print_fold(r, args.json))
+    finally:
+        folder.close()
+    print("stopped", flush=True)
+    return 0
+
+
+def _cmd_log(args: argparse.Namespace) -> int:
+    from slatelake.catalog.lake import Lake
+
+    with Lake.open(args.lake, read_only=True) as lake:
+        state = lake.materialize()
+        reader = lake.reader()
+        from slatelake.catalog.state import SYS_FOLD, decode_fold
+
+        fold_seq, _ = decode_fold(reader.get(SYS_FOLD))  # type: ignore[arg-type]
+        slots = list(lake.log.list_after(0))
+        doc = {
+            "lake": args.lake,
+            "head": {"snapshot_id": state.head.snapshot_id, "batch_seq": state.head.batch_seq},
+            "last_slot": state.last_seq,
+            "fold_cursor": fold_seq,
+            "unfolded_slots": state.last_seq - fold_seq,
+            "retained_slots": len(slots),
+            "retained_bytes": sum(s.size for s in slots),
+            "catalog_rows": state.row_count(),
+        }
+    if args.json:
+        print(json.dumps(doc))
+    else:
+        for key, value in doc.items():
+            print(f"{key:>16}: {value}")
+    return 0
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from slatelake.demo import run_demo
+
+    run_demo(args.dir, commits=args.commits)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="slatelake",
+        description="DuckLake catalogs kept in SlateDB on object storage. A LAKE is a URL: "
+        "file:///abs/path, memory://name or s3://bucket/prefix (S3 reads AWS_REGION, "
+        "credentials and AWS_ENDPOINT_URL from the environment).",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def add(name: str, func: Callable[[argparse.Namespace], int], help_: str):
+        p = sub.add_parser(name, help=help_, description=help_)
+        p.set_defaults(func=func)
+        p.add_argument("lake", metavar="LAKE", help="lake URL")
+        return p
+
+    add("init", _cmd_init, "Create an empty lake (format stamp, empty head).")
+    for name, func, help_ in (
+        (
+            "fold",
+            _cmd_fold,
+            "Fold every unfolded commit-log slot into the store, flush, "
+            "truncate what no reader needs, and exit. Fences any running folder.",
+        ),
+        (
+            "hold",
+            _cmd_hold,
+            "Be the lake's folder: fold continuously and run SlateDB's "
+            "compactor (which executes submitted store merges). Fences any older folder; "
+            "exits with status 3 when a newer one fences it.",
+        ),
+    ):
+        p = add(name, func, help_)
+        p.add_argument(
+            "--margin",
+            type=float,
+            default=30.0,
+            metavar="SEC",
+            help="keep folded slots at least this long before truncating (default 30)",
+        )
+        p.add_argument("--json", action="store_true", help="print fold reports as JSON lines")
+        if name == "hold":
+            p.add_argument(
+                "--poll",
+                type=float,
+                default=1.0,
+                metavar="SEC",
+                help="seconds between looks at the log (default 1)",
+            )
+    p = sub.add_parser(
+        "demo",
+        help="Run the substrate end to end on a local lake.",
+        description="Create a local lake in DIR (replacing it), race two "
+        "committers into it, fold, and print each step.",
+    )
+    p.set_defaults(func=_cmd_demo)
+    p.add_argument(
+        "dir",
+        metavar="DIR",
+        nargs="?",
+        default="demo-lake",
+        help="directory for the lake (default ./demo-lake; replaced)",
+    )
+    p.add_argument("--commits", type=int, default=50, help="commits per committer (default 50)")
+    p = add("log", _cmd_log, "Show the head, the fold cursor and the retained commit log.")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except FencedError as exc:
+        print(f"slatelake {args.command}: fenced: {exc}", file=sys.stderr)
+        return EXIT_FENCED
+    except SlatelakeError as exc:
+        print(f"slatelake {args.command}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,144 @@
+"""Committing a change set: race for the next slot, resolve ambiguity.
+
+- Won: the slot PUT was acknowledged; the commit is durable.
+- Lost: read the winner. A head-preserving change set whose keys the winner
+  did not touch rebases onto the winner's head and retries at the next seq
+  (bounded attempts, jittered backoff). One that mints a snapshot, or whose
+  keys overlap, raises ConflictError: its author re-runs on a fresh view.
+- Ambiguous (the PUT failed after it may have landed): re-read the slot and
+  look for our txn id. Every outcome is durable-and-discoverable or
+  never-happened; nothing is applied twice.
+- Over the operation limit: OperationLimitError before anything is written.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from dataclasses import dataclass
+
+from slatelake.errors import ConflictError, OperationLimitError
+from slatelake.log.changeset import ChangeSet, Head, encode_envelope
+from slatelake.log.slots import SlotLog
+from slatelake.store.objects import AmbiguousWriteError
+
+DEFAULT_MAX_OPERATIONS = 250_000
+MAX_OPERATIONS_ENV = "SLATELAKE_MAX_CHANGESET_OPS"
+
+
+def max_operations_from_env() -> int:
+    raw = os.environ.get(MAX_OPERATIONS_ENV)
+    if not raw:
+        return DEFAULT_MAX_OPERATIONS
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        from slatelake.errors import MisconfigurationError
+
+        raise MisconfigurationError(f"{MAX_OPERATIONS_ENV}={raw!r}: expected a positive integer")
+    return value
+
+
+@dataclass(frozen=True)
+class Committed:
+    seq: int
+    head: Head
+    change_set: ChangeSet
+    attempts: int
+
+
+class Committer:
+    def __init__(
+        self,
+        log: SlotLog,
+        max_operations: int | None = None,
+        max_attempts: int = 16,
+        backoff_s: float = 0.01,
+        ambiguous_rereads: int = 5,
+    ) -> None:
+        self.log = log
+        self.max_operations = max_operations or max_operations_from_env()
+        self.max_attempts = max_attempts
+        self.backoff_s = backoff_s
+        self.ambiguous_rereads = ambiguous_rereads
+
+    def check_limit(self, cs: ChangeSet) -> None:
+        if cs.operations > self.max_operations:
+            raise OperationLimitError(cs.operations, self.max_operations)
+
+    def commit(self, cs: ChangeSet, seq: int) -> Committed:
+        """Write ``cs`` at ``seq`` (the slot after the committer's view)."""
+        self.check_limit(cs)
+        for attempt in range(1, self.max_attempts + 1):
+            outcome, winner = self._attempt(cs, seq)
+            if outcome:
+                return Committed(seq, cs.result, cs, attempt)
+            cs = self._rebase_or_raise(cs, seq, winner)
+            seq += 1
+            time.sleep(random.uniform(0, self.backoff_s * min(2**attempt, 64)))
+        raise ConflictError(
+            f"gave up after {self.max_attempts} lost races for the commit log; "
+            "the lake is busy, retry later"
+        )
+
+    def _attempt(self, cs: ChangeSet, seq: int) -> tuple[bool, list[ChangeSet]]:
+        data = encode_envelope([cs])
+        for _ in range(self.ambiguous_rereads):
+            try:
+                if self.log.try_write(seq, data):
+                    return True, []
+            except AmbiguousWriteError:
+                existing = self._reread(seq)
+                if existing is None:
+                    continue  # never happened: try the same seq again
+                if any(w.txn_id == cs.txn_id for w in existing):
+                    return True, []
+                return False, existing
+            winner = self._reread(seq)
+            if winner is None:
+                continue  # a winner that vanished (truncated is impossible here): retry
+            if any(w.txn_id == cs.txn_id for w in winner):
+                return True, []
+            return False, winner
+        raise AmbiguousWriteError(
+            f"commit log slot {seq}: the outcome of the write stayed unknown after "
+            f"{self.ambiguous_rereads} attempts; the change set {cs.txn_id} was not applied twice "
+            "and can be looked up by its txn id"
+        )
+
+    def _reread(self, seq: int) -> list[ChangeSet] | None:
+        last: Exception | None = None
+        for _ in range(self.ambiguous_rereads):
+            try:
+                return self.log.read(seq)
+            except OSError as exc:  # transport trouble while looking; look again
+                last = exc
+                time.sleep(self.backoff_s)
+        raise AmbiguousWriteError(f"commit log slot {seq}: could not re-read it: {last}")
+
+    def _rebase_or_raise(self, cs: ChangeSet, seq: int, winner: list[ChangeSet]) -> ChangeSet:
+        first = winner[0]
+        if cs.mints_snapshot:
+            raise ConflictError(
+                f"commit log slot {seq} was taken by txn {first.txn_id} "
+                f"({first.changes_made or 'a concurrent commit'}); re-run on a fresh view"
+            )
+        if first.base != cs.base:
+            raise ConflictError(
+                f"commit log slot {seq}: the winner validated against head "
+                f"{first.base.batch_seq}, this change set against {cs.base.batch_seq}; "
+                "the view is stale, re-run on a fresh view"
+            )
+        mine = cs.keys()
+        head = cs.base
+        for w in winner:
+            if mine & w.keys():
+                raise ConflictError(
+                    f"commit log slot {seq}: txn {w.txn_id} changed the same keys; "
+                    "re-run on a fresh view"
+                )
+            head = w.result if w.base == head else head
+        return cs.rebased(head)

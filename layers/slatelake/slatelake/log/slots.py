@@ -1,0 +1,68 @@
+"""Slots: ``commits/<20-digit seq>``, each written once, create-if-absent.
+
+The object store picks exactly one winner per seq. Listing returns seqs in
+order; slot names are zero-padded so path order is numeric order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from slatelake.errors import CorruptionError
+from slatelake.log.changeset import ChangeSet, decode_envelope
+from slatelake.store.location import COMMITS_DIR, LakeLocation
+from slatelake.store.objects import ObjectClient
+
+SEQ_WIDTH = 20
+
+
+@dataclass(frozen=True)
+class SlotInfo:
+    seq: int
+    size: int
+    last_modified_us: int
+
+
+class SlotLog:
+    def __init__(self, location: LakeLocation, client: ObjectClient | None = None) -> None:
+        self.location = location
+        self.client = client if client is not None else ObjectClient(location)
+        self.prefix = location.path(COMMITS_DIR) + "/"
+
+    def path(self, seq: int) -> str:
+        return f"{self.prefix}{seq:0{SEQ_WIDTH}d}"
+
+    def seq_of(self, path: str) -> int:
+        name = path[len(self.prefix) :]
+        if len(name) != SEQ_WIDTH or not name.isdigit():
+            raise CorruptionError(f"unexpected object in the commit log: {path}")
+        return int(name)
+
+    def list_after(self, seq: int) -> Iterator[SlotInfo]:
+        """Slots with a seq greater than ``seq``, ascending.
+
+        Sorted here: S3 lists in key order, local and memory stores do not.
+        """
+        offset = self.path(seq) if seq > 0 else None
+        found = []
+        for info in self.client.list(self.prefix, offset=offset):
+            s = self.seq_of(info.path)
+            if s > seq:
+                found.append(SlotInfo(s, info.size, info.last_modified_us))
+        found.sort(key=lambda i: i.seq)
+        yield from found
+
+    def try_write(self, seq: int, envelope: bytes) -> bool:
+        """True when this write created the slot; AmbiguousWriteError if unknown."""
+        return self.client.put_if_absent(self.path(seq), envelope)
+
+    def read_raw(self, seq: int) -> bytes | None:
+        return self.client.get(self.path(seq))
+
+    def read(self, seq: int) -> list[ChangeSet] | None:
+        data = self.read_raw(seq)
+        return None if data is None else decode_envelope(data, f"commit log slot {seq}")
+
+    def delete(self, seq: int) -> None:
+        self.client.delete(self.path(seq))

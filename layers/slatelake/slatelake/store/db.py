@@ -1,0 +1,222 @@
+"""Opening the SlateDB store in its three modes, behind sync facades.
+
+- writer: only the folder. Opening it fences any older writer; a fenced
+  writer's next call raises FencedError. WAL off: the commit log is the WAL,
+  so nothing is durable until ``flush``.
+- reader: a ``DbReader`` following the latest manifest. Fences nothing and
+  writes nothing (no checkpoint); every committer reads through one.
+- admin: manifests and compactions, for census and store merges.
+
+Every handle is registered with the one-byte SubspaceExtractor, so each
+subspace is its own segment. Knows nothing about DuckLake.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from slatedb.uniffi import (
+    AdminBuilder,
+    DbBuilder,
+    DbReaderBuilder,
+    Error,
+    FlushOptions,
+    FlushType,
+    KeyRange,
+    PrefixExtractor,
+    ReaderMode,
+    ReaderOptions,
+    Settings,
+    WriteBatch,
+)
+
+from slatelake.errors import FencedError, SlatelakeError
+from slatelake.store import _bindings
+from slatelake.store.location import LakeLocation
+
+EXTRACTOR_NAME = "slatelake.subspace.v1"
+SCAN_BATCH = 10_000
+_ALL = KeyRange(start=None, start_inclusive=True, end=None, end_inclusive=False)
+
+
+class SubspaceExtractor(PrefixExtractor):
+    """Segment = first key byte. Its name is stable: changing it re-segments."""
+
+    def name(self) -> str:
+        return EXTRACTOR_NAME
+
+    def prefix_len(self, target: Any) -> int | None:
+        key = target.key if target.is_point() else target.prefix
+        return 1 if len(key) >= 1 else None
+
+
+class StoreError(SlatelakeError):
+    """SlateDB refused an operation for a reason that is not fencing."""
+
+
+def _translate(exc: BaseException, what: str) -> BaseException:
+    text = str(exc)
+    if isinstance(exc, Error.Closed) and "FENCED" in str(getattr(exc, "reason", "")).upper():
+        return FencedError(f"{what}: a newer folder holds the store writer; this one stops")
+    if "fenced" in text.lower():
+        return FencedError(f"{what}: a newer folder holds the store writer; this one stops")
+    if isinstance(exc, Error):
+        return StoreError(f"{what}: {text}")
+    return exc
+
+
+def _call(what: str, coro: Any, timeout: float | None = None) -> Any:
+    try:
+        return _bindings.run(coro, timeout)
+    except Exception as exc:
+        mapped = _translate(exc, what)
+        if mapped is exc:
+            raise
+        raise mapped from exc
+
+
+def _settings(overrides: dict[str, Any]) -> Any:
+    settings = Settings.default()
+    for key, value in overrides.items():
+        settings.set(key, json.dumps(value))
+    return settings
+
+
+class _ScanMixin:
+    _handle: Any
+    _what: str
+
+    def get(self, key: bytes) -> bytes | None:
+        return _call(f"{self._what} get", self._handle.get(key))
+
+    def scan_prefix_batches(
+        self, key_prefix: bytes, start_after: bytes | None = None, batch: int = SCAN_BATCH
+    ) -> Iterator[list[tuple[bytes, bytes]]]:
+        """Yield lists of (key, value) under a prefix, in key order."""
+        rng = _ALL
+        if start_after is not None:
+            rng = KeyRange(start=start_after, start_inclusive=False, end=None, end_inclusive=False)
+        it = _call(f"{self._what} scan", self._handle.scan_prefix(key_prefix, rng))
+        while True:
+            rows = _call(f"{self._what} scan", it.next_batch(batch))
+            if not rows:
+                return
+            yield [(kv.key, kv.value) for kv in rows]
+
+    def scan_prefix(self, key_prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
+        for rows in self.scan_prefix_batches(key_prefix):
+            yield from rows
+
+    def seek_first(self, key_prefix: bytes, at_or_after: bytes) -> tuple[bytes, bytes] | None:
+        """The first entry under prefix at or after a key: one seek, one read."""
+        rng = KeyRange(start=at_or_after, start_inclusive=True, end=None, end_inclusive=False)
+        it = _call(f"{self._what} seek", self._handle.scan_prefix(key_prefix, rng))
+        kv = _call(f"{self._what} seek", it.next())
+        return None if kv is None else (kv.key, kv.value)
+
+
+class StoreWriter(_ScanMixin):
+    """The single writer. Only the folder opens one."""
+
+    def __init__(self, handle: Any, location: LakeLocation) -> None:
+        self._handle = handle
+        self._what = f"store writer {location.url}"
+        self.location = location
+
+    def write(self, puts: Iterable[tuple[bytes, bytes]], deletes: Iterable[bytes] = ()) -> None:
+        """Apply puts then deletes as one atomic WriteBatch."""
+        batch = WriteBatch()
+        for key, value in puts:
+            batch.put(key, value)
+        for key in deletes:
+            batch.delete(key)
+        _call(f"{self._what} write", self._handle.write(batch))
+
+    def flush(self) -> None:
+        """Make everything written so far durable in L0 (the WAL is off)."""
+        _call(
+            f"{self._what} flush",
+            self._handle.flush_with_options(FlushOptions(flush_type=FlushType.MEM_TABLE)),
+        )
+
+    def close(self) -> None:
+        with contextlib.suppress(FencedError):
+            _call(f"{self._what} close", self._handle.shutdown(), timeout=60)
+
+
+class StoreReader(_ScanMixin):
+    """A DbReader following the latest manifest. Fences nothing, writes nothing."""
+
+    def __init__(self, handle: Any, location: LakeLocation) -> None:
+        self._handle = handle
+        self._what = f"store reader {location.url}"
+        self.location = location
+
+    def close(self) -> None:
+        _call(f"{self._what} close", self._handle.shutdown(), timeout=60)
+
+
+class StoreAdmin:
+    """Manifest and compaction access. Opens no writer, fences nothing."""
+
+    def __init__(self, handle: Any, location: LakeLocation) -> None:
+        self._handle = handle
+        self._what = f"store admin {location.url}"
+        self.location = location
+
+    def read_manifest(self) -> Any:
+        return _call(f"{self._what} read_manifest", self._handle.read_manifest(None))
+
+    def submit_compaction(self, spec: Any) -> Any:
+        return _call(f"{self._what} submit_compaction", self._handle.submit_compaction(spec))
+
+    def read_compaction(self, compaction_id: str) -> Any:
+        return _call(
+            f"{self._what} read_compaction", self._handle.read_compaction(compaction_id, None)
+        )
+
+    def read_compactor_state_view(self) -> Any:
+        return _call(f"{self._what} compactor state", self._handle.read_compactor_state_view())
+
+
+def open_writer(location: LakeLocation, settings: dict[str, Any] | None = None) -> StoreWriter:
+    """Open the writer (fences older writers). WAL is always off."""
+    _bindings.install()
+    builder = DbBuilder(location.store_path, location.slatedb_store())
+    builder.with_settings(_settings({**(settings or {}), "wal_enabled": False}))
+    builder.with_segment_extractor(SubspaceExtractor())
+    handle = _call(f"open store writer {location.url}", builder.build())
+    return StoreWriter(handle, location)
+
+
+def open_reader(location: LakeLocation, poll_interval_ms: int = 1000) -> StoreReader:
+    _bindings.install()
+    builder = DbReaderBuilder(location.store_path, location.slatedb_store())
+    builder.with_segment_extractor(SubspaceExtractor())
+    builder.with_reader_mode(ReaderMode.FOLLOW_LATEST())
+    builder.with_options(
+        ReaderOptions(
+            manifest_poll_interval_ms=poll_interval_ms,
+            checkpoint_lifetime_ms=600_000,
+            max_memtable_bytes=64 << 20,
+            skip_wal_replay=True,
+        )
+    )
+    handle = _call(f"open store reader {location.url}", builder.build())
+    return StoreReader(handle, location)
+
+
+def open_admin(location: LakeLocation) -> StoreAdmin:
+    _bindings.install()
+    handle = AdminBuilder(location.store_path, location.slatedb_store()).build()
+    return StoreAdmin(handle, location)
+
+
+def store_exists(location: LakeLocation) -> bool:
+    """True when a SlateDB manifest exists under the lake's store path."""
+    from slatelake.store.objects import ObjectClient
+
+    return ObjectClient(location).any_under(f"{location.store_path}/manifest/")
