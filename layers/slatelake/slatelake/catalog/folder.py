@@ -58,7 +58,10 @@ class Folder:
         margin_s: float = DEFAULT_MARGIN_S,
         batch_ops: int = DEFAULT_BATCH_OPS,
         settings: dict | None = None,
+        fault: Callable[[str], None] | None = None,
     ) -> None:
+        """``fault`` is called at each crash boundary (tests inject crashes there):
+        ``after_write`` (a batch in the memtable), ``after_flush``, ``after_delete``."""
         if not store_exists(location):
             raise NotFoundError(f"no slatelake lake at {location.url}")
         self.location = location
@@ -75,6 +78,7 @@ class Folder:
         self.flushed_seq = self.seq
         self._folded_at: dict[int, float] = {}
         self._started = time.monotonic()
+        self._fault = fault or (lambda boundary: None)
 
     def fold_once(self, truncate: bool = True) -> FoldReport:
         t0 = time.perf_counter()
@@ -103,10 +107,12 @@ class Folder:
                 change_sets += 1
             if len(pending) >= self.batch_ops or slot == slots[-1]:
                 self._write(pending, slot, head)
+                self._fault("after_write")
                 pending = {}
                 batches += 1
         if slots:
             self.writer.flush()
+            self._fault("after_flush")
             self.flushed_seq = self.seq
             now = time.monotonic()
             for slot in slots:
@@ -143,6 +149,7 @@ class Folder:
             if now - folded < self.margin_s:
                 break
             self.log.delete(info.seq)
+            self._fault("after_delete")
             self._folded_at.pop(info.seq, None)
             deleted += 1
         return deleted

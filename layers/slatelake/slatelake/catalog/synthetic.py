@@ -32,7 +32,9 @@ def genesis_changes() -> RowChanges:
     )
 
 
-def commit_changes(state: CatalogState, table_id: int = 1, rows: int = 10) -> RowChanges:
+def commit_changes(
+    state: CatalogState, table_id: int = 1, rows: int = 10, message: str | None = None
+) -> RowChanges:
     """One INSERT's worth of rows against ``state`` (ids follow the head)."""
     snap = state.head.snapshot_id + 1
     file_id = snap  # one file per snapshot keeps ids unique and never reused
@@ -46,7 +48,8 @@ def commit_changes(state: CatalogState, table_id: int = 1, rows: int = 10) -> Ro
         RowChanges()
         .insert("ducklake_snapshot", (snap, when, 0, 2, file_id + 1))
         .insert(
-            "ducklake_snapshot_changes", (snap, f"inserted_into_table:{table_id}", None, None, None)
+            "ducklake_snapshot_changes",
+            (snap, f"inserted_into_table:{table_id}", None, message, None),
         )
         .insert(
             "ducklake_data_file",

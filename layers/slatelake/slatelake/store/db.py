@@ -216,7 +216,5 @@ def open_admin(location: LakeLocation) -> StoreAdmin:
 
 
 def store_exists(location: LakeLocation) -> bool:
-    """True when a SlateDB manifest exists under the lake's store path."""
-    from slatelake.store.objects import ObjectClient
-
-    return ObjectClient(location).any_under(f"{location.store_path}/manifest/")
+    """True when a SlateDB database (a manifest) exists at the lake's store path."""
+    return open_admin(location).read_manifest() is not None
