@@ -27,7 +27,7 @@ def _race(url: str) -> list[str]:
         for t in (1, 2)
     ]
     outs = [p.communicate(timeout=600) for p in procs]
-    for p, (out, err) in zip(procs, outs, strict=True):
+    for p, (_out, err) in zip(procs, outs, strict=True):
         assert p.returncode == 0, err
     return [o for o, _ in outs]
 
