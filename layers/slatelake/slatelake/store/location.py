@@ -82,7 +82,6 @@ class LakeLocation:
         """The SlateDB ObjectStore whose base this location's paths are under."""
         if "slatedb" not in self._stores:
             if self.scheme == "file":
-                Path("/", self.root).mkdir(parents=True, exist_ok=True)
                 self._stores["slatedb"] = ObjectStore.resolve("file:///")
             elif self.scheme == "memory":
                 self._stores["slatedb"] = _memory_pair(self.bucket)[0]

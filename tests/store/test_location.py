@@ -1,0 +1,61 @@
+"""Lake URLs: parsing, refusals that name the input, containment by component."""
+
+from __future__ import annotations
+
+import pytest
+
+from slatelake.errors import MisconfigurationError
+from slatelake.store.location import LakeLocation
+
+
+@pytest.mark.parametrize(
+    ("url", "scheme", "bucket", "root"),
+    [
+        ("file:///data/lake", "file", "", "data/lake"),
+        ("file:///data/lake/", "file", "", "data/lake"),
+        ("memory://demo", "memory", "demo", ""),
+        ("s3://bucket/a/b", "s3", "bucket", "a/b"),
+        ("s3://bucket", "s3", "bucket", ""),
+    ],
+)
+def test_parse(url: str, scheme: str, bucket: str, root: str) -> None:
+    loc = LakeLocation.parse(url)
+    assert (loc.scheme, loc.bucket, loc.root) == (scheme, bucket, root)
+    assert loc.store_path == "/".join(p for p in (root, "store") if p)
+
+
+@pytest.mark.parametrize(
+    ("url", "needle"),
+    [
+        ("ftp://x/y", "unsupported scheme 'ftp'"),
+        ("s3:///nobucket", "name the bucket"),
+        ("memory://", "name the memory lake"),
+        ("file://host/path", "absolute path"),
+    ],
+)
+def test_bad_urls_are_refused_naming_the_input(url: str, needle: str) -> None:
+    with pytest.raises(MisconfigurationError, match=needle) as info:
+        LakeLocation.parse(url)
+    assert repr(url) in str(info.value)
+
+
+def test_s3_without_a_region_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    for var in ("AWS_REGION", "AWS_DEFAULT_REGION"):
+        monkeypatch.delenv(var, raising=False)
+    with pytest.raises(MisconfigurationError, match="AWS_REGION"):
+        LakeLocation.parse("s3://b/p").slatedb_store()
+
+
+@pytest.mark.parametrize(
+    ("outer", "inner", "contains"),
+    [
+        ("s3://b/lake", "s3://b/lake/data", True),
+        ("s3://b/lake", "s3://b/lake", True),
+        ("s3://b/lake", "s3://b/lakehouse", False),  # sibling sharing text
+        ("s3://b/lake", "s3://c/lake/data", False),  # another bucket
+        ("file:///x/lake", "s3://b/x/lake", False),  # another store kind
+        ("file:///x", "file:///x/y/z", True),
+    ],
+)
+def test_containment_is_by_path_component(outer: str, inner: str, contains: bool) -> None:
+    assert LakeLocation.parse(outer).contains(LakeLocation.parse(inner)) is contains
