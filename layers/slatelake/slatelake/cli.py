@@ -83,22 +83,17 @@ def _cmd_log(args: argparse.Namespace) -> int:
     from slatelake.catalog.lake import Lake
 
     with Lake.open(args.lake, read_only=True) as lake:
-        state = lake.materialize()
-        reader = lake.reader()
-        from slatelake.catalog.state import SYS_FOLD, decode_fold
-
-        fold_seq, _ = decode_fold(reader.get(SYS_FOLD))  # type: ignore[arg-type]
-        slots = list(lake.log.list_after(0))
-        doc = {
-            "lake": args.lake,
-            "head": {"snapshot_id": state.head.snapshot_id, "batch_seq": state.head.batch_seq},
-            "last_slot": state.last_seq,
-            "fold_cursor": fold_seq,
-            "unfolded_slots": state.last_seq - fold_seq,
-            "retained_slots": len(slots),
-            "retained_bytes": sum(s.size for s in slots),
-            "catalog_rows": state.row_count(),
-        }
+        summary = lake.summary()
+    doc = {
+        "lake": args.lake,
+        "head": {"snapshot_id": summary.head.snapshot_id, "batch_seq": summary.head.batch_seq},
+        "last_slot": summary.last_slot,
+        "fold_cursor": summary.fold_cursor,
+        "unfolded_slots": summary.unfolded_slots,
+        "retained_slots": summary.retained_slots,
+        "retained_bytes": summary.retained_bytes,
+        "catalog_rows": summary.catalog_rows,
+    }
     if args.json:
         print(json.dumps(doc))
     else:

@@ -9,6 +9,8 @@ store writer: to lay down the format stamp and the empty head.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from slatelake.catalog.changes import RowChanges, build_change_set
 from slatelake.catalog.state import (
     CATALOG_SUBSPACES,
@@ -29,7 +31,7 @@ from slatelake.errors import (
     NotFoundError,
     ReadOnlyError,
 )
-from slatelake.log.changeset import ChangeSet
+from slatelake.log.changeset import ChangeSet, Head
 from slatelake.log.committer import Committed, Committer
 from slatelake.log.leases import LeaseBook, ReaderLease
 from slatelake.log.replay import StaleViewError, read_tail
@@ -38,6 +40,20 @@ from slatelake.store.db import StoreReader, open_reader, open_writer, store_exis
 from slatelake.store.location import LakeLocation
 
 STALE_VIEW_RETRIES = 3
+
+
+@dataclass(frozen=True)
+class LogSummary:
+    head: Head
+    last_slot: int
+    fold_cursor: int
+    retained_slots: int
+    retained_bytes: int
+    catalog_rows: int
+
+    @property
+    def unfolded_slots(self) -> int:
+        return self.last_slot - self.fold_cursor
 
 
 class Lake:
@@ -148,6 +164,20 @@ class Lake:
             state.apply(cs, slot)
         state.last_seq = tail.last_seq
         return state
+
+    def summary(self) -> LogSummary:
+        """Head, fold cursor and what the log retains: one view, one LIST."""
+        state = self.materialize()
+        fold_seq, _ = decode_fold(self.reader().get(SYS_FOLD) or b"")
+        slots = list(self.log.list_after(0))
+        return LogSummary(
+            head=state.head,
+            last_slot=state.last_seq,
+            fold_cursor=fold_seq,
+            retained_slots=len(slots),
+            retained_bytes=sum(s.size for s in slots),
+            catalog_rows=state.row_count(),
+        )
 
     # -- writing ---------------------------------------------------------
     def commit(
