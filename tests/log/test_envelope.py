@@ -9,13 +9,14 @@ batch and snapshot_id only when the batch mints one.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import uuid
 from decimal import Decimal
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from slatelake.errors import CorruptionError
@@ -67,7 +68,7 @@ def framed(payload: Any) -> bytes:
 
 
 @EXAMPLES
-@given(st.lists(change_sets, max_size=4))
+@given(st.lists(change_sets, max_size=3))
 def test_envelope_round_trips_change_sets_in_order(sets: list[ChangeSet]) -> None:
     decoded = decode_envelope(encode_envelope(sets))
     assert decoded == sets
@@ -158,14 +159,26 @@ def test_envelope_of_the_wrong_shape_raises_corruption_error(payload: Any) -> No
         decode_envelope(framed(payload))
 
 
-# BUG (reported): int(float('inf')) and int(Decimal('Infinity')) raise OverflowError,
-# which decode_envelope does not translate, so damage escapes as a non-slatelake error.
-@pytest.mark.parametrize("snapshot_id", [math.inf, -math.inf, Decimal("Infinity")], ids=repr)
-def test_envelope_with_an_infinite_head_raises_corruption_error(snapshot_id: Any) -> None:
+# BUG (reported): decode_envelope translates only TypeError and ValueError. int() of an
+# infinite float or Decimal raises OverflowError, and comparing a signalling-NaN Decimal
+# version raises decimal.InvalidOperation (both ArithmeticError), so this damage escapes
+# as a non-slatelake error instead of CorruptionError.
+_ROW = ["t", 1, 2, True, [], "", [], [], []]
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        [ENVELOPE_VERSION, [[*_ROW[:1], math.inf, *_ROW[2:]]]],
+        [ENVELOPE_VERSION, [[*_ROW[:1], -math.inf, *_ROW[2:]]]],
+        [ENVELOPE_VERSION, [[*_ROW[:2], Decimal("Infinity"), *_ROW[3:]]]],
+        [Decimal("sNaN"), []],
+    ],
+    ids=["inf-snapshot", "minus-inf-snapshot", "decimal-inf-batch-seq", "snan-version"],
+)
+def test_envelope_with_a_non_finite_number_raises_corruption_error(payload: Any) -> None:
     with pytest.raises(CorruptionError):
-        decode_envelope(
-            framed([ENVELOPE_VERSION, [["t", snapshot_id, 2, True, [], "", [], [], []]]])
-        )
+        decode_envelope(framed(payload))
 
 
 _fields = st.one_of(
@@ -186,13 +199,13 @@ _fields = st.one_of(
     st.one_of(st.just(ENVELOPE_VERSION), _fields),
     st.lists(st.lists(_fields, min_size=8, max_size=10), max_size=2),
 )
+@example(version=Decimal("sNaN"), body=[])  # the reported bug, found by this property
+@example(version=ENVELOPE_VERSION, body=[["t", math.inf, 2, True, [], "", [], [], []]])
 def test_garbage_envelope_payload_raises_only_corruption_error(
     version: Any, body: list[list[Any]]
 ) -> None:
-    try:
+    with contextlib.suppress(CorruptionError):
         decode_envelope(framed([version, body]))
-    except CorruptionError:
-        pass
 
 
 # -- heads and change sets -------------------------------------------------------------
@@ -223,13 +236,13 @@ def test_head_preserving_batch_keeps_the_snapshot_id() -> None:
     assert Head(4, 10).after(True) == Head(5, 11)
 
 
-@EXAMPLES
+@FEWER
 @given(change_sets)
 def test_change_set_result_is_its_base_after_the_batch(cs: ChangeSet) -> None:
     assert cs.result == cs.base.after(cs.mints_snapshot)
 
 
-@EXAMPLES
+@FEWER
 @given(change_sets, heads)
 def test_rebased_change_set_keeps_everything_but_its_base(cs: ChangeSet, base: Head) -> None:
     moved = cs.rebased(base)
@@ -244,7 +257,7 @@ def test_rebased_change_set_keeps_everything_but_its_base(cs: ChangeSet, base: H
     assert cs.rebased(cs.base) == cs
 
 
-@EXAMPLES
+@FEWER
 @given(change_sets)
 def test_keys_are_put_keys_and_deleted_keys(cs: ChangeSet) -> None:
     assert cs.keys() == {k for k, _ in cs.puts} | set(cs.deletes)

@@ -115,8 +115,19 @@ def table_of_key(key: bytes) -> str:
     return spec.name
 
 
+def _row(payload: object, width: int | None, where: str, what: str) -> Row:
+    if type(payload) is not list or (width is not None and len(payload) != width):
+        expected = "a list" if width is None else f"a list of {width} values"
+        raise CorruptionError(f"{where}: {what} is not {expected}")
+    return tuple(payload)
+
+
 def decode_entry(key: bytes, value: bytes) -> Any:
-    """Decode a stored catalog value: a row, a list of rows (grouped), or DDL."""
+    """Decode a stored catalog value: a row, a list of rows (grouped), or DDL.
+
+    Shapes are checked (lists, widths, DDL pairs): a well-framed value of the
+    wrong shape is corruption, never a plausible row.
+    """
     if len(key) < 2:
         raise CorruptionError(f"malformed key {key.hex()}")
     kind = key[1]
@@ -124,20 +135,25 @@ def decode_entry(key: bytes, value: bytes) -> Any:
     if key[0] == Subspace.INLINE:
         payload = values.unframe(value, kind, where)
         if kind == INLINE_ROW_KIND:
-            return tuple(payload)
+            row = _row(payload, None, where, "an inlined row")
+            if len(row) < 3:
+                raise CorruptionError(f"{where}: an inlined row needs row_id and snapshots")
+            return row
         if kind == INLINE_DDL_KIND:
-            return [tuple(c) for c in payload]
+            if type(payload) is not list:
+                raise CorruptionError(f"{where}: inlined-table DDL is not a list")
+            columns = [_row(c, 2, where, "a DDL column") for c in payload]
+            if any(type(name) is not str or type(typ) is not str for name, typ in columns):
+                raise CorruptionError(f"{where}: a DDL column is not a (name, type) pair")
+            return columns
         raise CorruptionError(f"{where}: unknown inline kind {kind}")
     spec = BY_KIND.get(kind)
     if spec is None:
         raise CorruptionError(f"{where}: unknown table kind 0x{kind:02x}")
     payload = values.unframe(value, spec.kind, where)
-    if not isinstance(payload, list):
-        raise CorruptionError(f"{where}: expected a row list")
+    width = len(spec.columns)
     if spec.grouped:
-        return [tuple(r) for r in payload]
-    if len(payload) != len(spec.columns):
-        raise CorruptionError(
-            f"{where}: {spec.name} row has {len(payload)} values for {len(spec.columns)} columns"
-        )
-    return tuple(payload)
+        if type(payload) is not list or not payload:
+            raise CorruptionError(f"{where}: {spec.name} group is not a non-empty list")
+        return [_row(r, width, where, f"a {spec.name} row") for r in payload]
+    return _row(payload, width, where, f"a {spec.name} row")

@@ -72,32 +72,58 @@ def encode_envelope(change_sets: list[ChangeSet]) -> bytes:
     return values.frame(ENVELOPE_KIND, [ENVELOPE_VERSION, body])
 
 
+def _typed(value: object, kind: type, what: str, where: str) -> object:
+    if type(value) is not kind:
+        raise CorruptionError(
+            f"{where}: envelope field {what} is {type(value).__name__}, not {kind.__name__}"
+        )
+    return value
+
+
+def _typed_list(value: object, kind: type, what: str, where: str) -> list:
+    if type(value) is not list or any(type(v) is not kind for v in value):
+        raise CorruptionError(f"{where}: envelope field {what} is not a list of {kind.__name__}")
+    return value  # type: ignore[return-value]
+
+
 def decode_envelope(data: bytes, where: str = "slot") -> list[ChangeSet]:
+    """Decode a slot. Every field is type-checked: damage never decodes plausibly."""
     payload = values.unframe(data, ENVELOPE_KIND, where)
-    try:
-        version, body = payload
-        if version != ENVELOPE_VERSION:
-            raise CorruptionError(
-                f"{where}: envelope version {version} is not {ENVELOPE_VERSION}; "
-                "written by a different slatelake release"
+    if type(payload) is not list or len(payload) != 2:
+        raise CorruptionError(f"{where}: malformed envelope")
+    version, body = payload
+    if type(version) is not int or version != ENVELOPE_VERSION:
+        raise CorruptionError(
+            f"{where}: envelope version {version!r} is not {ENVELOPE_VERSION}; "
+            "written by a different slatelake release"
+        )
+    if type(body) is not list:
+        raise CorruptionError(f"{where}: malformed envelope body")
+    out = []
+    for item in body:
+        if type(item) is not list or len(item) != 9:
+            raise CorruptionError(f"{where}: malformed change set")
+        txn, snap, seq, mints, tables, changes, pkeys, pvals, dels = item
+        _typed(txn, str, "txn_id", where)
+        _typed(snap, int, "base snapshot_id", where)
+        _typed(seq, int, "base batch_seq", where)
+        _typed(mints, bool, "mints_snapshot", where)
+        _typed(changes, str, "changes_made", where)
+        _typed_list(tables, str, "tables", where)
+        _typed_list(pkeys, bytes, "put keys", where)
+        _typed_list(pvals, bytes, "put values", where)
+        _typed_list(dels, bytes, "deletes", where)
+        if len(pkeys) != len(pvals):
+            raise CorruptionError(f"{where}: {len(pkeys)} put keys but {len(pvals)} values")
+        out.append(
+            ChangeSet(
+                base=Head(snap, seq),
+                puts=tuple(zip(pkeys, pvals, strict=True)),
+                deletes=tuple(dels),
+                mints_snapshot=mints,
+                tables=tuple(tables),
+                changes_made=changes,
+                txn_id=txn,
             )
-        out = []
-        for txn, snap, seq, mints, tables, changes, pkeys, pvals, dels in body:
-            if len(pkeys) != len(pvals):
-                raise CorruptionError(f"{where}: {len(pkeys)} put keys but {len(pvals)} values")
-            out.append(
-                ChangeSet(
-                    base=Head(int(snap), int(seq)),
-                    puts=tuple(zip(pkeys, pvals, strict=True)),
-                    deletes=tuple(dels),
-                    mints_snapshot=bool(mints),
-                    tables=tuple(tables),
-                    changes_made=changes,
-                    txn_id=txn,
-                )
-            )
-        return out
-    except CorruptionError:
-        raise
-    except (TypeError, ValueError) as exc:
-        raise CorruptionError(f"{where}: malformed envelope ({exc})") from None
+        )
+    return out

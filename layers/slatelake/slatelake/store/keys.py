@@ -48,7 +48,12 @@ def subspace_label(byte: int) -> str:
         return "unknown"
 
 
+_MIN, _MAX = -(1 << 63), (1 << 63) - 1
+
+
 def encode_int(value: int) -> bytes:
+    if not _MIN <= value <= _MAX:
+        raise ValueError(f"key component {value} is outside the signed 64-bit range")
     return _COMPONENT.pack((value + _SIGN) & 0xFFFFFFFFFFFFFFFF)
 
 

@@ -1,0 +1,145 @@
+"""Dependencies point one way: store <- log <- catalog <- ducklake <- maintenance.
+
+Every module of the package is parsed (never imported) and each import,
+including ones inside functions and ``TYPE_CHECKING`` blocks, resolved to the
+layer it lands in. ``errors`` is shared by all layers and imports none; ``cli``,
+``demo`` and the package ``__init__`` sit on top and may import anything. Only
+``store`` imports ``slatedb``; ``store``, ``log`` and ``catalog`` never import
+``duckdb``.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "layers" / "slatelake" / "slatelake"
+ORDER = ("store", "log", "catalog", "ducklake", "maintenance")
+SHARED = {"errors"}
+TOP = {"cli", "demo", "__init__"}
+RANK = {"errors": 0, **{layer: i + 1 for i, layer in enumerate(ORDER)}}
+TOP_RANK = len(ORDER) + 1
+NO_DUCKDB = {"store", "log", "catalog"}
+
+
+@dataclass(frozen=True)
+class Import:
+    module: str  # the importing module, e.g. slatelake.catalog.rows
+    target: str  # what it imports, resolved, e.g. slatelake.store.keys or duckdb.typing
+    line: int
+
+    def __str__(self) -> str:
+        return f"{self.module}:{self.line} imports {self.target}"
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def modules() -> dict[str, Path]:
+    return {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+KNOWN = modules()
+
+
+def layer_of(name: str) -> str:
+    """The layer of a slatelake module: its subpackage, or its top-level module name."""
+    parts = name.split(".")
+    assert parts[0] == "slatelake", name
+    if len(parts) == 1:
+        return "__init__"
+    return parts[1]
+
+
+def rank_of(name: str) -> int:
+    layer = layer_of(name)
+    if layer in TOP:
+        return TOP_RANK
+    if layer not in RANK:
+        raise AssertionError(f"{name}: layer {layer!r} has no place in {ORDER}; add it here")
+    return RANK[layer]
+
+
+def imports_of(name: str, path: Path) -> list[Import]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    is_package = path.name == "__init__.py"
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.extend(Import(name, alias.name, node.lineno) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                package = name.split(".")
+                if not is_package:
+                    package = package[:-1]
+                base_parts = package[: len(package) - (node.level - 1)]
+                base = ".".join([*base_parts, *([node.module] if node.module else [])])
+            else:
+                base = node.module or ""
+            for alias in node.names:
+                sub = f"{base}.{alias.name}"
+                out.append(Import(name, sub if sub in KNOWN else base, node.lineno))
+    return out
+
+
+ALL_IMPORTS = [imp for name, path in KNOWN.items() for imp in imports_of(name, path)]
+
+
+def top_package(target: str) -> str:
+    return target.split(".", 1)[0]
+
+
+def test_the_scan_sees_every_layer_that_exists() -> None:
+    for expected in ("slatelake.errors", "slatelake.store.keys", "slatelake.log.changeset"):
+        assert expected in KNOWN
+    assert "slatelake.catalog.rows" in KNOWN
+    assert any(i.target == "slatelake.store.keys" for i in ALL_IMPORTS)
+    assert any(top_package(i.target) == "slatedb" for i in ALL_IMPORTS)
+
+
+@pytest.mark.parametrize("name", sorted(KNOWN))
+def test_every_module_has_a_layer(name: str) -> None:
+    layer = layer_of(name)
+    assert layer in TOP or layer in RANK, f"{name}: assign layer {layer!r} a place in {ORDER}"
+
+
+def test_no_module_imports_a_layer_above_its_own() -> None:
+    upward = [
+        str(imp)
+        for imp in ALL_IMPORTS
+        if top_package(imp.target) == "slatelake" and rank_of(imp.target) > rank_of(imp.module)
+    ]
+    assert not upward, "upward imports:\n" + "\n".join(upward)
+
+
+def test_errors_imports_nothing_of_slatelake() -> None:
+    inward = [
+        str(imp)
+        for imp in ALL_IMPORTS
+        if layer_of(imp.module) in SHARED and top_package(imp.target) == "slatelake"
+    ]
+    assert not inward, "\n".join(inward)
+
+
+def test_only_store_imports_slatedb() -> None:
+    outside = [
+        str(imp)
+        for imp in ALL_IMPORTS
+        if top_package(imp.target) == "slatedb" and layer_of(imp.module) != "store"
+    ]
+    assert not outside, "slatedb outside store:\n" + "\n".join(outside)
+
+
+def test_store_log_and_catalog_never_import_duckdb() -> None:
+    found = [
+        str(imp)
+        for imp in ALL_IMPORTS
+        if layer_of(imp.module) in NO_DUCKDB
+        and (top_package(imp.target) == "duckdb" or top_package(imp.target).startswith("duckdb_"))
+    ]
+    assert not found, "duckdb below the bridge:\n" + "\n".join(found)
