@@ -327,7 +327,7 @@ def test_row_with_the_wrong_column_count_is_refused_both_ways() -> None:
     with pytest.raises(ValueError):
         encode_row(spec, (1, 2, 3))
     key = row_key(spec, (1, 2, 3, 4))
-    with pytest.raises(CorruptionError, match="not a list of 4 values"):
+    with pytest.raises(CorruptionError, match="not an array of 4 values"):
         decode_entry(key, values.frame(spec.kind, [1, 2, 3]))
 
 

@@ -45,3 +45,26 @@ def test_every_subspace_is_its_own_segment(tmp_path) -> None:  # noqa: ANN001
         for view in seg.l0:
             first = bytes(view.sst.info.first_entry or b"")
             assert first[:1] == bytes(seg.prefix)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.binary(max_size=64),
+            st.binary(max_size=512),
+            st.integers(0, 2**64 - 1),
+            st.integers(-(2**63), 2**63 - 1),
+            st.none() | st.integers(-(2**63), 2**63 - 1),
+        ),
+        max_size=40,
+    )
+)
+def test_fast_key_value_lifting_equals_the_generated_one(items: list) -> None:  # noqa: ANN001
+    from slatedb.uniffi import KeyValue
+
+    kvs = [KeyValue(key=k, value=v, seq=s, create_ts=c, expire_ts=e) for k, v, s, c, e in items]
+    generated, fast = _bindings.lift_key_values_both(kvs)
+    as_tuples = [(kv.key, kv.value, kv.seq, kv.create_ts, kv.expire_ts) for kv in generated]
+    assert as_tuples == items
+    assert [(kv.key, kv.value, kv.seq, kv.create_ts, kv.expire_ts) for kv in fast] == as_tuples

@@ -130,16 +130,19 @@ def _grouped(
     deletes: set[bytes],
 ) -> None:
     touched: dict[bytes, list[Row]] = {}
-    for row in (*dels, *ins):
+
+    def group(row: Row) -> list[Row]:
         key = group_key(spec, row)
         if key not in touched:
             touched[key] = list(base.entries.get(key, []))
+        return touched[key]
+
     for row in dels:
-        rows = touched[group_key(spec, row)]
+        rows = group(row)
         if row in rows:
             rows.remove(row)
     for row in ins:
-        touched[group_key(spec, row)].append(row)
+        group(row).append(row)
     for key, rows in touched.items():
         if rows:
             puts[key] = encode_group(spec, rows)

@@ -48,12 +48,20 @@ class TableSpec:
     member: tuple[str, ...] = ()  # grouped tables: orders and identifies rows in a value
     digest: tuple[str, ...] = ()  # key columns stored as a digest of their text
 
+    def __post_init__(self) -> None:
+        # Precomputed: key building looks columns up once per row.
+        object.__setattr__(self, "_index", {c: i for i, (c, _) in enumerate(self.columns)})
+
     @property
     def column_names(self) -> tuple[str, ...]:
         return tuple(c for c, _ in self.columns)
 
+    @property
+    def width(self) -> int:
+        return len(self.columns)
+
     def index(self, column: str) -> int:
-        return self.column_names.index(column)
+        return self._index[column]  # type: ignore[attr-defined]
 
     @property
     def grouped(self) -> bool:

@@ -116,24 +116,34 @@ def table_of_key(key: bytes) -> str:
 
 
 def _row(payload: object, width: int | None, where: str, what: str) -> Row:
-    if type(payload) is not list or (width is not None and len(payload) != width):
-        expected = "a list" if width is None else f"a list of {width} values"
-        raise CorruptionError(f"{where}: {what} is not {expected}")
-    return tuple(payload)
+    if type(payload) is tuple and (width is None or len(payload) == width):
+        return payload  # type: ignore[return-value]
+    if type(payload) is list and (width is None or len(payload) == width):
+        return tuple(payload)
+    expected = "an array" if width is None else f"an array of {width} values"
+    raise CorruptionError(f"{where}: {what} is not {expected}")
+
+
+def _payload(key: bytes, value: bytes, kind: int, tuples: bool) -> Any:
+    try:
+        return values.unframe(value, kind, "stored value", tuples)
+    except CorruptionError as exc:
+        raise CorruptionError(f"value of key {key.hex()}: {exc}") from None
 
 
 def decode_entry(key: bytes, value: bytes) -> Any:
     """Decode a stored catalog value: a row, a list of rows (grouped), or DDL.
 
-    Shapes are checked (lists, widths, DDL pairs): a well-framed value of the
-    wrong shape is corruption, never a plausible row.
+    Shapes are checked (arrays, widths, DDL pairs): a well-framed value of the
+    wrong shape is corruption, never a plausible row. Hot path of
+    materialization: the error text is only built on failure.
     """
     if len(key) < 2:
         raise CorruptionError(f"malformed key {key.hex()}")
     kind = key[1]
-    where = f"value of key {key.hex()}"
     if key[0] == Subspace.INLINE:
-        payload = values.unframe(value, kind, where)
+        where = f"value of key {key.hex()}"
+        payload = _payload(key, value, kind, tuples=False)
         if kind == INLINE_ROW_KIND:
             row = _row(payload, None, where, "an inlined row")
             if len(row) < 3:
@@ -149,11 +159,14 @@ def decode_entry(key: bytes, value: bytes) -> Any:
         raise CorruptionError(f"{where}: unknown inline kind {kind}")
     spec = BY_KIND.get(kind)
     if spec is None:
-        raise CorruptionError(f"{where}: unknown table kind 0x{kind:02x}")
-    payload = values.unframe(value, spec.kind, where)
-    width = len(spec.columns)
+        raise CorruptionError(f"value of key {key.hex()}: unknown table kind 0x{kind:02x}")
+    payload = _payload(key, value, kind, tuples=True)
+    width = spec.width
+    if type(payload) is tuple and len(payload) == width and not spec.grouped:
+        return payload
+    where = f"value of key {key.hex()}"
     if spec.grouped:
-        if type(payload) is not list or not payload:
-            raise CorruptionError(f"{where}: {spec.name} group is not a non-empty list")
+        if type(payload) is not tuple or not payload:
+            raise CorruptionError(f"{where}: {spec.name} group is not a non-empty array")
         return [_row(r, width, where, f"a {spec.name} row") for r in payload]
     return _row(payload, width, where, f"a {spec.name} row")

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from slatelake.catalog import registry
-from slatelake.catalog.rows import Row, decode_entry, table_of_key
+from slatelake.catalog.rows import Row, decode_entry, inline_rows_prefix, table_of_key
 from slatelake.errors import FormatError
 from slatelake.log.changeset import ChangeSet, Head
 from slatelake.store import values
@@ -94,10 +94,14 @@ class CatalogState:
         """Every table's rows (live and ended), inlined tables included."""
         out: dict[str, list[Row]] = defaultdict(list)
         for key, entry in self.entries.items():
-            if key[0] == Subspace.INLINE and key[1] == registry.INLINE_DDL_KIND:
-                out.setdefault(table_of_key(key), [])
+            if key[0] == Subspace.INLINE:
+                name = table_of_key(key)
+                if key[1] == registry.INLINE_DDL_KIND:
+                    out.setdefault(name, [])
+                else:
+                    out[name].append(entry)
                 continue
-            name = table_of_key(key)
+            name = registry.BY_KIND[key[1]].name
             if isinstance(entry, list):
                 out[name].extend(entry)
             else:
@@ -105,7 +109,24 @@ class CatalogState:
         return dict(out)
 
     def rows(self, table: str) -> list[Row]:
-        return self.tables().get(table, [])
+        """One table's rows, found by key bytes without touching other tables."""
+        ids = registry.inline_table_ids(table)
+        if ids is not None:
+            rows_prefix = inline_rows_prefix(*ids)
+            return [e for k, e in self.entries.items() if k.startswith(rows_prefix)]
+        kind = registry.spec(table).kind
+        out: list[Row] = []
+        for key, entry in self.entries.items():
+            if key[1] == kind and key[0] != Subspace.INLINE:
+                if isinstance(entry, list):
+                    out.extend(entry)
+                else:
+                    out.append(entry)
+        return out
+
+    def get(self, key: bytes) -> Any:
+        """The decoded entry stored under ``key``, or None."""
+        return self.entries.get(key)
 
     def inline_ddl(self) -> dict[str, list[tuple[str, str]]]:
         return {

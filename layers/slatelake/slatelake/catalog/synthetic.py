@@ -11,8 +11,9 @@ from __future__ import annotations
 import datetime as dt
 import uuid
 
+from slatelake.catalog import registry
 from slatelake.catalog.changes import RowChanges
-from slatelake.catalog.rows import Row
+from slatelake.catalog.rows import Row, row_key
 from slatelake.catalog.state import CatalogState
 
 STATS_PER_FILE = 5
@@ -43,7 +44,9 @@ def commit_changes(
         (file_id, table_id, col, 100 + col, rows, 0, str(col), str(col + rows), False, None)
         for col in range(1, STATS_PER_FILE + 1)
     ]
-    old_stats = [r for r in state.rows("ducklake_table_stats") if r[0] == table_id]
+    stats_spec = registry.spec("ducklake_table_stats")
+    current = state.get(row_key(stats_spec, (table_id, 0, 0, 0)))
+    old_stats = [current] if current is not None else []
     changes = (
         RowChanges()
         .insert("ducklake_snapshot", (snap, when, 0, 2, file_id + 1))

@@ -1,12 +1,13 @@
 """The SlateDB Python bindings, made fit for bulk work, and a sync runner.
 
 slatedb 0.17's generated UniFFI code copies every byte string into Rust one
-byte at a time in Python, and answers each segment-extractor callback through
-four layers of generic lifting. Both sit on the fold's hot path (one call per
-key), so this module swaps in equivalents that produce the same bytes with one
-``memmove`` (values) and a fixed answer (the one-byte subspace extractor).
-``tests/store/test_bindings.py`` pins that the patched lowering is
-byte-identical to the generated one.
+byte at a time in Python, lifts scanned key-values field by field through a
+stream object, and answers each segment-extractor callback through four
+layers of generic lifting. All three sit on hot paths (one call per key), so
+this module swaps in equivalents: one ``memmove`` per value, one pass over
+one copy of a scanned batch, and a fixed answer (the one-byte subspace
+extractor). ``tests/store/test_bindings.py`` pins each against the
+generated code.
 
 ``run`` drives the async API from sync callers through one event-loop thread
 per process; callers never see a coroutine. Only ``store`` imports this.
@@ -82,6 +83,57 @@ def _fast_subspace_prefix_len(handle: int, target: Any, out: Any, status: Any) -
         status.contents.error_buf = _gen._UniffiFfiConverterString.lower(repr(exc))
 
 
+_I32 = struct.Struct(">i").unpack_from
+_KV_TAIL = struct.Struct(">QqB").unpack_from  # seq u64, create_ts i64, expire tag u8
+_I64 = struct.Struct(">q").unpack_from
+_KeyValue = _gen.KeyValue
+
+
+def _lift_key_values(rbuf: Any) -> list[Any]:
+    """Lift Sequence<KeyValue> in one pass over one copy of the buffer."""
+    try:
+        data = ctypes.string_at(rbuf.data, rbuf.len)
+    finally:
+        _rust_call(_free, rbuf)
+    (count,) = _I32(data, 0)
+    if count < 0:
+        raise _gen.InternalError("Unexpected negative sequence length")
+    off = 4
+    out = []
+    new = _KeyValue.__new__
+    for _ in range(count):
+        (klen,) = _I32(data, off)
+        off += 4
+        key = data[off : off + klen]
+        off += klen
+        (vlen,) = _I32(data, off)
+        off += 4
+        value = data[off : off + vlen]
+        off += vlen
+        seq, create_ts, tag = _KV_TAIL(data, off)
+        off += 17
+        expire_ts = None
+        if tag:
+            (expire_ts,) = _I64(data, off)
+            off += 8
+        kv = new(_KeyValue)
+        kv.key, kv.value, kv.seq, kv.create_ts, kv.expire_ts = key, value, seq, create_ts, expire_ts
+        out.append(kv)
+    if off != len(data):
+        raise _gen.InternalError(f"junk data left in buffer: {len(data) - off} bytes")
+    return out
+
+
+_generated_kv_lift = _gen._UniffiFfiConverterSequenceTypeKeyValue.lift
+
+
+def lift_key_values_both(items: list[Any]) -> tuple[list[Any], list[Any]]:
+    """Lower ``items`` with the generated writer; lift with both liftings (tests)."""
+    conv = _gen._UniffiFfiConverterSequenceTypeKeyValue
+    lowered = [_gen._UniffiConverterRustBuffer.lower.__func__(conv, items) for _ in range(2)]
+    return _generated_kv_lift(lowered[0]), _lift_key_values(lowered[1])
+
+
 _fast_prefix_len_cb = _gen._UNIFFI_CALLBACK_INTERFACE_SLATEDB_PREFIX_EXTRACTOR_METHOD1(
     _fast_subspace_prefix_len
 )
@@ -100,6 +152,7 @@ def install() -> None:
         if _patched:
             return
         _gen._UniffiFfiConverterBytes.lower = staticmethod(_lower_bytes)
+        _gen._UniffiFfiConverterSequenceTypeKeyValue.lift = staticmethod(_lift_key_values)
         impl = _gen._UniffiTraitImplPrefixExtractorImpl
         impl._uniffi_vtable.prefix_len = _fast_prefix_len_cb
         _patched = True

@@ -22,6 +22,7 @@ from slatedb.uniffi import (
     AdminBuilder,
     DbBuilder,
     DbReaderBuilder,
+    DurabilityLevel,
     Error,
     FlushOptions,
     FlushType,
@@ -29,6 +30,7 @@ from slatedb.uniffi import (
     PrefixExtractor,
     ReaderMode,
     ReaderOptions,
+    ScanOptions,
     Settings,
     WriteBatch,
 )
@@ -39,6 +41,14 @@ from slatelake.store.location import LakeLocation
 
 EXTRACTOR_NAME = "slatelake.subspace.v1"
 SCAN_BATCH = 10_000
+# Bulk scans read ahead: the default fetches one block per request.
+_BULK = ScanOptions(
+    durability_filter=DurabilityLevel.MEMORY,
+    dirty=False,
+    read_ahead_bytes=16 << 20,
+    cache_blocks=False,
+    max_fetch_tasks=8,
+)
 _ALL = KeyRange(start=None, start_inclusive=True, end=None, end_inclusive=False)
 
 
@@ -99,7 +109,9 @@ class _ScanMixin:
         rng = _ALL
         if start_after is not None:
             rng = KeyRange(start=start_after, start_inclusive=False, end=None, end_inclusive=False)
-        it = _call(f"{self._what} scan", self._handle.scan_prefix(key_prefix, rng))
+        it = _call(
+            f"{self._what} scan", self._handle.scan_prefix_with_options(key_prefix, rng, _BULK)
+        )
         while True:
             rows = _call(f"{self._what} scan", it.next_batch(batch))
             if not rows:

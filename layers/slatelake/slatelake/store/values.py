@@ -88,10 +88,11 @@ def pack(obj: Any) -> bytes:
     return msgpack.packb(obj, default=_default, use_bin_type=True, datetime=False)
 
 
-def unpack(data: bytes) -> Any:
+def unpack(data: bytes, tuples: bool = False) -> Any:
+    """Decode a payload; ``tuples`` gives arrays as tuples (rows), else lists."""
     try:
         return msgpack.unpackb(
-            data, ext_hook=_ext_hook, raw=False, strict_map_key=False, use_list=True
+            data, ext_hook=_ext_hook, raw=False, strict_map_key=False, use_list=not tuples
         )
     except CorruptionError:
         raise
@@ -103,10 +104,10 @@ def frame(kind: int, obj: Any) -> bytes:
     return MAGIC + bytes((CODEC_VERSION, kind)) + pack(obj)
 
 
-def unframe(data: bytes, kind: int, what: str = "value") -> Any:
+def unframe(data: bytes, kind: int, what: str = "value", tuples: bool = False) -> Any:
     """Decode a framed value, checking magic, codec version and kind."""
     check_frame(data, kind, what)
-    return unpack(data[HEADER:])
+    return unpack(data[HEADER:], tuples)
 
 
 def check_frame(data: bytes, kind: int, what: str = "value") -> None:
