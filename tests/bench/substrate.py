@@ -86,6 +86,7 @@ GOAL_MATERIALIZE_ROWS_S = 500_000
 GOAL_FOLD_ROWS_S = 100_000
 TABLES = 40
 FILES_PATTERN = (2, 1, 3, 2)  # data files per snapshot, cycled: ~1.9 like the churned lake
+READ_AHEAD_WHAT_IF = 16 << 20
 SNAPSHOTS_PER_CHANGE_SET = 10_000  # ~60k operations per change set, well under the limit
 COLUMNS = (
     ("a", "int64"),
@@ -403,10 +404,9 @@ def build_lake(url: str, target_rows: int) -> dict[str, Any]:
     }
 
 
-def commit_small(url: str, builder: Builder, committed: dict, k: int) -> float:
-    """K one-INSERT commits (one slot each) on top of the lake, no folder running."""
+def commit_small(url: str, builder: Builder, committed: dict, k: int, state: CatalogState) -> float:
+    """K one-INSERT commits (one slot each) on top of ``state``, no folder running."""
     with Lake.open(url) as lake:
-        state = lake.materialize()
         t0 = time.perf_counter()
         for _ in range(k):
             ch = builder.bulk(1, committed)
@@ -417,7 +417,20 @@ def commit_small(url: str, builder: Builder, committed: dict, k: int) -> float:
 
 # -- 2/3. fold and materialize -----------------------------------------------------------------
 def fold(location: Any) -> dict[str, Any]:
+    """One fold_once over every pending slot; the writer's write and flush timed apart."""
     folder = Folder(location, margin_s=0)
+    spent: Counter[str] = Counter()
+    for name in ("write", "flush"):
+        inner = getattr(folder.writer, name)
+
+        def wrapped(*a: Any, _inner: Any = inner, _name: str = name, **kw: Any) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return _inner(*a, **kw)
+            finally:
+                spent[_name] += time.perf_counter() - t0
+
+        setattr(folder.writer, name, wrapped)  # this instance only
     try:
         report = folder.fold_once(truncate=False)
         trunc_s, truncated = timed(folder.truncate)
@@ -429,6 +442,9 @@ def fold(location: Any) -> dict[str, Any]:
         "operations": report.operations,
         "batches": report.batches,
         "seconds": report.seconds,
+        "write_s": spent["write"],
+        "flush_s": spent["flush"],
+        "read_and_merge_s": report.seconds - spent["write"] - spent["flush"],
         "truncated": truncated,
         "truncate_s": trunc_s,
     }
@@ -444,17 +460,45 @@ def cold_materialize(url: str) -> tuple[dict[str, Any], CatalogState]:
     return {"open_s": t1 - t0, "materialize_s": t2 - t1, "total_s": t2 - t0}, state
 
 
-def scan_only(url: str) -> dict[str, Any]:
-    """The bare SlateDB scan of the catalog subspaces: keys and bytes into Python, no decode."""
+def scan_only(url: str, read_ahead: int | None = None) -> dict[str, Any]:
+    """The bare SlateDB scan of the catalog subspaces: keys and bytes into Python, no decode.
+
+    ``read_ahead`` is a what-if: the same scan through ``scan_prefix_with_options`` with
+    that many read-ahead bytes and 8 fetch tasks (the library scans with the defaults).
+    """
     with Lake.open(url, read_only=True) as lake:
         reader = lake.reader()
         t0 = time.perf_counter()
         keys = nbytes = 0
         for sub in CATALOG_SUBSPACES:
-            for batch in reader.scan_prefix_batches(bytes((sub,))):
+            if read_ahead is None:
+                batches = reader.scan_prefix_batches(bytes((sub,)))
+            else:
+                batches = _scan_with_read_ahead(reader, bytes((sub,)), read_ahead)
+            for batch in batches:
                 keys += len(batch)
                 nbytes += sum(len(k) + len(v) for k, v in batch)
         return {"seconds": time.perf_counter() - t0, "keys": keys, "bytes": nbytes}
+
+
+def _scan_with_read_ahead(reader: Any, prefix: bytes, read_ahead: int) -> Any:
+    from slatedb.uniffi import DurabilityLevel, ScanOptions
+
+    from slatelake.store.db import _ALL, SCAN_BATCH, _call
+
+    opts = ScanOptions(
+        durability_filter=DurabilityLevel.REMOTE,
+        dirty=False,
+        read_ahead_bytes=read_ahead,
+        cache_blocks=False,
+        max_fetch_tasks=8,
+    )
+    it = _call("scan", reader._handle.scan_prefix_with_options(prefix, _ALL, opts))
+    while True:
+        rows = _call("scan", it.next_batch(SCAN_BATCH))
+        if not rows:
+            return
+        yield [(kv.key, kv.value) for kv in rows]
 
 
 def store_shape(location: Any) -> dict[str, Any]:
@@ -561,7 +605,7 @@ def stock_attach(meta: str, data: str, ext: str) -> dict[str, float]:
     out["snapshots_s"], snaps = timed(
         lambda: con.execute("SELECT count(*) FROM lake.snapshots()").fetchall()
     )
-    out["attach_and_queries_s"] = out["attach_s"] + out["count_t1_s"] + out["snapshots_s"]
+    out["attach_and_count_s"] = out["attach_s"] + out["count_t1_s"]
     out["t1_count"] = rows[0][0]
     out["snapshot_count"] = snaps[0][0]
     con.close()
@@ -610,7 +654,9 @@ def bench_stock(root: Path, ext: str, state: CatalogState, reps: int) -> dict[st
         "read_all_runs": read_runs,
         "load_extension_s": median_of(attach_runs, "load_extension_s"),
         "attach_s": median_of(attach_runs, "attach_s"),
-        "attach_and_queries_s": median_of(attach_runs, "attach_and_queries_s"),
+        "attach_and_count_s": median_of(attach_runs, "attach_and_count_s"),
+        "count_t1_s": median_of(attach_runs, "count_t1_s"),
+        "snapshots_s": median_of(attach_runs, "snapshots_s"),
         "read_all_s": median_of(read_runs, "seconds"),
         "read_all_rows": read_runs[0]["rows"],
         "t1_count": attach_runs[0]["t1_count"],
@@ -639,7 +685,7 @@ def bench_size(root: Path, target: int, unfolded: int, ext: str | None) -> dict[
     folded["keys_per_s"] = folded["operations"] / folded["seconds"]
     shape = store_shape(location)
     log(f"size {target}: folded in {folded['seconds']:.1f}s; materializing")
-    reps = 3 if target <= 200_000 else 1
+    reps = 3 if target <= 200_000 else 2
     runs = []
     state = None
     for _ in range(reps):
@@ -652,6 +698,7 @@ def bench_size(root: Path, target: int, unfolded: int, ext: str | None) -> dict[
     keys = len(state.entries)
     mat_s = statistics.median(r["total_s"] for r in runs)
     scan = scan_only(url)
+    scan_ra = scan_only(url, read_ahead=READ_AHEAD_WHAT_IF)
     materialize = {
         "runs": runs,
         "seconds": mat_s,
@@ -664,32 +711,45 @@ def bench_size(root: Path, target: int, unfolded: int, ext: str | None) -> dict[
         "scan_bytes": scan["bytes"],
         "scan_keys_per_s": scan["keys"] / scan["seconds"],
         "decode_and_rest_s": mat_s - scan["seconds"],
+        "scan_read_ahead_what_if_s": scan_ra["seconds"],
     }
     stock = None
     if ext is not None:
         log(f"size {target}: materialized {rows} rows in {mat_s:.2f}s; stock DuckLake")
         stock = bench_stock(root, ext, state, reps=3)
-        stock["ratio_vs_attach"] = mat_s / stock["attach_and_queries_s"]
+        stock["ratio_vs_attach"] = mat_s / stock["attach_and_count_s"]
         stock["ratio_vs_read_all"] = mat_s / stock["read_all_s"]
-    del state
-    gc.collect()
     replay = None
     if unfolded:
         log(f"size {target}: {unfolded} unfolded commits on top")
-        commit_s = commit_small(url, builder, committed, unfolded)
-        gc.collect()
-        run, state = cold_materialize(url)
+        # commit on a shallow copy, so ``state`` stays the folded view to replay onto
+        view = CatalogState(state.head, state.last_seq, dict(state.entries))
+        commit_s = commit_small(url, builder, committed, unfolded, view)
+        del view
+        with Lake.open(url, read_only=True) as lake:
+            refresh_s, _ = timed(lambda: lake.refresh(state))
+        del state
+        replay_runs = []
+        for _ in range(reps):
+            state = None
+            gc.collect()
+            run, state = cold_materialize(url)
+            replay_runs.append(run)
         replay_rows = state.row_count()
         del state
         gc.collect()
+        replay_s = statistics.median(r["total_s"] for r in replay_runs)
         small_fold = fold(location)
         replay = {
             "slots": unfolded,
             "commit_s": commit_s,
-            "materialize_s": run["total_s"],
+            "commit_ms_each": commit_s / unfolded * 1000,
+            "runs": replay_runs,
+            "materialize_s": replay_s,
             "rows": replay_rows,
-            "extra_vs_folded_s": run["total_s"] - mat_s,
-            "per_slot_ms": (run["total_s"] - mat_s) / unfolded * 1000,
+            "extra_vs_folded_s": replay_s - mat_s,
+            "refresh_s": refresh_s,
+            "per_slot_ms": refresh_s / unfolded * 1000,
             "fold_after": small_fold,
         }
     shutil.rmtree(lake_dir, ignore_errors=True)
@@ -796,11 +856,10 @@ def print_report(result: dict[str, Any]) -> None:
     sizes = result["sizes"]
     print()
     print("== 2. materialization: Lake.open + materialize on a fresh handle (folded lake) ==")
-    hdr = (
+    print(
         f"  {'rows':>9} {'keys':>8} {'files':>7} {'mat s':>7} {'rows/s':>9} {'goal':>5} "
-        f"{'keys/s':>8} {'scan s':>7} {'scan k/s':>8} {'decode+ s':>9}"
+        f"{'keys/s':>8} {'scan s':>7} {'scan k/s':>8} {'decode+ s':>9} {'scan RA s':>9}"
     )
-    print(hdr)
     for s in sizes:
         m = s["materialize"]
         goal = m["rows_per_s"] / GOAL_MATERIALIZE_ROWS_S
@@ -808,28 +867,41 @@ def print_report(result: dict[str, Any]) -> None:
             f"  {m['rows']:>9} {m['keys']:>8} {s['build']['files']:>7} {m['seconds']:>7.2f} "
             f"{m['rows_per_s']:>9.0f} {goal:>4.0%} {m['keys_per_s']:>8.0f} "
             f"{m['scan_only_s']:>7.2f} {m['scan_keys_per_s']:>8.0f} "
-            f"{m['decode_and_rest_s']:>9.2f}"
+            f"{m['decode_and_rest_s']:>9.2f} {m['scan_read_ahead_what_if_s']:>9.2f}"
         )
+    print(
+        "  scan = SlateDB scan of the catalog subspaces into Python (key, value) pairs only; "
+        "decode+ = mat - scan;\n  scan RA = what-if: same scan with 16 MiB read-ahead and 8 "
+        "fetch tasks (scan_prefix_with_options), not what the library does"
+    )
     if any(s["replay"] for s in sizes):
         print()
-        print("   replay: materialize with K unfolded one-INSERT slots on top")
         print(
-            f"  {'rows':>9} {'K':>4} {'mat s':>7} {'extra s':>8} {'ms/slot':>8} "
-            f"{'commit K s':>10} {'fold K s':>8}"
+            "   replay: K one-INSERT commits on top, not folded; then materialize, then fold them"
+        )
+        print(
+            f"  {'rows':>9} {'K':>4} {'commit ms':>9} {'refresh s':>9} {'ms/slot':>8} "
+            f"{'mat s':>7} {'vs folded':>9} {'fold K s':>8}"
         )
         for s in sizes:
             r = s["replay"]
             if r:
                 print(
-                    f"  {r['rows']:>9} {r['slots']:>4} {r['materialize_s']:>7.2f} "
-                    f"{r['extra_vs_folded_s']:>8.3f} {r['per_slot_ms']:>8.2f} "
-                    f"{r['commit_s']:>10.2f} {r['fold_after']['seconds']:>8.3f}"
+                    f"  {r['rows']:>9} {r['slots']:>4} {r['commit_ms_each']:>9.2f} "
+                    f"{r['refresh_s']:>9.3f} {r['per_slot_ms']:>8.2f} "
+                    f"{r['materialize_s']:>7.2f} {r['extra_vs_folded_s']:>+9.2f} "
+                    f"{r['fold_after']['seconds']:>8.3f}"
                 )
+        print(
+            "  commit ms = one Lake.commit on the big catalog; refresh = Lake.refresh of the "
+            "folded view over the K slots\n  (LIST, K GETs, decode, apply): the replay cost "
+            "alone; mat s = cold materialize with the K slots, vs folded = its difference"
+        )
     print()
     print("== 3. fold: Folder.fold_once(truncate=False) over the build's slots ==")
     print(
         f"  {'rows':>9} {'slots':>5} {'ops':>8} {'batches':>7} {'fold s':>7} {'rows/s':>9} "
-        f"{'goal':>5} {'keys/s':>8} {'trunc s':>7} {'build s':>8}"
+        f"{'goal':>5} {'keys/s':>8} {'write s':>7} {'flush s':>7} {'other s':>7} {'trunc s':>7}"
     )
     for s in sizes:
         f = s["fold"]
@@ -837,14 +909,30 @@ def print_report(result: dict[str, Any]) -> None:
         print(
             f"  {f['rows']:>9} {f['slots']:>5} {f['operations']:>8} {f['batches']:>7} "
             f"{f['seconds']:>7.2f} {f['rows_per_s']:>9.0f} {goal:>4.0%} "
-            f"{f['keys_per_s']:>8.0f} {f['truncate_s']:>7.3f} {s['build']['seconds']:>8.1f}"
+            f"{f['keys_per_s']:>8.0f} {f['write_s']:>7.2f} {f['flush_s']:>7.2f} "
+            f"{f['read_and_merge_s']:>7.2f} {f['truncate_s']:>7.3f}"
+        )
+    print(
+        "  write = StoreWriter.write (WriteBatch.put per key + SlateDB write); other = slot "
+        "LIST/GET/decode + merging puts"
+    )
+    print()
+    print("   build (not a goal): rows generated and committed as large change sets")
+    print(
+        f"  {'rows':>9} {'slots':>5} {'max ops':>8} {'rowgen s':>8} {'commit s':>8} {'RSS MB':>7}"
+    )
+    for s in sizes:
+        bd = s["build"]
+        print(
+            f"  {bd['rows']:>9} {bd['slots']:>5} {bd['max_ops_per_change_set']:>8} "
+            f"{bd['rowgen_s']:>8.1f} {bd['commit_s']:>8.1f} {s['rss_high_water_mb']:>7.0f}"
         )
     if any(s["stock"] for s in sizes):
         print()
         print("== 4. stock DuckLake 1.5.5 (DuckDB-file catalog) on the same rows ==")
         print(
-            f"  {'rows':>9} {'mat s':>7} {'attach+q s':>10} {'(attach)':>8} {'ratio':>7} "
-            f"{'readall s':>9} {'ratio':>6} {'file MB':>7}"
+            f"  {'rows':>9} {'mat s':>7} {'attach s':>8} {'count s':>7} {'a+c s':>6} "
+            f"{'ratio':>6} {'snaps() s':>9} {'readall s':>9} {'ratio':>6} {'file MB':>7}"
         )
         for s in sizes:
             st = s["stock"]
@@ -852,17 +940,19 @@ def print_report(result: dict[str, Any]) -> None:
                 continue
             print(
                 f"  {s['materialize']['rows']:>9} {s['materialize']['seconds']:>7.2f} "
-                f"{st['attach_and_queries_s']:>10.3f} {st['attach_s']:>8.3f} "
-                f"{st['ratio_vs_attach']:>6.0f}x {st['read_all_s']:>9.2f} "
+                f"{st['attach_s']:>8.3f} {st['count_t1_s']:>7.3f} "
+                f"{st['attach_and_count_s']:>6.3f} {st['ratio_vs_attach']:>5.0f}x "
+                f"{st['snapshots_s']:>9.3f} {st['read_all_s']:>9.2f} "
                 f"{st['ratio_vs_read_all']:>5.1f}x {st['catalog_file_bytes'] / 1e6:>7.1f}"
             )
         print(
-            "  attach+q: fresh connection, ATTACH 'ducklake:meta.duckdb', count(*) FROM "
-            "lake.t1 (from metadata), count(*) FROM lake.snapshots(); LOAD not included"
-        )
-        print(
-            "  readall: fresh connection, plain ATTACH, SELECT * of every ducklake_* table "
-            "fetchall() into Python; ratio = slatelake materialize / stock"
+            "  attach/count: fresh connection (LOAD timed apart, not included), ATTACH "
+            "'ducklake:meta.duckdb', then SELECT count(*) FROM lake.t1\n  (answered from "
+            "metadata); a+c = their sum, ratio = slatelake materialize / a+c. snaps() = "
+            "SELECT count(*) FROM lake.snapshots() after that.\n  readall: fresh connection, "
+            "plain ATTACH of the catalog file, SELECT * of every ducklake_* table, fetchall() "
+            "into Python;\n  ratio = slatelake materialize / readall (both: every catalog row "
+            "into Python tuples)"
         )
     if result.get("profile"):
         p = result["profile"]
