@@ -3,10 +3,10 @@
 slatedb 0.17's generated UniFFI code copies every byte string into Rust one
 byte at a time in Python, lifts scanned key-values field by field through a
 stream object, and answers each segment-extractor callback through four
-layers of generic lifting. All three sit on hot paths (one call per key), so
-this module swaps in equivalents: one ``memmove`` per value, one pass over
-one copy of a scanned batch, and a fixed answer (the one-byte subspace
-extractor). ``tests/store/test_bindings.py`` pins each against the
+layers of generic lifting. All sit on hot paths (one call per key), so this
+module swaps in equivalents: one ``memmove`` per value, a direct
+``WriteBatch.put``, one pass over one copy of a scanned batch, and a fixed
+answer (the one-byte subspace extractor). ``tests/store/test_bindings.py`` pins each against the
 generated code.
 
 ``run`` drives the async API from sync callers through one event-loop thread
@@ -134,6 +134,24 @@ def lift_key_values_both(items: list[Any]) -> tuple[list[Any], list[Any]]:
     return _generated_kv_lift(lowered[0]), _lift_key_values(lowered[1])
 
 
+_batch_put = _LIB.uniffi_slatedb_uniffi_fn_method_writebatch_put
+_rust_call_err = _gen._uniffi_rust_call_with_error
+_error_converter = _gen._UniffiFfiConverterTypeError
+
+
+def _write_batch_put(self: Any, key: bytes, value: bytes) -> None:
+    """WriteBatch.put without the generic argument checks (bytes are checked here)."""
+    if type(key) is not bytes or type(value) is not bytes:
+        key, value = bytes(key), bytes(value)
+    _rust_call_err(
+        _error_converter,
+        _batch_put,
+        self._uniffi_clone_handle(),
+        _lower_bytes(key),
+        _lower_bytes(value),
+    )
+
+
 _fast_prefix_len_cb = _gen._UNIFFI_CALLBACK_INTERFACE_SLATEDB_PREFIX_EXTRACTOR_METHOD1(
     _fast_subspace_prefix_len
 )
@@ -153,6 +171,7 @@ def install() -> None:
             return
         _gen._UniffiFfiConverterBytes.lower = staticmethod(_lower_bytes)
         _gen._UniffiFfiConverterSequenceTypeKeyValue.lift = staticmethod(_lift_key_values)
+        _gen.WriteBatch.put = _write_batch_put
         impl = _gen._UniffiTraitImplPrefixExtractorImpl
         impl._uniffi_vtable.prefix_len = _fast_prefix_len_cb
         _patched = True
