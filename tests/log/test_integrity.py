@@ -150,3 +150,25 @@ def test_committer_gives_up_after_bounded_attempts(lake: Lake) -> None:
     cs = ChangeSet(base=state.head, puts=((b"\x03\x14" + b"\1" * 8, b"v"),))
     with pytest.raises(ConflictError):
         committer.commit(cs, 1)
+
+
+class NoWriteClient(ObjectClient):
+    """Credentials that may read the lake but not write to it."""
+
+    def put(self, path: str, data: bytes) -> None:
+        raise PermissionError(f"AccessDenied: PUT {path}")
+
+
+def test_read_only_view_survives_credentials_that_refuse_the_lease(lake: Lake) -> None:
+    expected = lake.materialize()
+    with Lake.open(lake.location.url, read_only=True) as reader:
+        reader.log.client = NoWriteClient(reader.location, reader.log.client.store)
+        reader.lease.book.client = reader.log.client
+        assert reader.materialize().same_rows(expected)
+
+
+def test_a_writer_whose_lease_is_refused_fails_loudly(lake: Lake) -> None:
+    with Lake.open(lake.location.url) as writer:
+        writer.lease.book.client = NoWriteClient(writer.location, writer.log.client.store)
+        with pytest.raises(PermissionError, match="AccessDenied"):
+            writer.materialize()

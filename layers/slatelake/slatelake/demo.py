@@ -13,26 +13,7 @@ from pathlib import Path
 
 from slatelake.catalog.folder import Folder
 from slatelake.catalog.lake import Lake
-from slatelake.catalog.synthetic import commit_changes, genesis_changes
-from slatelake.errors import ConflictError
-
-
-def _committer(url: str, count: int, table_id: int, out: list[int]) -> None:
-    with Lake.open(url) as lake:
-        state = lake.materialize()
-        done = 0
-        while done < count:
-            try:
-                lake.commit(
-                    state,
-                    commit_changes(state, table_id),
-                    mints_snapshot=True,
-                    changes_made=f"inserted_into_table:{table_id}",
-                )
-                done += 1
-            except ConflictError:
-                lake.refresh(state)  # lost a race: re-validate on the new head
-                out.append(1)
+from slatelake.catalog.synthetic import commit_inserts, genesis_changes
 
 
 def run_demo(directory: str, commits: int = 50) -> None:
@@ -47,13 +28,14 @@ def run_demo(directory: str, commits: int = 50) -> None:
     print(f"created {url} with DuckLake's initial snapshot")
     conflicts: list[int] = []
     threads = [
-        threading.Thread(target=_committer, args=(url, commits, t, conflicts)) for t in (1, 2)
+        threading.Thread(target=lambda t=t: conflicts.append(commit_inserts(url, commits, t)))
+        for t in (1, 2)
     ]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    print(f"two committers landed {2 * commits} commits, {len(conflicts)} lost races retried")
+    print(f"two committers landed {2 * commits} commits, {sum(conflicts)} lost races retried")
     with Lake.open(url, read_only=True) as lake:
         before = lake.materialize()
     folder = Folder(Lake.open(url).location, margin_s=0)

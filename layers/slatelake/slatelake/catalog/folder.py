@@ -70,10 +70,14 @@ class Folder:
         self.margin_s = margin_s
         self.batch_ops = batch_ops
         self.writer = open_writer(location, settings)
-        check_format(self.writer.get(SYS_FORMAT), location.url)
-        raw = self.writer.get(SYS_FOLD)
-        if raw is None:
-            raise CorruptionError(f"{location.url}: the store has no fold cursor")
+        try:
+            check_format(self.writer.get(SYS_FORMAT), location.url)
+            raw = self.writer.get(SYS_FOLD)
+            if raw is None:
+                raise CorruptionError(f"{location.url}: the store has no fold cursor")
+        except BaseException:
+            self.writer.close()
+            raise
         self.seq, self.head = decode_fold(raw)
         self.flushed_seq = self.seq
         self._folded_at: dict[int, float] = {}

@@ -9,6 +9,7 @@ store writer: to lay down the format stamp and the empty head.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 from slatelake.catalog.changes import RowChanges, build_change_set
@@ -40,6 +41,7 @@ from slatelake.store.db import StoreReader, open_reader, open_writer, store_exis
 from slatelake.store.location import LakeLocation
 
 STALE_VIEW_RETRIES = 3
+log = logging.getLogger("slatelake.lake")
 
 
 @dataclass(frozen=True)
@@ -105,7 +107,11 @@ class Lake:
         return lake
 
     def close(self) -> None:
-        self.lease.release()
+        try:
+            self.lease.release()
+        except Exception:
+            if not self.read_only:
+                raise
         if self._reader is not None:
             self._reader.close()
             self._reader = None
@@ -133,7 +139,7 @@ class Lake:
             if raw is None:
                 raise CorruptionError(f"{self.location.url}: the store has no fold cursor")
             seq, head = decode_fold(raw)
-            self.lease.hold(seq)
+            self._hold_lease(seq)
             state = CatalogState(head=head, last_seq=seq)
             for sub in CATALOG_SUBSPACES:
                 for batch in reader.scan_prefix_batches(bytes((sub,))):
@@ -151,6 +157,21 @@ class Lake:
             f"{self.location.url}: {last_error}; the store's fold cursor did not catch up after "
             f"{STALE_VIEW_RETRIES} fresh reads, so the log is missing slots"
         )
+
+    def _hold_lease(self, seq: int) -> None:
+        """Pin the slots this view needs. Best effort when read-only: a
+        read-only role may not be allowed to write ``readers/``; the folder's
+        truncation margin then covers a short read."""
+        try:
+            self.lease.hold(seq)
+        except Exception as exc:
+            if not self.read_only:
+                raise
+            log.warning(
+                "reader lease not written for %s (%s); relying on the truncation margin",
+                self.location.url,
+                exc,
+            )
 
     def refresh(self, state: CatalogState) -> CatalogState:
         """Bring ``state`` to the log's head in place; one LIST when nothing changed."""

@@ -81,3 +81,28 @@ def commit_changes(
     if old_stats:
         changes.delete("ducklake_table_stats", *old_stats)
     return changes
+
+
+def commit_inserts(url: str, count: int, table_id: int) -> int:
+    """Land ``count`` INSERT-shaped commits on a lake, re-validating after each
+    lost race (what DuckLake's own retry loop does). Returns the races lost."""
+    from slatelake.catalog.lake import Lake
+    from slatelake.errors import ConflictError
+
+    lost = 0
+    with Lake.open(url) as lake:
+        state = lake.materialize()
+        done = 0
+        while done < count:
+            try:
+                lake.commit(
+                    state,
+                    commit_changes(state, table_id, message=f"{table_id}:{done}"),
+                    mints_snapshot=True,
+                    changes_made=f"inserted_into_table:{table_id}:{done}",
+                )
+                done += 1
+            except ConflictError:
+                lost += 1
+                lake.refresh(state)
+    return lost
