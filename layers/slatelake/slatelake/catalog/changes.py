@@ -82,13 +82,12 @@ def build_change_set(
         if table in changes.created_inline or table in changes.dropped_inline:
             continue
         ins, dels = changes.inserted.get(table, []), changes.deleted.get(table, [])
-        ids = registry.inline_table_ids(table)
-        if ids is not None:
-            tid, ver = ids
+        inline = registry.inline_table(table)
+        if inline is not None:
             for row in dels:
-                deletes.add(inline_row_key(tid, ver, row[0]))
+                deletes.add(inline_row_key(inline, row))
             for row in ins:
-                put(inline_row_key(tid, ver, row[0]), encode_inline_row(row), row, table)
+                put(inline_row_key(inline, row), encode_inline_row(inline, row), row, table)
             continue
         spec = registry.spec(table)
         if spec.grouped:
@@ -100,14 +99,14 @@ def build_change_set(
             put(row_key(spec, row), encode_row(spec, row), row, table)
 
     for name, columns in changes.created_inline.items():
-        tid, ver = _inline_ids(name)
-        puts[inline_ddl_key(tid, ver)] = encode_inline_ddl(columns)
+        inline = _inline(name)
+        puts[inline_ddl_key(inline)] = encode_inline_ddl(inline, columns)
         for row in changes.inserted.get(name, []):
-            put(inline_row_key(tid, ver, row[0]), encode_inline_row(row), row, name)
+            put(inline_row_key(inline, row), encode_inline_row(inline, row), row, name)
     for name in changes.dropped_inline:
-        tid, ver = _inline_ids(name)
-        deletes.add(inline_ddl_key(tid, ver))
-        rows_prefix = inline_rows_prefix(tid, ver)
+        inline = _inline(name)
+        deletes.add(inline_ddl_key(inline))
+        rows_prefix = inline_rows_prefix(inline)
         deletes.update(k for k in base.entries if k.startswith(rows_prefix))
 
     deletes -= puts.keys()
@@ -150,8 +149,8 @@ def _grouped(
             deletes.add(key)
 
 
-def _inline_ids(name: str) -> tuple[int, int]:
-    ids = registry.inline_table_ids(name)
-    if ids is None:
-        raise UnsupportedError(f"{name!r} is not an inlined-data table name")
-    return ids
+def _inline(name: str) -> registry.InlineTable:
+    inline = registry.inline_table(name)
+    if inline is None:
+        raise UnsupportedError(f"{name!r} is not an inlined-data or inlined-delete table name")
+    return inline

@@ -179,7 +179,7 @@ class Lake:
             tail = read_tail(self.log, state.head, state.last_seq)
         except StaleViewError:
             fresh = self.materialize()
-            state.head, state.last_seq, state.entries = fresh.head, fresh.last_seq, fresh.entries
+            state.replace_with(fresh)
             return state
         for slot, cs in tail.applied:
             state.apply(cs, slot)

@@ -11,6 +11,9 @@ one stored value (a file's column statistics, a mapping's names). That keeps
 the key count, which is what the SlateDB bindings charge for, near the
 entity count. ``group`` names the key columns; ``member`` orders rows in it.
 
+Values are Python scalars; TIMESTAMPTZ is an int of microseconds since the
+epoch (UTC), UUID a ``uuid.UUID``.
+
 String identities in keys (metadata keys, tag keys, paths) are digested to a
 signed 64-bit integer: no strings in keys. A NULL key component encodes as
 the minimum integer.
@@ -321,23 +324,74 @@ TABLES: tuple[TableSpec, ...] = (
 BY_NAME: dict[str, TableSpec] = {t.name: t for t in TABLES}
 BY_KIND: dict[int, TableSpec] = {t.kind: t for t in TABLES}
 
-# Inlined data: ducklake_inlined_data_<table_id>_<schema_version>, created on the fly
-# with the user's column types. Rows and the table's DDL both live in `inline`.
+# Tables DuckLake creates on the fly with the user's column types:
+#   ducklake_inlined_data_<table_id>_<schema_version>  (row_id, begin_snapshot, end_snapshot, ...)
+#   ducklake_inlined_delete_<table_id>                 (file_id, row_id, begin_snapshot)
+# Rows and each table's DDL live in `inline`, keyed by the ids in the name plus
+# the columns that identify a row.
 INLINE_ROW_KIND = 0x40
 INLINE_DDL_KIND = 0x41
-INLINE_PREFIX = "ducklake_inlined_data_"
-_INLINE_NAME = re.compile(r"^ducklake_inlined_data_(\d+)_(\d+)$")
-INLINE_FIXED_COLUMNS = ("row_id", "begin_snapshot", "end_snapshot")
+INLINE_DELETE_ROW_KIND = 0x42
+INLINE_DELETE_DDL_KIND = 0x43
 
 
-def inline_table_ids(name: str) -> tuple[int, int] | None:
-    """(table_id, schema_version) for an inlined-data table name, else None."""
-    m = _INLINE_NAME.match(name)
-    return (int(m.group(1)), int(m.group(2))) if m else None
+@dataclass(frozen=True)
+class InlineTable:
+    name: str
+    row_kind: int
+    ddl_kind: int
+    ids: tuple[int, ...]
+    identity: tuple[int, ...]  # column positions that identify a row
 
 
-def inline_table_name(table_id: int, schema_version: int) -> str:
-    return f"{INLINE_PREFIX}{table_id}_{schema_version}"
+@dataclass(frozen=True)
+class _InlineShape:
+    pattern: re.Pattern[str]
+    template: str
+    row_kind: int
+    ddl_kind: int
+    identity: tuple[int, ...]
+
+
+_INLINE_SHAPES = (
+    _InlineShape(
+        re.compile(r"^ducklake_inlined_data_(\d+)_(\d+)$"),
+        "ducklake_inlined_data_{}_{}",
+        INLINE_ROW_KIND,
+        INLINE_DDL_KIND,
+        (0,),
+    ),
+    _InlineShape(
+        re.compile(r"^ducklake_inlined_delete_(\d+)$"),
+        "ducklake_inlined_delete_{}",
+        INLINE_DELETE_ROW_KIND,
+        INLINE_DELETE_DDL_KIND,
+        (0, 1),
+    ),
+)
+INLINE_ROW_KINDS = frozenset(s.row_kind for s in _INLINE_SHAPES)
+INLINE_DDL_KINDS = frozenset(s.ddl_kind for s in _INLINE_SHAPES)
+
+
+def inline_table(name: str) -> InlineTable | None:
+    """The on-the-fly table a name denotes, or None for any other name."""
+    for shape in _INLINE_SHAPES:
+        m = shape.pattern.match(name)
+        if m:
+            ids = tuple(int(g) for g in m.groups())
+            return InlineTable(name, shape.row_kind, shape.ddl_kind, ids, shape.identity)
+    return None
+
+
+def inline_table_of(kind: int, components: tuple[int, ...]) -> InlineTable | None:
+    """The on-the-fly table a stored row or DDL key belongs to."""
+    for shape in _INLINE_SHAPES:
+        if kind in (shape.row_kind, shape.ddl_kind):
+            count = shape.template.count("{}")
+            if len(components) < count:
+                return None
+            return inline_table(shape.template.format(*components[:count]))
+    return None
 
 
 def spec(name: str) -> TableSpec:

@@ -3,7 +3,8 @@
 A row is a tuple in the registry's column order. Its key comes from the
 registry (live key; ended versioned rows add ``end_snapshot`` in
 ``history``); grouped tables store all rows of one parent as one value.
-Inlined-data rows key by (table_id, schema_version, row_id) in ``inline``.
+On-the-fly inlined tables key by the ids in their name plus a row's identity
+columns, in ``inline``.
 """
 
 from __future__ import annotations
@@ -13,10 +14,11 @@ from typing import Any
 
 from slatelake.catalog.registry import (
     BY_KIND,
-    INLINE_DDL_KIND,
-    INLINE_ROW_KIND,
+    INLINE_DDL_KINDS,
+    INLINE_ROW_KINDS,
+    InlineTable,
     TableSpec,
-    inline_table_name,
+    inline_table_of,
 )
 from slatelake.errors import CorruptionError
 from slatelake.store import values
@@ -82,33 +84,35 @@ def encode_group(spec: TableSpec, rows: list[Row]) -> bytes:
     )
 
 
-def inline_row_key(table_id: int, schema_version: int, row_id: int) -> bytes:
-    return encode_key(Subspace.INLINE, INLINE_ROW_KIND, table_id, schema_version, row_id)
+def inline_row_key(table: InlineTable, row: Row) -> bytes:
+    ident = (row[i] for i in table.identity)
+    return encode_key(Subspace.INLINE, table.row_kind, *table.ids, *ident)
 
 
-def inline_rows_prefix(table_id: int, schema_version: int) -> bytes:
-    return encode_key(Subspace.INLINE, INLINE_ROW_KIND, table_id, schema_version)
+def inline_rows_prefix(table: InlineTable) -> bytes:
+    return encode_key(Subspace.INLINE, table.row_kind, *table.ids)
 
 
-def inline_ddl_key(table_id: int, schema_version: int) -> bytes:
-    return encode_key(Subspace.INLINE, INLINE_DDL_KIND, table_id, schema_version)
+def inline_ddl_key(table: InlineTable) -> bytes:
+    return encode_key(Subspace.INLINE, table.ddl_kind, *table.ids)
 
 
-def encode_inline_row(row: Row) -> bytes:
-    return values.frame(INLINE_ROW_KIND, list(row))
+def encode_inline_row(table: InlineTable, row: Row) -> bytes:
+    return values.frame(table.row_kind, list(row))
 
 
-def encode_inline_ddl(columns: list[tuple[str, str]]) -> bytes:
-    return values.frame(INLINE_DDL_KIND, [list(c) for c in columns])
+def encode_inline_ddl(table: InlineTable, columns: list[tuple[str, str]]) -> bytes:
+    return values.frame(table.ddl_kind, [list(c) for c in columns])
 
 
 def table_of_key(key: bytes) -> str:
     """The table name a stored key belongs to (catalog subspaces only)."""
     sub, kind, comps = decode_key(key)
     if sub == Subspace.INLINE:
-        if kind not in (INLINE_ROW_KIND, INLINE_DDL_KIND) or len(comps) < 2:
+        table = inline_table_of(kind, comps)
+        if table is None:
             raise CorruptionError(f"key {key.hex()}: unknown inline kind {kind}")
-        return inline_table_name(comps[0], comps[1])
+        return table.name
     spec = BY_KIND.get(kind)
     if spec is None:
         raise CorruptionError(f"key {key.hex()}: unknown table kind 0x{kind:02x}")
@@ -144,12 +148,12 @@ def decode_entry(key: bytes, value: bytes) -> Any:
     if key[0] == Subspace.INLINE:
         where = f"value of key {key.hex()}"
         payload = _payload(key, value, kind, tuples=False)
-        if kind == INLINE_ROW_KIND:
+        if kind in INLINE_ROW_KINDS:
             row = _row(payload, None, where, "an inlined row")
             if len(row) < 3:
-                raise CorruptionError(f"{where}: an inlined row needs row_id and snapshots")
+                raise CorruptionError(f"{where}: an inlined row needs its ids and a snapshot")
             return row
-        if kind == INLINE_DDL_KIND:
+        if kind in INLINE_DDL_KINDS:
             if type(payload) is not list:
                 raise CorruptionError(f"{where}: inlined-table DDL is not a list")
             columns = [_row(c, 2, where, "a DDL column") for c in payload]

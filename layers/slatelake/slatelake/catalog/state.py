@@ -74,21 +74,40 @@ class CatalogState:
     last_seq: int
     entries: dict[bytes, Any] = field(default_factory=dict)
 
+    _by_kind: dict[int, set[bytes]] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        for key in self.entries:
+            self._index(key)
+
+    def _index(self, key: bytes) -> None:
+        kinds = self._by_kind.get(key[1])
+        if kinds is None:
+            kinds = self._by_kind[key[1]] = set()
+        kinds.add(key)
+
+    def keys_of_kind(self, kind: int) -> set[bytes]:
+        return self._by_kind.get(kind, set())
+
     def apply(self, cs: ChangeSet, seq: int | None = None) -> None:
         for key, value in cs.puts:
             if key[0] == Subspace.SYS or key[0] == Subspace.INDEX:
                 continue  # not catalog rows
             self.entries[key] = decode_entry(key, value)
+            self._index(key)
         for key in cs.deletes:
-            self.entries.pop(key, None)
+            if self.entries.pop(key, None) is not None:
+                self._by_kind[key[1]].discard(key)
         self.head = cs.result
         if seq is not None:
             self.last_seq = seq
 
     def load(self, pairs: Iterable[tuple[bytes, bytes]]) -> None:
         entries = self.entries
+        index = self._index
         for key, value in pairs:
             entries[key] = decode_entry(key, value)
+            index(key)
 
     def tables(self) -> dict[str, list[Row]]:
         """Every table's rows (live and ended), inlined tables included."""
@@ -96,7 +115,7 @@ class CatalogState:
         for key, entry in self.entries.items():
             if key[0] == Subspace.INLINE:
                 name = table_of_key(key)
-                if key[1] == registry.INLINE_DDL_KIND:
+                if key[1] in registry.INLINE_DDL_KINDS:
                     out.setdefault(name, [])
                 else:
                     out[name].append(entry)
@@ -109,19 +128,21 @@ class CatalogState:
         return dict(out)
 
     def rows(self, table: str) -> list[Row]:
-        """One table's rows, found by key bytes without touching other tables."""
-        ids = registry.inline_table_ids(table)
-        if ids is not None:
-            rows_prefix = inline_rows_prefix(*ids)
-            return [e for k, e in self.entries.items() if k.startswith(rows_prefix)]
-        kind = registry.spec(table).kind
+        """One table's rows, found through the kind index, not a scan."""
+        inline = registry.inline_table(table)
+        if inline is not None:
+            rows_prefix = inline_rows_prefix(inline)
+            keys = self.keys_of_kind(inline.row_kind)
+            return [self.entries[k] for k in keys if k.startswith(rows_prefix)]
         out: list[Row] = []
-        for key, entry in self.entries.items():
-            if key[1] == kind and key[0] != Subspace.INLINE:
-                if isinstance(entry, list):
-                    out.extend(entry)
-                else:
-                    out.append(entry)
+        for key in self.keys_of_kind(registry.spec(table).kind):
+            if key[0] == Subspace.INLINE:
+                continue
+            entry = self.entries[key]
+            if isinstance(entry, list):
+                out.extend(entry)
+            else:
+                out.append(entry)
         return out
 
     def get(self, key: bytes) -> Any:
@@ -132,7 +153,7 @@ class CatalogState:
         return {
             table_of_key(k): v
             for k, v in self.entries.items()
-            if k[0] == Subspace.INLINE and k[1] == registry.INLINE_DDL_KIND
+            if k[0] == Subspace.INLINE and k[1] in registry.INLINE_DDL_KINDS
         }
 
     def row_count(self) -> int:
@@ -143,6 +164,11 @@ class CatalogState:
             total += len(entry) if isinstance(entry, list) else 1
         return total
 
+    def replace_with(self, other: CatalogState) -> None:
+        """Become ``other`` in place (handles holding this state see the change)."""
+        self.head, self.last_seq = other.head, other.last_seq
+        self.entries, self._by_kind = other.entries, other._by_kind
+
     def same_rows(self, other: CatalogState) -> bool:
         return self.head == other.head and self.entries == other.entries
 
@@ -151,4 +177,4 @@ class CatalogState:
 
 
 def _is_ddl(key: bytes) -> bool:
-    return key[0] == Subspace.INLINE and key[1] == registry.INLINE_DDL_KIND
+    return key[0] == Subspace.INLINE and key[1] in registry.INLINE_DDL_KINDS

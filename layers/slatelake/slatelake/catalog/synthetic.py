@@ -8,7 +8,6 @@ updated in place. Shapes follow the measured churned lake in DESIGN.md
 
 from __future__ import annotations
 
-import datetime as dt
 import uuid
 
 from slatelake.catalog import registry
@@ -17,11 +16,12 @@ from slatelake.catalog.rows import Row, row_key
 from slatelake.catalog.state import CatalogState
 
 STATS_PER_FILE = 5
+EPOCH_2026_US = 1_767_225_600_000_000  # TIMESTAMPTZ values are µs since the epoch
 
 
 def genesis_changes() -> RowChanges:
     """The rows of DuckLake's initial snapshot: metadata, schema 'main', snapshot 0."""
-    now = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    now = EPOCH_2026_US
     return (
         RowChanges()
         .insert(
@@ -39,7 +39,7 @@ def commit_changes(
     """One INSERT's worth of rows against ``state`` (ids follow the head)."""
     snap = state.head.snapshot_id + 1
     file_id = snap  # one file per snapshot keeps ids unique and never reused
-    when = dt.datetime(2026, 1, 1, tzinfo=dt.UTC) + dt.timedelta(seconds=snap)
+    when = EPOCH_2026_US + snap * 1_000_000
     stats: list[Row] = [
         (file_id, table_id, col, 100 + col, rows, 0, str(col), str(col + rows), False, None)
         for col in range(1, STATS_PER_FILE + 1)

@@ -1,0 +1,232 @@
+"""What a DuckLake transaction changed in the metadata tables, as RowChanges.
+
+Capture costs in proportion to the change, not the catalog. With S the head
+snapshot before the transaction:
+- versioned tables and inlined data: rows with ``begin_snapshot > S`` are new;
+  rows with ``end_snapshot > S`` and an older begin were ended (their live
+  version is deleted);
+- snapshot and snapshot_changes: ``snapshot_id > S`` is new;
+- a data file's children (column stats, partition values, variant stats):
+  ``data_file_id >=`` the next file id at S is new;
+- small unversioned tables (metadata, stats, mappings, schema versions...) are
+  diffed whole, which costs the schema's size, not the file count.
+Every proportional answer is checked against the table's row count; a count
+the predicates do not explain (DuckLake deleted rows outright: expiry,
+merge, cleanup) falls back to a whole-table diff for that table only.
+``verify`` compares every table with the state a change set produces; tests
+run it after every capture (SLATELAKE_VERIFY_CAPTURE=1).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+import duckdb
+
+from slatelake.catalog import registry
+from slatelake.catalog.changes import RowChanges
+from slatelake.catalog.rows import Row, row_key
+from slatelake.catalog.state import CatalogState
+from slatelake.ducklake.tables import (
+    is_metadata_table,
+    meta_tables,
+    quote,
+    select_list,
+    table_columns,
+)
+from slatelake.errors import CorruptionError, UnsupportedError
+
+SNAPSHOT_TABLES = ("ducklake_snapshot", "ducklake_snapshot_changes")
+FILE_CHILDREN = (
+    "ducklake_file_column_stats",
+    "ducklake_file_partition_value",
+    "ducklake_file_variant_stats",
+)
+
+
+@dataclass
+class Captured:
+    changes: RowChanges
+    mints_snapshot: bool
+    changes_made: str
+    counts: dict[str, int]
+
+
+class Capture:
+    def __init__(self, con: duckdb.DuckDBPyConnection, db: str) -> None:
+        self.con = con
+        self.db = db
+        # Row counts of the metadata tables as of the last committed state:
+        # "before" for the next capture, without counting the state in Python.
+        self.counts: dict[str, int] = {}
+
+    def reset(self) -> None:
+        """Re-read the row counts (after a load, which equals the state)."""
+        self.counts = self._counts(self._present())
+
+    def committed(self, captured: Captured) -> None:
+        """The captured change set landed: its counts are the new baseline."""
+        self.counts = captured.counts
+
+    def _present(self) -> list[str]:
+        tables = meta_tables(self.con, self.db)
+        unknown = sorted(t for t in tables if not is_metadata_table(t))
+        if unknown:
+            raise UnsupportedError(
+                f"DuckLake created metadata tables slatelake does not know: {', '.join(unknown)}; "
+                "refusing to commit a catalog it cannot store whole"
+            )
+        return sorted(tables)
+
+    # -- reading DuckDB ------------------------------------------------------
+    def _fetch(self, table: str, columns: list[tuple[str, str]], where: str = "") -> list[Row]:
+        sql = f"SELECT {select_list(columns)} FROM {quote(self.db)}.{quote(table)} {where}"
+        try:
+            return [tuple(r) for r in self.con.execute(sql).fetchall()]
+        except duckdb.InvalidInputException as exc:
+            raise UnsupportedError(f"{table}: a column type cannot be captured ({exc})") from exc
+
+    def _columns(self, table: str) -> list[tuple[str, str]]:
+        spec = registry.BY_NAME.get(table)
+        return list(spec.columns) if spec else table_columns(self.con, self.db, table)
+
+    def _counts(self, tables: list[str]) -> dict[str, int]:
+        if not tables:
+            return {}
+        sql = " UNION ALL ".join(
+            f"SELECT {i}, count(*) FROM {quote(self.db)}.{quote(t)}" for i, t in enumerate(tables)
+        )
+        return {tables[i]: n for i, n in self.con.execute(sql).fetchall()}
+
+    # -- the capture -----------------------------------------------------------
+    def capture(self, state: CatalogState, may_write: bool = True) -> Captured | None:
+        """The transaction's changes against ``state``; None when nothing changed."""
+        snap = state.head.snapshot_id
+        present = self._present()
+        counts = self._counts(present)
+        max_snap = self.con.execute(
+            f"SELECT max(snapshot_id) FROM {quote(self.db)}.ducklake_snapshot"
+        ).fetchone()[0]
+        mints = max_snap is not None and max_snap > snap
+        known_inline = set(state.inline_ddl())
+        created = [t for t in present if registry.inline_table(t) and t not in known_inline]
+        dropped = sorted(known_inline - set(present))
+        if not (mints or may_write or created or dropped) and counts == self.counts:
+            return None
+
+        changes = RowChanges()
+        for name in created:
+            changes.created_inline[name] = table_columns(self.con, self.db, name)
+        changes.dropped_inline.extend(dropped)
+        next_file = _next_file_id(state, snap)
+        for table in present:
+            self._table(state, table, counts[table], snap, next_file, changes, table in created)
+        if changes.empty():
+            self.counts = counts
+            return None
+        changes_made = ""
+        if mints:
+            row = self.con.execute(
+                f"SELECT changes_made FROM {quote(self.db)}.ducklake_snapshot_changes "
+                "WHERE snapshot_id = ?",
+                [max_snap],
+            ).fetchone()
+            changes_made = (row[0] or "") if row else ""
+        return Captured(changes, mints, changes_made, counts)
+
+    def _table(
+        self,
+        state: CatalogState,
+        table: str,
+        count: int,
+        snap: int,
+        next_file: int | None,
+        changes: RowChanges,
+        created: bool,
+    ) -> None:
+        columns = self._columns(table)
+        if created:
+            changes.insert(table, *self._fetch(table, columns))
+            return
+        inline = registry.inline_table(table) is not None
+        spec = registry.BY_NAME.get(table)
+        before = self.counts.get(table, 0)
+        b, e = _begin_end(columns)
+        if snap >= 0 and b is not None and (inline or (spec is not None and spec.versioned)):
+            where = f"WHERE begin_snapshot > {snap}"
+            if e is not None:
+                where += f" OR end_snapshot > {snap}"
+            rows = self._fetch(table, columns, where)
+            new = [r for r in rows if r[b] > snap]
+            if count == before + len(new):
+                ended = [r for r in rows if r[b] <= snap]
+                changes.insert(table, *rows)
+                if not inline and e is not None:  # an inline row keeps its key: put replaces
+                    changes.delete(table, *(r[:e] + (None,) + r[e + 1 :] for r in ended))
+                return
+        elif snap >= 0 and table in SNAPSHOT_TABLES:
+            rows = self._fetch(table, columns, f"WHERE snapshot_id > {snap}")
+            if count == before + len(rows):
+                changes.insert(table, *rows)
+                return
+        elif snap >= 0 and table in FILE_CHILDREN and next_file is not None:
+            rows = self._fetch(table, columns, f"WHERE data_file_id >= {next_file}")
+            if count == before + len(rows):
+                changes.insert(table, *rows)
+                return
+        self._diff(state, table, columns, changes)
+
+    def _diff(
+        self, state: CatalogState, table: str, columns: list[tuple[str, str]], changes: RowChanges
+    ) -> None:
+        """Whole-table diff: what DuckDB holds against what the state holds."""
+        now = self._fetch(table, columns)
+        inline = registry.inline_table(table)
+        if inline is not None:
+            old_by_id = {_ident(inline, r): r for r in state.rows(table)}
+            new_by_id = {_ident(inline, r): r for r in now}
+            changes.insert(table, *(r for i, r in new_by_id.items() if old_by_id.get(i) != r))
+            changes.delete(table, *(r for i, r in old_by_id.items() if i not in new_by_id))
+            return
+        new, old = Counter(now), Counter(state.rows(table))
+        changes.insert(table, *(new - old).elements())
+        changes.delete(table, *(old - new).elements())
+
+    def verify(self, state: CatalogState) -> None:
+        """Every metadata table in DuckDB equals ``state``; raise naming the first that differs."""
+        present = {t for t in meta_tables(self.con, self.db) if is_metadata_table(t)}
+        known = {t for t in registry.BY_NAME} | set(state.inline_ddl())
+        for table in sorted(present | (known - set(registry.BY_NAME))):
+            now = self._fetch(table, self._columns(table)) if table in present else []
+            inline = registry.inline_table(table)
+            if inline is not None:
+                a = {_ident(inline, r): r for r in now}
+                b = {_ident(inline, r): r for r in state.rows(table)}
+                same = a == b
+            else:
+                same = Counter(now) == Counter(state.rows(table))
+            if not same:
+                raise CorruptionError(
+                    f"capture check: {table} in DuckDB differs from the committed state"
+                )
+
+
+def _begin_end(columns: list[tuple[str, str]]) -> tuple[int | None, int | None]:
+    names = [c for c, _ in columns]
+    begin = names.index("begin_snapshot") if "begin_snapshot" in names else None
+    end = names.index("end_snapshot") if "end_snapshot" in names else None
+    return begin, end
+
+
+def _ident(table: registry.InlineTable, row: Row) -> tuple[Any, ...]:
+    return tuple(row[i] for i in table.identity)
+
+
+def _next_file_id(state: CatalogState, snap: int) -> int | None:
+    if snap < 0:
+        return None
+    spec = registry.BY_NAME["ducklake_snapshot"]
+    row: Any = state.get(row_key(spec, (snap, None, None, None, None)))
+    return None if row is None else row[spec.index("next_file_id")]

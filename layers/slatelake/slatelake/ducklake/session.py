@@ -1,0 +1,249 @@
+"""A DuckDB session with a slatelake lake attached as a real DuckLake.
+
+``connect`` materializes the catalog into an in-memory DuckDB database and
+attaches DuckLake over it. Every statement first brings the session to the
+log's head (one LIST when nothing moved); after a DuckLake transaction
+commits, its effect on the metadata tables is captured and committed through
+the log. A lost race raises ConflictError (DuckLake's retryable wording) and
+the session re-materializes before the next statement; ``retry`` re-runs a
+callable on conflict. Read-only sessions attach DuckLake read-only and never
+write a slot.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
+from urllib.parse import urlparse
+
+import duckdb
+
+from slatelake.catalog import registry
+from slatelake.catalog.lake import Lake
+from slatelake.ducklake import extensions
+from slatelake.ducklake.capture import Capture, Captured
+from slatelake.ducklake.guard import check_overlap, data_location
+from slatelake.ducklake.tables import create_sql, load_inline_table, load_registry_table, quote
+from slatelake.errors import (
+    ConflictError,
+    MisconfigurationError,
+    NotFoundError,
+    ReadOnlyError,
+    SlatelakeError,
+)
+from slatelake.store.db import store_exists
+from slatelake.store.location import LakeLocation
+
+log = logging.getLogger("slatelake.session")
+META_DB = "__slatelake_meta"
+VERIFY_ENV = "SLATELAKE_VERIFY_CAPTURE"
+_READ_PREFIXES = ("select", "from", "with", "show", "describe", "explain", "pragma", "summarize")
+T = TypeVar("T")
+
+
+class Session:
+    def __init__(
+        self,
+        lake_url: str,
+        data_path: str | None = None,
+        read_only: bool = False,
+        alias: str = "lake",
+    ) -> None:
+        if data_path is not None:
+            data_location(data_path)
+            check_overlap(lake_url, data_path)
+        location = LakeLocation.parse(lake_url)
+        if not store_exists(location):
+            if data_path is None or read_only:
+                raise NotFoundError(
+                    f"no slatelake lake at {lake_url}; create it by connecting with a data path "
+                    f"(slatelake init {lake_url} --data-path PATH)"
+                )
+            Lake.create(lake_url).close()
+        self.url = lake_url
+        self.alias = alias
+        self.read_only = read_only
+        self.data_path = data_path
+        self.lake = Lake.open(lake_url, read_only=read_only)
+        self.con = extensions.connect()
+        self._configure_s3()
+        self._aux = self.con.cursor()
+        self.capture = Capture(self._aux, META_DB)
+        self.verify = os.environ.get(VERIFY_ENV) == "1"
+        self._in_txn = False
+        self._stale = False
+        self._attached = False
+        self.state = self.lake.materialize()
+        self._load()
+
+    # -- loading -------------------------------------------------------------
+    def _configure_s3(self) -> None:
+        env = os.environ
+        if not env.get("AWS_ACCESS_KEY_ID"):
+            return  # httpfs falls back to its own credential chain
+        parts = [
+            "TYPE S3",
+            f"KEY_ID '{env['AWS_ACCESS_KEY_ID']}'",
+            f"SECRET '{env.get('AWS_SECRET_ACCESS_KEY', '')}'",
+            f"REGION '{env.get('AWS_REGION') or env.get('AWS_DEFAULT_REGION') or 'us-east-1'}'",
+        ]
+        if env.get("AWS_SESSION_TOKEN"):
+            parts.append(f"SESSION_TOKEN '{env['AWS_SESSION_TOKEN']}'")
+        endpoint = env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL")
+        if endpoint:
+            url = urlparse(endpoint)
+            parts += [
+                f"ENDPOINT '{url.netloc}'",
+                "URL_STYLE 'path'",
+                f"USE_SSL {'true' if url.scheme == 'https' else 'false'}",
+            ]
+        self.con.execute(f"CREATE OR REPLACE SECRET slatelake_s3 ({', '.join(parts)})")
+
+    def _load(self) -> None:
+        """(Re)build the in-memory catalog from ``self.state`` and attach DuckLake."""
+        con = self.con
+        if self._attached:
+            con.execute("USE memory")
+            con.execute(f"DETACH {quote(self.alias)}")
+            con.execute(f"DETACH {quote(META_DB)}")
+            self._attached = False
+        con.execute(f"ATTACH ':memory:' AS {quote(META_DB)}")
+        state = self.state
+        genesis = not state.entries
+        if genesis and self.read_only:
+            raise NotFoundError(f"{self.url} has no DuckLake catalog yet; connect with a data path")
+        if not genesis:
+            tables = state.tables()
+            for spec in registry.TABLES:
+                con.execute(create_sql(META_DB, spec))
+                if tables.get(spec.name):
+                    load_registry_table(con, META_DB, spec, tables[spec.name])
+            for name, columns in state.inline_ddl().items():
+                load_inline_table(con, META_DB, name, columns, tables.get(name, []))
+        options = [f"METADATA_CATALOG '{META_DB}'"]
+        if self.data_path is not None:
+            options.append(f"DATA_PATH '{self.data_path}'")
+        if self.read_only:
+            options.append("READ_ONLY")
+        try:
+            con.execute(f"ATTACH 'ducklake::memory:' AS {quote(self.alias)} ({', '.join(options)})")
+        except duckdb.Error as exc:
+            raise MisconfigurationError(f"attaching {self.url} as DuckLake failed: {exc}") from exc
+        con.execute(f"USE {quote(self.alias)}")
+        self._attached = True
+        self._stale = False
+        if genesis:
+            self.capture.counts = {}
+            self._commit_captured(may_write=True)
+        self.capture.reset()
+
+    def refresh(self) -> None:
+        """Bring the session to the log's head; reload only when it moved."""
+        if self._stale:
+            self.state = self.lake.materialize()
+            self._load()
+            return
+        before = (self.state.head, self.state.last_seq)
+        self.lake.refresh(self.state)
+        if (self.state.head, self.state.last_seq) != before:
+            self._load()
+
+    # -- statements ------------------------------------------------------------
+    def sql(self, query: str, params: Any = None) -> duckdb.DuckDBPyConnection:
+        """Run one statement; autocommits (unless inside ``transaction()``)."""
+        if not self._in_txn:
+            self.refresh()
+        try:
+            result = (
+                self.con.execute(query, params) if params is not None else self.con.execute(query)
+            )
+        except duckdb.Error as exc:
+            raise _translate(exc, self.read_only) from exc
+        if not self._in_txn and not self.read_only:
+            self._commit_captured(may_write=not _is_read(query))
+        return result
+
+    execute = sql
+
+    @contextmanager
+    def transaction(self) -> Iterator[Session]:
+        """Group statements into one DuckLake transaction and one change set."""
+        if self._in_txn:
+            raise MisconfigurationError("a transaction is already open on this session")
+        self.refresh()
+        self.con.execute("BEGIN TRANSACTION")
+        self._in_txn = True
+        try:
+            yield self
+        except BaseException:
+            self._in_txn = False
+            self.con.execute("ROLLBACK")
+            raise
+        self._in_txn = False
+        try:
+            self.con.execute("COMMIT")
+        except duckdb.Error as exc:
+            raise _translate(exc, self.read_only) from exc
+        if not self.read_only:
+            self._commit_captured(may_write=True)
+
+    def _commit_captured(self, may_write: bool) -> None:
+        captured: Captured | None = self.capture.capture(self.state, may_write)
+        if captured is None:
+            return
+        try:
+            self.lake.commit(
+                self.state, captured.changes, captured.mints_snapshot, captured.changes_made
+            )
+        except SlatelakeError:
+            self._stale = True  # DuckDB holds changes the log refused
+            raise
+        self.capture.committed(captured)
+        if self.verify:
+            self.capture.verify(self.state)
+
+    def close(self) -> None:
+        try:
+            self.con.close()
+        finally:
+            self.lake.close()
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _is_read(query: str) -> bool:
+    return query.lstrip().lower().startswith(_READ_PREFIXES)
+
+
+def _translate(exc: duckdb.Error, read_only: bool) -> Exception:
+    text = str(exc)
+    if read_only and "read-only" in text.lower() or "read only" in text.lower():
+        return ReadOnlyError(f"this session is read-only; reconnect without read_only ({text})")
+    return exc
+
+
+def connect(
+    lake_url: str, data_path: str | None = None, read_only: bool = False, alias: str = "lake"
+) -> Session:
+    """Open a session on a lake; with ``data_path``, an empty root becomes a new lake."""
+    return Session(lake_url, data_path=data_path, read_only=read_only, alias=alias)
+
+
+def retry(fn: Callable[[], T], attempts: int = 5, backoff_s: float = 0.05) -> T:
+    """Re-run ``fn`` on ConflictError (the session re-materializes in between)."""
+    for attempt in range(1, attempts + 1):
+        try:
+            return fn()
+        except ConflictError:
+            if attempt == attempts:
+                raise
+            time.sleep(backoff_s * attempt)
+    raise AssertionError("unreachable")

@@ -1,0 +1,121 @@
+"""SQL shapes of the metadata tables: DDL, select lists, and row loading.
+
+TIMESTAMPTZ travels as epoch microseconds (``epoch_us`` out,
+``make_timestamptz`` in) so no Python time-zone package is needed and values
+are exact. UUIDs travel as text. Registry tables load through one JSON
+parameter per table (hundreds of thousands of rows per second); inlined-data
+tables, small by definition and typed by the user, load with executemany.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+import duckdb
+
+from slatelake.catalog import registry
+from slatelake.catalog.registry import TIMESTAMPTZ, TableSpec
+from slatelake.catalog.rows import Row
+
+# DuckLake's own constraints on the five tables that have them.
+PRIMARY_KEYS = {
+    "ducklake_data_file": "data_file_id",
+    "ducklake_delete_file": "delete_file_id",
+    "ducklake_schema": "schema_id",
+    "ducklake_snapshot": "snapshot_id",
+    "ducklake_snapshot_changes": "snapshot_id",
+}
+NOT_NULL = {"ducklake_metadata": ("key", "value")}
+LOAD_CHUNK = 50_000
+
+
+def quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def create_sql(db: str, spec: TableSpec) -> str:
+    cols = []
+    for name, typ in spec.columns:
+        extra = " NOT NULL" if name in NOT_NULL.get(spec.name, ()) else ""
+        cols.append(f"{quote(name)} {typ}{extra}")
+    if spec.name in PRIMARY_KEYS:
+        cols.append(f"PRIMARY KEY ({quote(PRIMARY_KEYS[spec.name])})")
+    return f"CREATE TABLE {quote(db)}.{quote(spec.name)} ({', '.join(cols)})"
+
+
+def select_list(columns: Sequence[tuple[str, str]]) -> str:
+    """Columns as Python can fetch them exactly (TIMESTAMPTZ as epoch µs)."""
+    out = []
+    for name, typ in columns:
+        q = quote(name)
+        out.append(f"epoch_us({q})" if typ.upper() == TIMESTAMPTZ else q)
+    return ", ".join(out)
+
+
+def _json_value(value: Any) -> Any:
+    return str(value) if isinstance(value, uuid.UUID) else value
+
+
+def load_registry_table(
+    con: duckdb.DuckDBPyConnection, db: str, spec: TableSpec, rows: list[Row]
+) -> None:
+    names = spec.column_names
+    json_types = {n: ("BIGINT" if t == TIMESTAMPTZ else t) for n, t in spec.columns}
+    struct = "[" + json.dumps(json_types) + "]"
+    exprs = ", ".join(
+        f"make_timestamptz({quote(n)})" if t == TIMESTAMPTZ else quote(n) for n, t in spec.columns
+    )
+    sql = (
+        f"INSERT INTO {quote(db)}.{quote(spec.name)} SELECT {exprs} FROM "
+        f"(SELECT unnest(from_json(?::JSON, '{struct}'), recursive := true))"
+    )
+    for start in range(0, len(rows), LOAD_CHUNK):
+        chunk = rows[start : start + LOAD_CHUNK]
+        doc = json.dumps(
+            [{n: _json_value(v) for n, v in zip(names, row, strict=True)} for row in chunk]
+        )
+        con.execute(sql, [doc])
+
+
+def load_inline_table(
+    con: duckdb.DuckDBPyConnection,
+    db: str,
+    name: str,
+    columns: list[tuple[str, str]],
+    rows: list[Row],
+) -> None:
+    cols = ", ".join(f"{quote(c)} {t}" for c, t in columns)
+    con.execute(f"CREATE TABLE {quote(db)}.{quote(name)} ({cols})")
+    if not rows:
+        return
+    marks = ", ".join(
+        "make_timestamptz(?)" if t.upper() == TIMESTAMPTZ else "?" for _, t in columns
+    )
+    con.executemany(f"INSERT INTO {quote(db)}.{quote(name)} VALUES ({marks})", rows)
+
+
+def table_columns(con: duckdb.DuckDBPyConnection, db: str, table: str) -> list[tuple[str, str]]:
+    return [
+        (name, typ)
+        for name, typ in con.execute(
+            "SELECT column_name, data_type FROM duckdb_columns() "
+            "WHERE database_name = ? AND table_name = ? ORDER BY column_index",
+            [db, table],
+        ).fetchall()
+    ]
+
+
+def meta_tables(con: duckdb.DuckDBPyConnection, db: str) -> set[str]:
+    return {
+        name
+        for (name,) in con.execute(
+            "SELECT table_name FROM duckdb_tables() WHERE database_name = ?", [db]
+        ).fetchall()
+    }
+
+
+def is_metadata_table(name: str) -> bool:
+    return name in registry.BY_NAME or registry.inline_table(name) is not None
