@@ -152,8 +152,8 @@ def test_spec_lookup_refuses_a_table_that_is_not_ducklake_metadata() -> None:
 
 def test_inlined_table_names_round_trip() -> None:
     data = registry.inline_table("ducklake_inlined_data_12_3")
-    assert data is not None and data.ids == (12, 3) and data.identity == (0,)
-    assert registry.inline_table_of(data.row_kind, (12, 3, 99)) == data
+    assert data is not None and data.ids == (12, 3) and data.identity == (0, 1)
+    assert registry.inline_table_of(data.row_kind, (12, 3, 99, 4)) == data
     assert registry.inline_table_of(data.ddl_kind, (12, 3)) == data
     deletes = registry.inline_table("ducklake_inlined_delete_7")
     assert deletes is not None and deletes.ids == (7,) and deletes.identity == (0, 1)

@@ -328,7 +328,8 @@ BY_KIND: dict[int, TableSpec] = {t.kind: t for t in TABLES}
 #   ducklake_inlined_data_<table_id>_<schema_version>  (row_id, begin_snapshot, end_snapshot, ...)
 #   ducklake_inlined_delete_<table_id>                 (file_id, row_id, begin_snapshot)
 # Rows and each table's DDL live in `inline`, keyed by the ids in the name plus
-# the columns that identify a row.
+# the columns that identify a row: an UPDATE keeps the row_id, so inlined data
+# rows are (row_id, begin_snapshot); inlined deletes are (file_id, row_id).
 INLINE_ROW_KIND = 0x40
 INLINE_DDL_KIND = 0x41
 INLINE_DELETE_ROW_KIND = 0x42
@@ -359,14 +360,14 @@ _INLINE_SHAPES = (
         "ducklake_inlined_data_{}_{}",
         INLINE_ROW_KIND,
         INLINE_DDL_KIND,
-        (0,),
+        (0, 1),  # (row_id, begin_snapshot)
     ),
     _InlineShape(
         re.compile(r"^ducklake_inlined_delete_(\d+)$"),
         "ducklake_inlined_delete_{}",
         INLINE_DELETE_ROW_KIND,
         INLINE_DELETE_DDL_KIND,
-        (0, 1),
+        (0, 1),  # (file_id, row_id)
     ),
 )
 INLINE_ROW_KINDS = frozenset(s.row_kind for s in _INLINE_SHAPES)

@@ -8,7 +8,9 @@ another DuckDB version is refused with a message naming both versions.
 from __future__ import annotations
 
 import importlib.util
+import os
 from pathlib import Path
+from urllib.parse import urlparse
 
 import duckdb
 
@@ -46,4 +48,31 @@ def connect() -> duckdb.DuckDBPyConnection:
     )
     for name in EXTENSIONS:
         con.execute(f"LOAD '{extension_path(name)}'")
+    configure_s3(con)
     return con
+
+
+def configure_s3(con: duckdb.DuckDBPyConnection) -> None:
+    """An httpfs S3 secret from the environment (Lambda role variables, or moto's
+    endpoint in tests). Without AWS_ACCESS_KEY_ID, httpfs keeps its own chain."""
+    env = os.environ
+    if not env.get("AWS_ACCESS_KEY_ID"):
+        return
+    region = env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or "us-east-1"
+    parts = [
+        "TYPE S3",
+        f"KEY_ID '{env['AWS_ACCESS_KEY_ID']}'",
+        f"SECRET '{env.get('AWS_SECRET_ACCESS_KEY', '')}'",
+        f"REGION '{region}'",
+    ]
+    if env.get("AWS_SESSION_TOKEN"):
+        parts.append(f"SESSION_TOKEN '{env['AWS_SESSION_TOKEN']}'")
+    endpoint = env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL")
+    if endpoint:
+        url = urlparse(endpoint)
+        parts += [
+            f"ENDPOINT '{url.netloc}'",
+            "URL_STYLE 'path'",
+            f"USE_SSL {'true' if url.scheme == 'https' else 'false'}",
+        ]
+    con.execute(f"CREATE OR REPLACE SECRET slatelake_s3 ({', '.join(parts)})")

@@ -18,7 +18,6 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
-from urllib.parse import urlparse
 
 import duckdb
 
@@ -41,7 +40,10 @@ from slatelake.store.location import LakeLocation
 log = logging.getLogger("slatelake.session")
 META_DB = "__slatelake_meta"
 VERIFY_ENV = "SLATELAKE_VERIFY_CAPTURE"
-_READ_PREFIXES = ("select", "from", "with", "show", "describe", "explain", "pragma", "summarize")
+_ST = duckdb.StatementType
+# Statements that cannot change the catalog; a read-only session runs only these
+# (plus CALL, checked after the fact: a CALL that changed the catalog is refused).
+_READ_TYPES = frozenset({_ST.SELECT, _ST.EXPLAIN, _ST.SET, _ST.VARIABLE_SET, _ST.PRAGMA})
 T = TypeVar("T")
 
 
@@ -70,7 +72,6 @@ class Session:
         self.data_path = data_path
         self.lake = Lake.open(lake_url, read_only=read_only)
         self.con = extensions.connect()
-        self._configure_s3()
         self._aux = self.con.cursor()
         self.capture = Capture(self._aux, META_DB)
         self.verify = os.environ.get(VERIFY_ENV) == "1"
@@ -81,28 +82,6 @@ class Session:
         self._load()
 
     # -- loading -------------------------------------------------------------
-    def _configure_s3(self) -> None:
-        env = os.environ
-        if not env.get("AWS_ACCESS_KEY_ID"):
-            return  # httpfs falls back to its own credential chain
-        parts = [
-            "TYPE S3",
-            f"KEY_ID '{env['AWS_ACCESS_KEY_ID']}'",
-            f"SECRET '{env.get('AWS_SECRET_ACCESS_KEY', '')}'",
-            f"REGION '{env.get('AWS_REGION') or env.get('AWS_DEFAULT_REGION') or 'us-east-1'}'",
-        ]
-        if env.get("AWS_SESSION_TOKEN"):
-            parts.append(f"SESSION_TOKEN '{env['AWS_SESSION_TOKEN']}'")
-        endpoint = env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL")
-        if endpoint:
-            url = urlparse(endpoint)
-            parts += [
-                f"ENDPOINT '{url.netloc}'",
-                "URL_STYLE 'path'",
-                f"USE_SSL {'true' if url.scheme == 'https' else 'false'}",
-            ]
-        self.con.execute(f"CREATE OR REPLACE SECRET slatelake_s3 ({', '.join(parts)})")
-
     def _load(self) -> None:
         """(Re)build the in-memory catalog from ``self.state`` and attach DuckLake."""
         con = self.con
@@ -127,8 +106,6 @@ class Session:
         options = [f"METADATA_CATALOG '{META_DB}'"]
         if self.data_path is not None:
             options.append(f"DATA_PATH '{self.data_path}'")
-        if self.read_only:
-            options.append("READ_ONLY")
         try:
             con.execute(f"ATTACH 'ducklake::memory:' AS {quote(self.alias)} ({', '.join(options)})")
         except duckdb.Error as exc:
@@ -155,6 +132,14 @@ class Session:
     # -- statements ------------------------------------------------------------
     def sql(self, query: str, params: Any = None) -> duckdb.DuckDBPyConnection:
         """Run one statement; autocommits (unless inside ``transaction()``)."""
+        types = _statement_types(query)
+        if self.read_only:
+            refused = sorted(t.name for t in types - _READ_TYPES - {_ST.CALL, _ST.TRANSACTION})
+            if refused:
+                raise ReadOnlyError(
+                    f"this session is read-only and refuses {', '.join(refused)}; "
+                    "reconnect without read_only to write"
+                )
         if not self._in_txn:
             self.refresh()
         try:
@@ -163,8 +148,17 @@ class Session:
             )
         except duckdb.Error as exc:
             raise _translate(exc, self.read_only) from exc
-        if not self._in_txn and not self.read_only:
-            self._commit_captured(may_write=not _is_read(query))
+        if self._in_txn:
+            return result
+        if self.read_only:
+            if _ST.CALL in types and self.capture.capture(self.state, True) is not None:
+                self._stale = True
+                raise ReadOnlyError(
+                    "this session is read-only but the CALL changed the catalog; nothing was "
+                    "committed, reconnect without read_only to write"
+                )
+        else:
+            self._commit_captured(may_write=bool(types - _READ_TYPES))
         return result
 
     execute = sql
@@ -219,14 +213,14 @@ class Session:
         self.close()
 
 
-def _is_read(query: str) -> bool:
-    return query.lstrip().lower().startswith(_READ_PREFIXES)
+def _statement_types(query: str) -> set[Any]:
+    try:
+        return {st.type for st in duckdb.extract_statements(query)}
+    except duckdb.Error as exc:
+        raise MisconfigurationError(f"cannot parse SQL: {exc}") from exc
 
 
 def _translate(exc: duckdb.Error, read_only: bool) -> Exception:
-    text = str(exc)
-    if read_only and "read-only" in text.lower() or "read only" in text.lower():
-        return ReadOnlyError(f"this session is read-only; reconnect without read_only ({text})")
     return exc
 
 
