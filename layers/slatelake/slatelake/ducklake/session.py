@@ -88,7 +88,7 @@ class Session:
         if self._attached:
             con.execute("USE memory")
             con.execute(f"DETACH {quote(self.alias)}")
-            con.execute(f"DETACH {quote(META_DB)}")
+            con.execute(f"DETACH DATABASE IF EXISTS {quote(META_DB)}")
             self._attached = False
         con.execute(f"ATTACH ':memory:' AS {quote(META_DB)}")
         state = self.state
