@@ -2,8 +2,14 @@
 
 Layers, each importing only those before it: ``store`` (SlateDB, keyspace,
 values) <- ``log`` (commit-log slots, replay, leases) <- ``catalog`` (DuckLake
-rows, materialization, the folder). See DESIGN.md.
+rows, materialization, the folder) <- ``ducklake`` (DuckDB + DuckLake over a
+materialized catalog). See DESIGN.md.
+
+``slatelake.connect(url, data_path=None, read_only=False)`` opens a session;
+duckdb is imported only when it is called.
 """
+
+from typing import Any
 
 from slatelake.errors import (
     ConflictError,
@@ -20,6 +26,16 @@ from slatelake.errors import (
 
 __version__ = "0.1.0"
 
+
+def connect(
+    lake_url: str, data_path: str | None = None, read_only: bool = False, alias: str = "lake"
+) -> Any:
+    """Open a DuckLake session on a slatelake lake (see ``slatelake.ducklake.session``)."""
+    from slatelake.ducklake.session import connect as _connect
+
+    return _connect(lake_url, data_path=data_path, read_only=read_only, alias=alias)
+
+
 __all__ = [
     "ConflictError",
     "CorruptionError",
@@ -31,4 +47,5 @@ __all__ = [
     "ReadOnlyError",
     "SlatelakeError",
     "UnsupportedError",
+    "connect",
 ]

@@ -13,17 +13,87 @@ import sys
 import threading
 from collections.abc import Callable, Sequence
 
-from slatelake.errors import FencedError, SlatelakeError
+from slatelake.errors import FencedError, MisconfigurationError, SlatelakeError
 
 EXIT_ERROR, EXIT_USAGE, EXIT_FENCED = 1, 2, 3
 
 
 def _cmd_init(args: argparse.Namespace) -> int:
-    from slatelake.catalog.lake import Lake
+    from slatelake.store.db import store_exists
+    from slatelake.store.location import LakeLocation
 
-    Lake.create(args.lake).close()
-    print(f"created lake {args.lake}")
+    if store_exists(LakeLocation.parse(args.lake)):
+        raise MisconfigurationError(f"a lake already exists at {args.lake}; open it instead")
+    if args.data_path is None:
+        from slatelake.catalog.lake import Lake
+
+        Lake.create(args.lake).close()
+        print(f"created lake {args.lake} (no DuckLake catalog until a session gives a data path)")
+        return 0
+    from slatelake.ducklake.session import connect
+
+    with connect(args.lake, data_path=args.data_path) as session:
+        head = session.state.head
+    print(f"created lake {args.lake} with data path {args.data_path} (snapshot {head.snapshot_id})")
     return 0
+
+
+def _print_result(cursor, as_json: bool) -> None:  # noqa: ANN001
+    if cursor.description is None:
+        return
+    columns = [d[0] for d in cursor.description]
+    rows = cursor.fetchall()
+    if as_json:
+        print(json.dumps([dict(zip(columns, r, strict=True)) for r in rows], default=str))
+        return
+    cells = [columns] + [["NULL" if v is None else str(v) for v in r] for r in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(columns))]
+    for n, row in enumerate(cells):
+        print("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
+        if n == 0:
+            print("  ".join("-" * w for w in widths))
+    print(f"({len(rows)} row{'s' if len(rows) != 1 else ''})")
+
+
+def _cmd_sql(args: argparse.Namespace) -> int:
+    import duckdb
+
+    from slatelake.ducklake.session import connect
+
+    with connect(args.lake, data_path=args.data_path, read_only=args.read_only) as session:
+        if args.command_sql:
+            for statement in args.command_sql:
+                try:
+                    _print_result(session.sql(statement), args.json)
+                except duckdb.Error as exc:
+                    print(f"slatelake sql: {exc}", file=sys.stderr)
+                    return EXIT_ERROR
+            return 0
+        return _shell(session, args.json)
+
+
+def _shell(session, as_json: bool) -> int:  # noqa: ANN001
+    """A minimal interactive shell: statements end with ';'; Ctrl-D quits."""
+    import duckdb
+
+    buffer: list[str] = []
+    status = 0
+    while True:
+        try:
+            line = input("slatelake> " if not buffer else "      ...> ")
+        except EOFError:
+            print()
+            return status
+        buffer.append(line)
+        text = "\n".join(buffer).strip()
+        if not text.endswith(";"):
+            continue
+        buffer = []
+        try:
+            _print_result(session.sql(text), as_json)
+        except (duckdb.Error, SlatelakeError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            status = EXIT_ERROR
 
 
 def _folder(args: argparse.Namespace):  # noqa: ANN202
@@ -124,7 +194,41 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("lake", metavar="LAKE", help="lake URL")
         return p
 
-    add("init", _cmd_init, "Create an empty lake (format stamp, empty head).")
+    p = add(
+        "init",
+        _cmd_init,
+        "Create a lake. With --data-path it is a DuckLake at once "
+        "(DuckLake's initial snapshot); without, the substrate only.",
+    )
+    p.add_argument(
+        "--data-path",
+        metavar="PATH",
+        help="where DuckLake writes Parquet (absolute path or s3:// URL); must not "
+        "overlap the lake root",
+    )
+    p = add(
+        "sql",
+        _cmd_sql,
+        "Run SQL on the lake, attached as DuckLake under the alias "
+        "'lake' (the default catalog, so lake.t and t both work). With no -c, an "
+        "interactive shell (statements end with ';').",
+    )
+    p.add_argument(
+        "-c",
+        dest="command_sql",
+        action="append",
+        metavar="SQL",
+        help="a statement to run; repeat for several (each autocommits)",
+    )
+    p.add_argument(
+        "--data-path", metavar="PATH", help="data path; creates the lake when the root is empty"
+    )
+    p.add_argument(
+        "--read-only", action="store_true", help="refuse writes; never writes a commit-log slot"
+    )
+    p.add_argument(
+        "--json", action="store_true", help="print each result as a JSON array of row objects"
+    )
     for name, func, help_ in (
         (
             "fold",
