@@ -28,12 +28,19 @@ __version__ = "0.1.0"
 
 
 def connect(
-    lake_url: str, data_path: str | None = None, read_only: bool = False, alias: str = "lake"
+    lake_url: str,
+    data_path: str | None = None,
+    read_only: bool = False,
+    alias: str = "lake",
+    options: dict[str, str] | None = None,
 ) -> Any:
-    """Open a DuckLake session on a slatelake lake (see ``slatelake.ducklake.session``)."""
-    from slatelake.ducklake.session import connect as _connect
+    """Open a DuckLake session on a slatelake lake. ``options`` are the
+    ``MAINTENANCE_*`` settings, validated here; ``session.maintenance()`` runs a pass."""
+    from slatelake.maintenance.session import MaintainedSession
 
-    return _connect(lake_url, data_path=data_path, read_only=read_only, alias=alias)
+    return MaintainedSession(
+        lake_url, data_path=data_path, read_only=read_only, alias=alias, options=options
+    )
 
 
 __all__ = [

@@ -186,6 +186,12 @@ class Lake:
         state.last_seq = tail.last_seq
         return state
 
+    def read_sys(self, state: CatalogState, key: bytes) -> bytes | None:
+        """A sys record as of ``state``: the log tail's last write, else the store's."""
+        if key in state.sys_overlay:
+            return state.sys_overlay[key]
+        return self.reader().get(key)
+
     def summary(self) -> LogSummary:
         """Head, fold cursor and what the log retains: one view, one LIST."""
         state = self.materialize()

@@ -75,6 +75,8 @@ class CatalogState:
     entries: dict[bytes, Any] = field(default_factory=dict)
 
     _by_kind: dict[int, set[bytes]] = field(default_factory=dict, repr=False)
+    # sys records changed by replayed change sets (raw values; None = deleted)
+    sys_overlay: dict[bytes, bytes | None] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         for key in self.entries:
@@ -91,11 +93,17 @@ class CatalogState:
 
     def apply(self, cs: ChangeSet, seq: int | None = None) -> None:
         for key, value in cs.puts:
-            if key[0] == Subspace.SYS or key[0] == Subspace.INDEX:
+            if key[0] == Subspace.SYS:
+                self.sys_overlay[key] = value
+                continue
+            if key[0] == Subspace.INDEX:
                 continue  # not catalog rows
             self.entries[key] = decode_entry(key, value)
             self._index(key)
         for key in cs.deletes:
+            if key[0] == Subspace.SYS:
+                self.sys_overlay[key] = None
+                continue
             if self.entries.pop(key, None) is not None:
                 self._by_kind[key[1]].discard(key)
         self.head = cs.result
@@ -168,6 +176,7 @@ class CatalogState:
         """Become ``other`` in place (handles holding this state see the change)."""
         self.head, self.last_seq = other.head, other.last_seq
         self.entries, self._by_kind = other.entries, other._by_kind
+        self.sys_overlay = other.sys_overlay
 
     def same_rows(self, other: CatalogState) -> bool:
         return self.head == other.head and self.entries == other.entries

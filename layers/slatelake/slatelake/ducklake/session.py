@@ -34,6 +34,8 @@ from slatelake.errors import (
     ReadOnlyError,
     SlatelakeError,
 )
+from slatelake.log.changeset import ChangeSet
+from slatelake.log.committer import Committed
 from slatelake.store.db import store_exists
 from slatelake.store.location import LakeLocation
 
@@ -113,6 +115,7 @@ class Session:
         con.execute(f"USE {quote(self.alias)}")
         self._attached = True
         self._stale = False
+        self._synced = (state.head, state.last_seq)
         if genesis:
             self.capture.counts = {}
             self._commit_captured(may_write=True)
@@ -124,15 +127,22 @@ class Session:
             self.state = self.lake.materialize()
             self._load()
             return
-        before = (self.state.head, self.state.last_seq)
         self.lake.refresh(self.state)
-        if (self.state.head, self.state.last_seq) != before:
-            self._load()
+        if (self.state.head, self.state.last_seq) != self._synced:
+            self._load()  # others committed, or ours rebased past theirs
 
     # -- statements ------------------------------------------------------------
-    def sql(self, query: str, params: Any = None) -> duckdb.DuckDBPyConnection:
-        """Run one statement; autocommits (unless inside ``transaction()``)."""
+    def sql(
+        self, query: str, params: Any = None, writes: bool | None = None
+    ) -> duckdb.DuckDBPyConnection:
+        """Run one statement; autocommits (unless inside ``transaction()``).
+
+        ``writes`` overrides the statement-type guess of whether the statement
+        may change the catalog (a SELECT from a maintenance table function does).
+        """
         types = _statement_types(query)
+        if writes:
+            types = types | {_ST.CALL}
         if self.read_only:
             refused = sorted(t.name for t in types - _READ_TYPES - {_ST.CALL, _ST.TRANSACTION})
             if refused:
@@ -160,6 +170,16 @@ class Session:
         else:
             self._commit_captured(may_write=bool(types - _READ_TYPES))
         return result
+
+    @property
+    def in_transaction(self) -> bool:
+        return self._in_txn
+
+    def commit_change_set(self, cs: ChangeSet) -> Committed:
+        """Commit a head-preserving change set built outside DuckLake (status records)."""
+        if self.read_only:
+            raise ReadOnlyError("this session is read-only; it writes no commit-log slot")
+        return self._commit(lambda: self.lake.commit_change_set(self.state, cs))
 
     execute = sql
 
@@ -190,8 +210,10 @@ class Session:
         if captured is None:
             return
         try:
-            self.lake.commit(
-                self.state, captured.changes, captured.mints_snapshot, captured.changes_made
+            self._commit(
+                lambda: self.lake.commit(
+                    self.state, captured.changes, captured.mints_snapshot, captured.changes_made
+                )
             )
         except SlatelakeError:
             self._stale = True  # DuckDB holds changes the log refused
@@ -199,6 +221,13 @@ class Session:
         self.capture.committed(captured)
         if self.verify:
             self.capture.verify(self.state)
+
+    def _commit(self, commit: Callable[[], Committed]) -> Committed:
+        expected = self.state.last_seq + 1
+        committed = commit()
+        if committed.seq == expected:
+            self._synced = (self.state.head, self.state.last_seq)
+        return committed
 
     def close(self) -> None:
         try:

@@ -1,0 +1,39 @@
+"""Progress lines with RSS, written at once so they survive a later crash."""
+
+from __future__ import annotations
+
+import resource
+import sys
+import time
+from typing import TextIO
+
+
+def rss_mb() -> tuple[float, float]:
+    """(current RSS, process high-water) in MB; current from /proc where available."""
+    high = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    try:
+        with open("/proc/self/statm") as f:
+            pages = int(f.read().split()[1])
+        current = pages * resource.getpagesize() / (1 << 20)
+    except (OSError, ValueError, IndexError):
+        current = high
+    return current, high
+
+
+class Progress:
+    def __init__(self, enabled: bool, stream: TextIO | None = None) -> None:
+        self.enabled = enabled
+        self.stream = stream or sys.stderr
+        self.high_water = 0.0
+        self._t0 = time.monotonic()
+
+    def __call__(self, message: str) -> None:
+        current, high = rss_mb()
+        self.high_water = max(self.high_water, high)
+        if self.enabled:
+            print(
+                f"maintenance +{time.monotonic() - self._t0:7.2f}s rss={current:.0f}MB "
+                f"hwm={high:.0f}MB {message}",
+                file=self.stream,
+                flush=True,
+            )

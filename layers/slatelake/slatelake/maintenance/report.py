@@ -1,0 +1,73 @@
+"""Pass reports and the durable status window.
+
+A report is what every surface prints (CLI ``--json``, Python, the Lambda):
+``started_at`` (µs since the epoch), ``trigger`` (scheduled | manual),
+``work_pending`` and one row per step in the RFC's order, each ``ran``,
+``skipped`` or ``failed`` with a ``detail`` saying what happened or why not.
+The window keeps the last 16 passes in ``sys/maintenance_status``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from slatelake.errors import CorruptionError
+from slatelake.store import values
+from slatelake.store.keys import Subspace, encode_key
+
+RAN, SKIPPED, FAILED = "ran", "skipped", "failed"
+WINDOW = 16
+STATUS_KEY = encode_key(Subspace.SYS, 0x04)
+_STATUS_KIND = 0x04
+
+
+@dataclass
+class StepReport:
+    step: str
+    status: str
+    detail: str
+
+
+@dataclass
+class PassReport:
+    trigger: str
+    started_at: int = field(default_factory=lambda: time.time_ns() // 1000)
+    work_pending: bool = False
+    steps: list[StepReport] = field(default_factory=list)
+
+    def add(self, step: str, status: str, detail: str) -> StepReport:
+        report = StepReport(step, status, detail)
+        self.steps.append(report)
+        return report
+
+    def step(self, name: str) -> StepReport:
+        return next(s for s in self.steps if s.step == name)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, doc: dict[str, Any]) -> PassReport:
+        return cls(
+            trigger=doc["trigger"],
+            started_at=int(doc["started_at"]),
+            work_pending=bool(doc["work_pending"]),
+            steps=[StepReport(**s) for s in doc["steps"]],
+        )
+
+
+def encode_window(passes: list[PassReport]) -> bytes:
+    """Oldest to newest, at most WINDOW passes."""
+    return values.frame(_STATUS_KIND, [p.to_dict() for p in passes[-WINDOW:]])
+
+
+def decode_window(raw: bytes | None) -> list[PassReport]:
+    if raw is None:
+        return []
+    docs = values.unframe(raw, _STATUS_KIND, "sys/maintenance_status")
+    try:
+        return [PassReport.from_dict(d) for d in docs]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise CorruptionError(f"sys/maintenance_status: malformed pass record ({exc})") from None

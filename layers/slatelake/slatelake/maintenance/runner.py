@@ -1,0 +1,179 @@
+"""One maintenance pass: steps 1-6 in the RFC's order, then 7, 7b, 7c and 8.
+
+Every surface (Python, CLI, the scheduler thread, the Lambda) calls
+``run_pass``, so they run the same code in the same order and produce the
+same report. Abort semantics: a failed step outside table deferral marks the
+later DuckLake steps skipped, naming it; steps 7-8 are independent of them.
+Single flight holds in the process (a lock) and across processes (a lease in
+the bucket). The report is appended to the durable status window.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from slatelake.ducklake.session import Session
+from slatelake.errors import ConflictError, MisconfigurationError, ReadOnlyError
+from slatelake.log.changeset import ChangeSet
+from slatelake.maintenance import report as rpt
+from slatelake.maintenance.flight import AlreadyRunningError, PassLease, process_lock
+from slatelake.maintenance.options import DUCKLAKE_STEPS, MaintenanceOptions
+from slatelake.maintenance.progress import Progress
+from slatelake.maintenance.report import FAILED, RAN, SKIPPED, PassReport
+from slatelake.maintenance.steps import StepFailed, StepOutcome, Steps, TableName
+
+log = logging.getLogger("slatelake.maintenance")
+NOT_YET = "not available yet"
+LATER_STEPS = ("sweep_indexes", "sweep_file_stats", "sweep_inlined_tables", "compact_store")
+STATUS_ATTEMPTS = 3
+
+
+def run_pass(
+    session: Session,
+    options: MaintenanceOptions,
+    trigger: str = "manual",
+    wait_s: float = 0.0,
+    stop: threading.Event | None = None,
+    deadline: Callable[[], float] | None = None,
+) -> PassReport:
+    """Run one pass. ``wait_s``: how long to wait for a running pass (manual
+    triggers wait; scheduled ticks pass 0 and skip). ``deadline`` returns the
+    seconds left (the Lambda's remaining time); the pass stops between steps
+    and tables when it runs low and leaves work pending."""
+    if session.read_only:
+        raise ReadOnlyError("a read-only session never runs maintenance; reconnect read-write")
+    if session.in_transaction:
+        raise MisconfigurationError(
+            "maintenance refuses to run inside an explicit transaction; commit or roll back first"
+        )
+    lock = process_lock(session.url)
+    acquired = lock.acquire(timeout=wait_s) if wait_s > 0 else lock.acquire(blocking=False)
+    if not acquired:
+        raise AlreadyRunningError("maintenance already running on this lake in this process")
+    try:
+        lease = PassLease(session.lake.location, client=session.lake.log.client)
+        lease.acquire(wait_s)
+        try:
+            return _Pass(session, options, trigger, stop or threading.Event(), deadline).run()
+        finally:
+            lease.release()
+    finally:
+        lock.release()
+
+
+class _Pass:
+    def __init__(
+        self,
+        session: Session,
+        options: MaintenanceOptions,
+        trigger: str,
+        stop: threading.Event,
+        deadline: Callable[[], float] | None,
+    ) -> None:
+        self.session = session
+        self.options = options
+        self.stop = stop
+        self.deadline = deadline
+        self.progress = Progress(options.progress)
+        self.report = PassReport(trigger=trigger)
+        self.steps = Steps(session, stop, self.progress)
+
+    def _out_of_time(self) -> str | None:
+        if self.stop.is_set():
+            return "shutdown requested"
+        if self.deadline is not None and self.deadline() < 5.0:
+            return "the invocation deadline is near"
+        return None
+
+    def run(self) -> PassReport:
+        failed: str | None = None
+        deferred: set[TableName] = set()
+        report = self.report
+        self.progress(f"pass start ({report.trigger})")
+        for step in DUCKLAKE_STEPS:
+            cfg = self.options.steps[step]
+            if not cfg.enabled:
+                report.add(step, SKIPPED, "not configured")
+                continue
+            if failed is not None:
+                report.add(step, SKIPPED, f"not attempted because {failed} failed")
+                continue
+            reason = self._out_of_time()
+            if reason is not None:
+                report.add(step, SKIPPED, f"not attempted: {reason}; left for the next pass")
+                report.work_pending = True
+                continue
+            if step in ("cleanup_old_files", "delete_orphaned_files") and deferred:
+                names = ", ".join(f"{s}.{t}" for s, t in sorted(deferred))
+                report.add(step, SKIPPED, f"waits for a complete pass; deferred tables: {names}")
+                report.work_pending = True
+                continue
+            self.progress(f"step {step} start")
+            t0 = time.monotonic()
+            try:
+                outcome = self._run_step(step, deferred)
+            except StepFailed as exc:
+                report.add(step, FAILED, str(exc))
+                report.work_pending = report.work_pending or exc.pending
+                failed = step
+            except Exception as exc:  # DuckLake rejected it, or the log refused it
+                report.add(step, FAILED, f"{type(exc).__name__}: {exc}")
+                report.work_pending = True
+                failed = step
+            else:
+                status = FAILED if outcome.failed_tables else RAN
+                report.add(step, status, outcome.detail)
+                report.work_pending = report.work_pending or outcome.pending
+                deferred.update(outcome.failed_tables)
+            self.progress(
+                f"step {step} end after {time.monotonic() - t0:.2f}s: "
+                f"{report.steps[-1].status} ({report.steps[-1].detail})"
+            )
+        for step in LATER_STEPS:
+            report.add(step, SKIPPED, NOT_YET)
+        self.progress(f"pass end: work_pending={report.work_pending}")
+        record_pass(self.session, report)
+        return report
+
+    def _run_step(self, step: str, deferred: set[TableName]) -> StepOutcome:
+        cfg = self.options.steps[step]
+        if step == "expire_snapshots":
+            return self.steps.expire_snapshots(cfg)
+        if step == "flush_inlined_data":
+            return self.steps.flush_inlined_data(cfg, deferred)
+        if step in ("merge_adjacent_files", "rewrite_data_files"):
+            per_table = self.options.table_batches or bool(deferred)
+            return self.steps.compact(step, cfg, per_table, deferred)
+        return self.steps.cleanup(step, cfg)
+
+
+def read_window(session: Session) -> list[PassReport]:
+    """The status window, newest first."""
+    raw = session.lake.read_sys(session.state, rpt.STATUS_KEY)
+    return list(reversed(rpt.decode_window(raw)))
+
+
+def record_pass(session: Session, report: PassReport) -> None:
+    """Append to sys/maintenance_status as a head-preserving batch. A failure is
+    logged and never changes the pass outcome."""
+    for attempt in range(1, STATUS_ATTEMPTS + 1):
+        try:
+            session.refresh()
+            window = rpt.decode_window(session.lake.read_sys(session.state, rpt.STATUS_KEY))
+            cs = ChangeSet(
+                base=session.state.head,
+                puts=((rpt.STATUS_KEY, rpt.encode_window([*window, report])),),
+                tables=("sys/maintenance_status",),
+                changes_made="maintenance_status",
+            )
+            session.commit_change_set(cs)
+            return
+        except ConflictError:
+            if attempt == STATUS_ATTEMPTS:
+                log.warning("maintenance status not recorded after %d conflicts", attempt)
+        except Exception as exc:
+            log.warning("maintenance status not recorded: %s", exc)
+            return
