@@ -55,14 +55,11 @@ Per size N (data files):
 from __future__ import annotations
 
 import argparse
-import cProfile
 import datetime as dt
 import gc
-import io
 import json
 import os
 import platform
-import pstats
 import resource
 import shutil
 import statistics

@@ -172,6 +172,54 @@ def _cmd_log(args: argparse.Namespace) -> int:
     return 0
 
 
+def _parse_kv(pairs: list[str] | None) -> dict[str, str]:
+    from slatelake.maintenance.options import MaintenanceConfigError
+
+    out: dict[str, str] = {}
+    for pair in pairs or []:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise MaintenanceConfigError(f"--option {pair!r}: expected KEY=VALUE")
+        out[key] = value
+    return out
+
+
+def _print_report(report, as_json: bool) -> None:  # noqa: ANN001
+    if as_json:
+        print(json.dumps(report.to_dict()))
+        return
+    print(
+        f"pass {report.trigger} started_at={report.started_at} "
+        f"work_pending={str(report.work_pending).lower()}"
+    )
+    for step in report.steps:
+        print(f"  {step.step:<22} {step.status:<8} {step.detail}")
+
+
+def _cmd_maintain(args: argparse.Namespace) -> int:
+    import slatelake
+
+    with slatelake.connect(
+        args.lake, data_path=args.data_path, options=_parse_kv(args.option)
+    ) as session:
+        _print_report(session.maintenance(wait_s=args.wait), args.json)
+    return 0
+
+
+def _cmd_status(args: argparse.Namespace) -> int:
+    import slatelake
+
+    with slatelake.connect(args.lake, read_only=True) as session:
+        window = session.maintenance_status()
+    if args.json:
+        print(json.dumps([p.to_dict() for p in window]))
+    elif not window:
+        print("no maintenance pass recorded")
+    for report in window if not args.json else []:
+        _print_report(report, False)
+    return 0
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
     from slatelake.demo import run_demo
 
@@ -276,16 +324,45 @@ def build_parser() -> argparse.ArgumentParser:
         help="directory for the lake (default ./demo-lake; replaced)",
     )
     p.add_argument("--commits", type=int, default=50, help="commits per committer (default 50)")
+    p = add(
+        "maintain",
+        _cmd_maintain,
+        "Run one maintenance pass now (RFC 0021 steps in "
+        "order) with the given MAINTENANCE_* options, and print its report.",
+    )
+    p.add_argument("--data-path", metavar="PATH", help="data path (for a new lake)")
+    p.add_argument(
+        "--option",
+        action="append",
+        metavar="KEY=VALUE",
+        help="a MAINTENANCE_* option, e.g. MAINTENANCE_EXPIRE_SNAPSHOTS_OLDER_THAN="
+        "'7 days'; repeat for several. Nothing configured, nothing moves.",
+    )
+    p.add_argument(
+        "--wait",
+        type=float,
+        default=60.0,
+        metavar="SEC",
+        help="wait this long for a pass already running (default 60)",
+    )
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p = add("status", _cmd_status, "Show the last 16 maintenance passes, newest first (read-only).")
+    p.add_argument("--json", action="store_true", help="print a JSON array of pass reports")
     p = add("log", _cmd_log, "Show the head, the fold cursor and the retained commit log.")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from slatelake.maintenance.options import MaintenanceConfigError
+
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
         return args.func(args)
+    except MaintenanceConfigError as exc:
+        print(f"slatelake {args.command}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     except FencedError as exc:
         print(f"slatelake {args.command}: fenced: {exc}", file=sys.stderr)
         return EXIT_FENCED

@@ -134,11 +134,15 @@ class Session:
     # -- statements ------------------------------------------------------------
     def sql(
         self, query: str, params: Any = None, writes: bool | None = None
-    ) -> duckdb.DuckDBPyConnection:
+    ) -> duckdb.DuckDBPyConnection | Result:
         """Run one statement; autocommits (unless inside ``transaction()``).
 
         ``writes`` overrides the statement-type guess of whether the statement
         may change the catalog (a SELECT from a maintenance table function does).
+        A statement that may write is run to completion before its change is
+        captured (DuckDB streams table-function results, and the transaction
+        commits only when they are consumed); its rows come back as a
+        ``Result``. Reads stream as usual.
         """
         types = _statement_types(query)
         if writes:
@@ -156,6 +160,9 @@ class Session:
             result = (
                 self.con.execute(query, params) if params is not None else self.con.execute(query)
             )
+            may_write = bool(types - _READ_TYPES)
+            if may_write:
+                result = Result(result.description, result.fetchall())
         except duckdb.Error as exc:
             raise _translate(exc, self.read_only) from exc
         if self._in_txn:
@@ -168,7 +175,7 @@ class Session:
                     "committed, reconnect without read_only to write"
                 )
         else:
-            self._commit_captured(may_write=bool(types - _READ_TYPES))
+            self._commit_captured(may_write=may_write)
         return result
 
     @property
@@ -240,6 +247,30 @@ class Session:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class Result:
+    """The rows of a statement that was run to completion (a possible write)."""
+
+    def __init__(self, description: Any, rows: list[tuple[Any, ...]]) -> None:
+        self.description = description
+        self._rows = rows
+        self._at = 0
+
+    def fetchall(self) -> list[tuple[Any, ...]]:
+        rows, self._at = self._rows[self._at :], len(self._rows)
+        return rows
+
+    def fetchone(self) -> tuple[Any, ...] | None:
+        if self._at >= len(self._rows):
+            return None
+        self._at += 1
+        return self._rows[self._at - 1]
+
+    def fetchmany(self, size: int = 1) -> list[tuple[Any, ...]]:
+        rows = self._rows[self._at : self._at + size]
+        self._at += len(rows)
+        return rows
 
 
 def _statement_types(query: str) -> set[Any]:

@@ -1,0 +1,240 @@
+"""The maintenance pass on real DuckLake, one test per RFC live obligation."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import slatelake
+from slatelake.maintenance.flight import PassLease
+from slatelake.maintenance.options import DUCKLAKE_STEPS, STEPS, MaintenanceConfigError
+from slatelake.maintenance.report import FAILED, RAN, SKIPPED
+from tests.conftest import subprocess_env
+
+CONFIGURED = {
+    "MAINTENANCE_EXPIRE_SNAPSHOTS_OLDER_THAN": "1 second",
+    "MAINTENANCE_FLUSH_INLINED_DATA": "true",
+    "MAINTENANCE_MERGE_ADJACENT_FILES": "true",
+    "MAINTENANCE_REWRITE_DATA_FILES_DELETE_THRESHOLD": "0.01",
+    "MAINTENANCE_CLEANUP_OLD_FILES_CLEANUP_ALL": "true",
+    "MAINTENANCE_DELETE_ORPHANED_FILES_CLEANUP_ALL": "true",
+}
+
+
+@pytest.fixture
+def churned(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, Path]:
+    """A small churned lake: two tables, Parquet and inlined inserts, deletes, a drop."""
+    monkeypatch.setenv("SLATELAKE_VERIFY_CAPTURE", "1")
+    url, data = (tmp_path / "lake").as_uri(), tmp_path / "data"
+    with slatelake.connect(url, data_path=f"{data}/") as s:
+        s.sql("CREATE TABLE a (id INTEGER, v VARCHAR)")
+        s.sql("CREATE TABLE b (id INTEGER)")
+        s.sql("CREATE TABLE gone (id INTEGER)")
+        for i in range(4):
+            s.sql(f"INSERT INTO a SELECT i, 'v' || i FROM range({i * 50}, {i * 50 + 50}) r(i)")
+        s.sql("INSERT INTO a VALUES (1000, 'inline')")
+        s.sql("INSERT INTO b SELECT * FROM range(30)")
+        s.sql("INSERT INTO gone SELECT * FROM range(30)")
+        s.sql("DELETE FROM a WHERE id % 5 = 0")
+        s.sql("DROP TABLE gone")
+    return url, data
+
+
+def _contents(session) -> dict:  # noqa: ANN001
+    return {t: sorted(session.sql(f"SELECT * FROM {t}").fetchall()) for t in ("a", "b")}
+
+
+def _files(data: Path) -> list[str]:
+    return sorted(str(p.relative_to(data)) for p in data.rglob("*.parquet"))
+
+
+def test_unconfigured_pass_skips_every_ducklake_step_and_moves_no_data(churned) -> None:  # noqa: ANN001
+    url, data = churned
+    with slatelake.connect(url) as s:
+        before, files, head = _contents(s), _files(data), s.state.head
+        report = s.maintenance()
+        assert [st.step for st in report.steps] == list(STEPS)
+        for step in DUCKLAKE_STEPS:
+            assert (report.step(step).status, report.step(step).detail) == (
+                SKIPPED,
+                "not configured",
+            )
+        assert _contents(s) == before and _files(data) == files
+        assert s.state.head.snapshot_id == head.snapshot_id  # no DuckLake snapshot minted
+
+
+def test_configured_pass_reports_in_order_and_leaves_contents_unchanged(churned) -> None:  # noqa: ANN001
+    url, data = churned
+    time.sleep(1.1)  # let the 1-second retention cover the churn
+    with slatelake.connect(url, options=CONFIGURED) as s:
+        before = _contents(s)
+        report = s.maintenance()
+        assert [st.step for st in report.steps] == list(STEPS)
+        assert [report.step(st).status for st in DUCKLAKE_STEPS] == [RAN] * 6
+        assert report.step("expire_snapshots").detail.startswith("expired ")
+        assert "files" in report.step("cleanup_old_files").detail
+        assert not report.work_pending
+        assert _contents(s) == before
+    with slatelake.connect(url, read_only=True) as fresh:
+        assert _contents(fresh) == before
+
+
+def test_misconfiguration_fails_at_bind_before_any_work(churned) -> None:  # noqa: ANN001
+    url, _ = churned
+    with pytest.raises(MaintenanceConfigError, match="MAINTENANCE_MERGE_ADJACENT_FILE_X"):
+        slatelake.connect(url, options={"MAINTENANCE_MERGE_ADJACENT_FILE_X": "1"})
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "slatelake.cli",
+            "maintain",
+            url,
+            "--option",
+            "MAINTENANCE_INTERVAL=0",
+        ],
+        env=subprocess_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2 and "MAINTENANCE_INTERVAL" in proc.stderr
+
+
+def test_status_retains_earlier_passes_each_with_its_trigger_and_reads_read_only(
+    churned,  # noqa: ANN001
+) -> None:
+    url, _ = churned
+    with slatelake.connect(url, options={"MAINTENANCE_MERGE_ADJACENT_FILES": "true"}) as s:
+        first = s.maintenance()
+    with slatelake.connect(url) as s:
+        second = s.maintenance()
+    with slatelake.connect(url, read_only=True) as ro:
+        window = ro.maintenance_status()
+        head = ro.state.head
+    assert [p.started_at for p in window] == [second.started_at, first.started_at]
+    assert all(p.trigger == "manual" for p in window)
+    assert window[1].step("merge_adjacent_files").status == RAN
+    assert window[0].step("merge_adjacent_files").status == SKIPPED
+    with slatelake.connect(url) as s:
+        assert s.state.head.snapshot_id == head.snapshot_id  # status writes mint nothing
+
+
+def test_a_failed_step_skips_later_ducklake_steps_naming_it(churned) -> None:  # noqa: ANN001
+    url, _ = churned
+    options = {**CONFIGURED, "MAINTENANCE_EXPIRE_SNAPSHOTS_OLDER_THAN": "not a timestamp"}
+    with slatelake.connect(url, options=options) as s:
+        report = s.maintenance()
+        assert report.step("expire_snapshots").status == FAILED
+        for step in DUCKLAKE_STEPS[1:]:
+            assert report.step(step).status == SKIPPED
+            assert report.step(step).detail == "not attempted because expire_snapshots failed"
+        assert report.work_pending
+        assert s.sql("SELECT count(*) FROM a").fetchone()[0] > 0  # still queryable
+
+
+def test_string_versions_expire_exactly_those_versions(churned) -> None:  # noqa: ANN001
+    url, _ = churned
+    options = {"MAINTENANCE_EXPIRE_SNAPSHOTS_VERSIONS": "[2,3]"}
+    with slatelake.connect(url, options=options) as s:
+        before = {r[0] for r in s.sql("SELECT snapshot_id FROM lake.snapshots()").fetchall()}
+        report = s.maintenance()
+        after = {r[0] for r in s.sql("SELECT snapshot_id FROM lake.snapshots()").fetchall()}
+    assert report.step("expire_snapshots").detail == "expired 2 snapshots"
+    assert before - after == {2, 3}
+
+
+def test_interval_older_than_is_a_rolling_window_per_pass(churned) -> None:  # noqa: ANN001
+    url, _ = churned
+    options = {"MAINTENANCE_EXPIRE_SNAPSHOTS_OLDER_THAN": "4 seconds"}
+    with slatelake.connect(url, options=options) as s:
+        s.maintenance()  # whatever of the churn is already 4 s old
+        s.sql("INSERT INTO b VALUES (1)")
+        s.sql("INSERT INTO b VALUES (2)")
+        young = s.maintenance()  # the new snapshots are younger than the window
+        time.sleep(4.2)
+        aged = s.maintenance()  # same options, evaluated again: now they are older
+    assert young.step("expire_snapshots").detail.startswith("expired 0 ")
+    assert not aged.step("expire_snapshots").detail.startswith("expired 0 ")
+
+
+def test_expiry_halves_batches_on_the_operation_limit(
+    churned,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],  # noqa: ANN001
+) -> None:
+    url, _ = churned
+    time.sleep(1.1)
+    monkeypatch.setenv("SLATELAKE_MAX_CHANGESET_OPS", "30")
+    options = {
+        "MAINTENANCE_EXPIRE_SNAPSHOTS_OLDER_THAN": "1 second",
+        "MAINTENANCE_PROGRESS": "true",
+    }
+    with slatelake.connect(url, options=options) as s:
+        report = s.maintenance()
+        remaining = s.sql("SELECT count(*) FROM lake.snapshots()").fetchone()[0]
+    err = capsys.readouterr().err
+    assert "over the operation limit; halving" in err
+    assert report.step("expire_snapshots").status == RAN
+    assert remaining == 1  # only the latest snapshot survives
+    assert "rss=" in err and "hwm=" in err
+
+
+def test_a_single_snapshot_over_the_cap_fails_with_work_pending(
+    churned,
+    monkeypatch: pytest.MonkeyPatch,  # noqa: ANN001
+) -> None:
+    url, _ = churned
+    time.sleep(1.1)
+    monkeypatch.setenv("SLATELAKE_MAX_CHANGESET_OPS", "1")
+    with slatelake.connect(
+        url,
+        options={"MAINTENANCE_EXPIRE_SNAPSHOTS_OLDER_THAN": "1 second"},
+    ) as s:
+        report = s.maintenance()
+    step = report.step("expire_snapshots")
+    assert step.status == FAILED and "alone exceeds the change-set operation limit" in step.detail
+    assert report.work_pending
+
+
+def test_a_second_maintain_process_reports_already_running(churned) -> None:  # noqa: ANN001
+    url, _ = churned
+    with slatelake.connect(url) as s:
+        lease = PassLease(s.lake.location)
+        assert lease.try_acquire()
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "slatelake.cli", "maintain", url, "--wait", "0"],
+            env=subprocess_env(),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert proc.returncode == 1
+        assert "maintenance already running" in proc.stderr
+    finally:
+        lease.release()
+    proc = subprocess.run(
+        [sys.executable, "-m", "slatelake.cli", "maintain", url, "--wait", "0", "--json"],
+        env=subprocess_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_trigger_refuses_inside_an_explicit_transaction_and_on_read_only(churned) -> None:  # noqa: ANN001
+    url, _ = churned
+    with (
+        slatelake.connect(url) as s,
+        pytest.raises(slatelake.MisconfigurationError, match="inside an explicit transaction"),
+        s.transaction(),
+    ):
+        s.maintenance()
+    with slatelake.connect(url, read_only=True) as ro, pytest.raises(slatelake.ReadOnlyError):
+        ro.maintenance()
