@@ -12,7 +12,7 @@ import pytest
 from slatelake.cli import build_parser, main
 from tests.conftest import subprocess_env
 
-COMMANDS = ["init", "fold", "hold", "log", "demo", "sql"]
+COMMANDS = ["init", "fold", "hold", "log", "demo", "sql", "maintain", "status"]
 
 
 def test_every_subcommand_is_registered_with_help() -> None:
