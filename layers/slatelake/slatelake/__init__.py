@@ -33,13 +33,19 @@ def connect(
     read_only: bool = False,
     alias: str = "lake",
     options: dict[str, str] | None = None,
+    on_pass: Any = None,
 ) -> Any:
     """Open a DuckLake session on a slatelake lake. ``options`` are the
     ``MAINTENANCE_*`` settings, validated here; ``session.maintenance()`` runs a pass."""
     from slatelake.maintenance.session import MaintainedSession
 
     return MaintainedSession(
-        lake_url, data_path=data_path, read_only=read_only, alias=alias, options=options
+        lake_url,
+        data_path=data_path,
+        read_only=read_only,
+        alias=alias,
+        options=options,
+        on_pass=on_pass,
     )
 
 

@@ -136,14 +136,33 @@ def _cmd_fold(args: argparse.Namespace) -> int:
 
 
 def _cmd_hold(args: argparse.Namespace) -> int:
+    options = _parse_kv(getattr(args, "option", None))
     folder = _folder(args)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
-    print(f"holding {args.lake}: folding every {args.poll}s; Ctrl-C stops", flush=True)
+    session = None
     try:
+        if options:
+            import slatelake
+
+            session = slatelake.connect(
+                args.lake, options=options, on_pass=lambda r: _print_report(r, args.json)
+            )
+            if session.scheduler is None:
+                session.close()
+                session = None
+                print("no MAINTENANCE_INTERVAL given: no maintenance is scheduled", flush=True)
+        print(
+            f"holding {args.lake}: folding every {args.poll}s"
+            + (f", maintenance every {session.options.interval_s:g}s" if session else "")
+            + "; Ctrl-C stops",
+            flush=True,
+        )
         folder.hold(poll_s=args.poll, stop=stop, on_fold=lambda r: _print_fold(r, args.json))
     finally:
+        if session is not None:
+            session.close()  # a pass in flight completes first
         folder.close()
     print("stopped", flush=True)
     return 0
@@ -308,6 +327,13 @@ def build_parser() -> argparse.ArgumentParser:
                 default=1.0,
                 metavar="SEC",
                 help="seconds between looks at the log (default 1)",
+            )
+            p.add_argument(
+                "--option",
+                action="append",
+                metavar="KEY=VALUE",
+                help="MAINTENANCE_* options; with MAINTENANCE_INTERVAL a scheduler thread runs "
+                "the maintenance pass at that cadence (a pass in flight completes on SIGTERM)",
             )
     p = sub.add_parser(
         "demo",

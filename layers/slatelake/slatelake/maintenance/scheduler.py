@@ -1,0 +1,79 @@
+"""The interval scheduler: one thread per read-write session that configures
+MAINTENANCE_INTERVAL, running ``run_pass`` with trigger ``scheduled``.
+
+Single flight: a tick that finds a pass running (here, or in another process
+through the bucket lease) skips and says so. Stopping sets the stop flag and
+joins: a pass in flight ends at its next safe point (between steps, tables
+or expiry batches), records its report, and only then does ``stop`` return.
+The thread opens its own session (its own DuckDB connection), so it never
+shares a connection with the caller.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+from slatelake.maintenance.flight import AlreadyRunningError
+from slatelake.maintenance.options import MaintenanceOptions
+from slatelake.maintenance.report import PassReport
+from slatelake.maintenance.runner import run_pass
+
+log = logging.getLogger("slatelake.scheduler")
+
+
+class Scheduler:
+    def __init__(
+        self,
+        open_session: Callable[[], object],
+        options: MaintenanceOptions,
+        on_pass: Callable[[PassReport], None] | None = None,
+    ) -> None:
+        if options.interval_s is None:
+            raise ValueError("the scheduler needs MAINTENANCE_INTERVAL")
+        self.open_session = open_session
+        self.options = options
+        self.on_pass = on_pass
+        self.stop_event = threading.Event()
+        self.passes = 0
+        self.skipped_ticks = 0
+        self.errors = 0
+        self._thread = threading.Thread(
+            target=self._loop, name="slatelake-maintenance", daemon=True
+        )
+
+    def start(self) -> Scheduler:
+        self._thread.start()
+        return self
+
+    def _loop(self) -> None:
+        session = None
+        try:
+            while not self.stop_event.wait(self.options.interval_s):
+                try:
+                    if session is None:
+                        session = self.open_session()
+                    report = run_pass(
+                        session, self.options, trigger="scheduled", wait_s=0, stop=self.stop_event
+                    )
+                except AlreadyRunningError as exc:
+                    self.skipped_ticks += 1
+                    log.info("maintenance tick skipped: %s", exc)
+                    continue
+                except Exception:
+                    self.errors += 1
+                    log.exception("scheduled maintenance pass failed")
+                    continue
+                self.passes += 1
+                if self.on_pass is not None:
+                    self.on_pass(report)
+        finally:
+            if session is not None:
+                session.close()  # type: ignore[attr-defined]
+
+    def stop(self, timeout: float | None = None) -> None:
+        """Stop ticking; a pass in flight finishes (at a safe point) first."""
+        self.stop_event.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout)

@@ -1,0 +1,108 @@
+"""The interval scheduler: unattended passes, single flight, clean shutdown."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import slatelake
+from slatelake.maintenance.flight import PassLease
+from tests.conftest import subprocess_env
+
+
+def _lake(tmp_path: Path, snapshots: int = 3) -> str:
+    url = (tmp_path / "lake").as_uri()
+    with slatelake.connect(url, data_path=f"{tmp_path}/data/") as s:
+        s.sql("CREATE TABLE t (id INTEGER)")
+        for i in range(snapshots):
+            s.sql(f"INSERT INTO t VALUES ({i})")
+    return url
+
+
+def _wait_for(predicate, timeout: float = 60.0) -> None:  # noqa: ANN001
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.1)
+
+
+def _scheduled(url: str) -> list:
+    with slatelake.connect(url, read_only=True) as ro:
+        return [p for p in ro.maintenance_status() if p.trigger == "scheduled"]
+
+
+def test_the_scheduler_runs_a_pass_unattended(tmp_path: Path) -> None:
+    url = _lake(tmp_path)
+    options = {"MAINTENANCE_INTERVAL": "0.3", "MAINTENANCE_MERGE_ADJACENT_FILES": "true"}
+    session = slatelake.connect(url, options=options)
+    try:
+        _wait_for(lambda: session.scheduler.passes >= 1)
+    finally:
+        session.close()
+    window = _scheduled(url)
+    assert window and window[0].step("merge_adjacent_files").status == "ran"
+
+
+def test_ticks_skip_while_a_pass_holds_the_lease(tmp_path: Path) -> None:
+    url = _lake(tmp_path)
+    with slatelake.connect(url) as s:
+        other = PassLease(s.lake.location)
+        assert other.try_acquire()  # a pass "running" in another process
+    session = slatelake.connect(url, options={"MAINTENANCE_INTERVAL": "0.2"})
+    try:
+        _wait_for(lambda: session.scheduler.skipped_ticks >= 3)
+        assert session.scheduler.passes == 0
+        assert _scheduled(url) == []
+        other.release()
+        _wait_for(lambda: session.scheduler.passes >= 1)
+    finally:
+        session.close()
+    assert len(_scheduled(url)) >= 1
+
+
+def test_sigterm_during_a_running_pass_completes_it_then_exits(tmp_path: Path) -> None:
+    url = _lake(tmp_path, snapshots=12)
+    time.sleep(1.1)
+    env = subprocess_env() | {"SLATELAKE_MAX_CHANGESET_OPS": "4"}  # expiry in small batches
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "slatelake.cli",
+            "hold",
+            url,
+            "--poll",
+            "0.2",
+            "--option",
+            "MAINTENANCE_INTERVAL=0.2",
+            "--option",
+            "MAINTENANCE_EXPIRE_SNAPSHOTS_OLDER_THAN=1 second",
+            "--option",
+            "MAINTENANCE_PROGRESS=true",
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    seen = []
+    try:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            seen.append(line)
+            if "step expire_snapshots start" in line:
+                os.kill(proc.pid, signal.SIGTERM)
+                break
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    seen.append(err)
+    text = "".join(seen)
+    assert proc.returncode == 0, text
+    assert "pass end" in text and "stopped" in out
+    assert _scheduled(url), "the interrupted pass still recorded its report"
