@@ -1,8 +1,9 @@
 """``slatelake demo``: a local lake end to end, no cloud account.
 
-Part 1, DuckLake: create a lake with a data path, run DuckLake SQL through a
-session (every transaction a commit-log slot), read it back from a fresh
-read-only session. Part 2, the substrate: two committers race commits into a
+Part 1, DuckLake and maintenance: churn a lake (several tables, many small
+commits, deletes, a dropped table) through sessions (every transaction a
+commit-log slot), run a configured maintenance pass with progress on, and
+print its report and the status window. Part 2, the substrate: two committers race commits into a
 second lake with no folder running; then fold, and compare materializations.
 """
 
@@ -17,33 +18,55 @@ from slatelake.catalog.folder import Folder
 from slatelake.catalog.lake import Lake
 from slatelake.catalog.synthetic import commit_inserts, genesis_changes
 
+DEMO_OPTIONS = {
+    "MAINTENANCE_EXPIRE_SNAPSHOTS_OLDER_THAN": "1 second",
+    "MAINTENANCE_FLUSH_INLINED_DATA": "true",
+    "MAINTENANCE_MERGE_ADJACENT_FILES": "true",
+    "MAINTENANCE_REWRITE_DATA_FILES_DELETE_THRESHOLD": "0.1",
+    "MAINTENANCE_CLEANUP_OLD_FILES_CLEANUP_ALL": "true",
+    "MAINTENANCE_DELETE_ORPHANED_FILES_CLEANUP_ALL": "true",
+    "MAINTENANCE_TABLE_BATCHES": "true",
+    "MAINTENANCE_PROGRESS": "true",
+}
 
-def _ducklake_part(root: Path) -> None:
-    from slatelake.ducklake.session import connect
+
+def _ducklake_part(root: Path, tables: int = 4, commits: int = 12) -> None:
+    import slatelake
 
     url = (root / "lake").as_uri()
-    with connect(url, data_path=f"{root}/data/") as session:
-        session.sql("CREATE TABLE trips (id INTEGER, city VARCHAR, km DOUBLE)")
-        session.sql(
-            "INSERT INTO trips SELECT i, ['Oslo', 'Lyon', 'Porto'][i % 3 + 1], "
-            "i * 1.5 FROM range(1000) r(i)"
+    with slatelake.connect(url, data_path=f"{root}/data/") as session:
+        for t in range(tables):
+            session.sql(f"CREATE TABLE trips_{t} (id INTEGER, city VARCHAR, km DOUBLE)")
+            for c in range(commits):
+                lo = c * 100
+                session.sql(
+                    f"INSERT INTO trips_{t} SELECT i, ['Oslo', 'Lyon', 'Porto'][i % 3 + 1],"
+                    f" i * 1.5 FROM range({lo}, {lo + 100}) r(i)"
+                )
+            session.sql(f"INSERT INTO trips_{t} VALUES (-1, 'Turku', 3.0)")  # inlined
+            session.sql(f"DELETE FROM trips_{t} WHERE id % 10 = 0")
+        session.sql("CREATE TABLE scratch AS SELECT * FROM range(100) r(i)")
+        session.sql("DROP TABLE scratch")
+        rows = sum(
+            session.sql(f"SELECT count(*) FROM trips_{t}").fetchone()[0] for t in range(tables)
         )
-        session.sql("INSERT INTO trips VALUES (1000, 'Turku', 3.0)")  # inlined
-        with session.transaction():
-            session.sql("UPDATE trips SET km = km * 2 WHERE city = 'Lyon'")
-            session.sql("DELETE FROM trips WHERE id < 10")
         print(
-            f"DuckLake lake {url}: head snapshot {session.state.head.snapshot_id}, "
-            f"{len(list(session.lake.log.list_after(0)))} commit-log slots"
+            f"churned lake {url}: {tables} tables, {rows} rows, head snapshot "
+            f"{session.state.head.snapshot_id}"
         )
-    with connect(url, read_only=True) as reader:
-        for city, n, km in reader.sql(
-            "SELECT city, count(*), round(sum(km), 1) FROM trips GROUP BY 1 ORDER BY 1"
-        ).fetchall():
-            print(f"  {city:<6} {n:>4} trips {km:>10} km")
-        snaps = reader.sql("SELECT snapshot_id, changes FROM lake.snapshots()").fetchall()
-        for snap, changes in snaps:
-            print(f"  snapshot {snap}: {changes}")
+    time.sleep(1.1)  # let the demo's 1-second retention cover the churn
+    with slatelake.connect(url, options=DEMO_OPTIONS) as session:
+        report = session.maintenance()
+        after = sum(
+            session.sql(f"SELECT count(*) FROM trips_{t}").fetchone()[0] for t in range(tables)
+        )
+        print(f"maintenance pass ({report.trigger}), work_pending={report.work_pending}:")
+        for step in report.steps:
+            print(f"  {step.step:<22} {step.status:<8} {step.detail}")
+        print(f"rows after the pass: {after} ({'unchanged' if after == rows else 'CHANGED'})")
+    with slatelake.connect(url, read_only=True) as reader:
+        window = reader.maintenance_status()
+    print(f"status window ({len(window)} pass): newest started_at={window[0].started_at}")
 
 
 def _substrate_part(root: Path, commits: int) -> None:
