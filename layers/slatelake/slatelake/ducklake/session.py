@@ -156,15 +156,10 @@ class Session:
                 )
         if not self._in_txn:
             self.refresh()
-        try:
-            result = (
-                self.con.execute(query, params) if params is not None else self.con.execute(query)
-            )
-            may_write = bool(types - _READ_TYPES)
-            if may_write:
-                result = Result(result.description, result.fetchall())
-        except duckdb.Error as exc:
-            raise _translate(exc, self.read_only) from exc
+        result = self.con.execute(query, params) if params is not None else self.con.execute(query)
+        may_write = bool(types - _READ_TYPES)
+        if may_write:
+            result = Result(result.description, result.fetchall())
         if self._in_txn:
             return result
         if self.read_only:
@@ -205,10 +200,7 @@ class Session:
             self.con.execute("ROLLBACK")
             raise
         self._in_txn = False
-        try:
-            self.con.execute("COMMIT")
-        except duckdb.Error as exc:
-            raise _translate(exc, self.read_only) from exc
+        self.con.execute("COMMIT")
         if not self.read_only:
             self._commit_captured(may_write=True)
 
@@ -278,10 +270,6 @@ def _statement_types(query: str) -> set[Any]:
         return {st.type for st in duckdb.extract_statements(query)}
     except duckdb.Error as exc:
         raise MisconfigurationError(f"cannot parse SQL: {exc}") from exc
-
-
-def _translate(exc: duckdb.Error, read_only: bool) -> Exception:
-    return exc
 
 
 def connect(
