@@ -685,8 +685,9 @@ def print_report(result: dict[str, Any]) -> None:
         )
     print(
         "  ext load: extensions.connect() alone in a fresh process; sl open: Lake.open "
-        "(store manifest, reader); mater: Lake.materialize;\n  load rows: JSON into the "
-        "in-memory catalog; attach+: CREATE TABLEs, inlined tables, ATTACH ducklake; cnt rst: "
+        "(store manifest, reader); mater: Lake.materialize;\n  load rows: "
+        "load_registry_table into the in-memory catalog; attach+: CREATE TABLEs, inlined "
+        "tables, ATTACH ducklake; cnt rst: "
         "capture's row counts;\n  query: first count(*) incl. refresh; proc: whole child "
         "process wall (interpreter start + imports + the above)"
     )
@@ -703,8 +704,8 @@ def print_report(result: dict[str, Any]) -> None:
             f"{p['capture_ms']:>7.2f} {rest:>7.2f} | {calls or 'none'}"
         )
     print(
-        "  capture = Capture.capture run after a SELECT (may_write False): it still counts "
-        "every metadata table; duckdb+ = median - refresh - capture (approximate)"
+        "  capture = Capture.capture after the SELECT (0 when the session skips it for "
+        "reads); duckdb+ = median - refresh - capture (approximate)"
     )
     print()
     print("   1-row INSERT, slatelake phases (mean ms) and object-store calls per INSERT")
@@ -771,6 +772,17 @@ def _trim_profile(text: str) -> str:
     lines = text.splitlines()
     start = next((i for i, line in enumerate(lines) if "ncalls" in line), 0)
     return "\n".join(lines[max(0, start - 3) :]).rstrip()
+
+
+def library_revision() -> dict[str, Any]:
+    """The commit the library was measured at, and any uncommitted library changes."""
+
+    def git(*args: str) -> str:
+        proc = subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True)
+        return proc.stdout.strip() if proc.returncode == 0 else ""
+
+    dirty = git("status", "--porcelain", "--", "layers/slatelake/slatelake").splitlines()
+    return {"commit": git("rev-parse", "--short", "HEAD"), "uncommitted": dirty}
 
 
 # -- main --------------------------------------------------------------------------------------
@@ -841,6 +853,7 @@ def main(argv: list[str] | None = None) -> int:
         },
         "sizes": [],
     }
+    result["library"] = library_revision()
     root = Path(tempfile.mkdtemp(prefix="slatelake-bridge-", dir=args.tmp or None))
     t_start = time.perf_counter()
     try:
@@ -855,7 +868,10 @@ def main(argv: list[str] | None = None) -> int:
     result["wall_s"] = time.perf_counter() - t_start
     result["rss_high_water_mb"] = rss_mb()
     print_report(result)
-    print(f"\nwall {result['wall_s']:.0f}s, RSS high-water {result['rss_high_water_mb']:.0f} MB")
+    lib = result["library"]
+    dirty = f", uncommitted: {' '.join(x.split()[-1] for x in lib['uncommitted'])}"
+    print(f"\nlibrary at {lib['commit']}{dirty if lib['uncommitted'] else ''}")
+    print(f"wall {result['wall_s']:.0f}s, RSS high-water {result['rss_high_water_mb']:.0f} MB")
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2, default=str) + "\n")

@@ -159,3 +159,16 @@ def test_sibling_data_path_sharing_text_attaches_normally(tmp_path: Path) -> Non
         session.sql("CREATE TABLE x (a INTEGER)")
         session.sql("INSERT INTO x SELECT * FROM range(3)")
         assert session.sql("SELECT count(*) FROM x").fetchone() == (3,)
+
+
+def test_a_value_equal_to_the_csv_null_marker_round_trips(tmp_path: Path) -> None:
+    from slatelake.ducklake.tables import NULL_MARK
+
+    url = (tmp_path / "lake").as_uri()
+    with connect(url, data_path=f"{tmp_path}/data/") as session:
+        session.sql(f'CREATE TABLE odd ("{NULL_MARK}" INTEGER, " " INTEGER)')
+        session.sql("INSERT INTO odd VALUES (1, 2)")
+    with connect(url, read_only=True) as session:
+        cursor = session.sql("SELECT * FROM odd")
+        assert [d[0] for d in cursor.description] == [NULL_MARK, " "]
+        assert cursor.fetchall() == [(1, 2)]

@@ -158,10 +158,12 @@ class CatalogState:
         return self.entries.get(key)
 
     def inline_ddl(self) -> dict[str, list[tuple[str, str]]]:
+        """DDL of the on-the-fly inlined tables, through the kind index."""
         return {
-            table_of_key(k): v
-            for k, v in self.entries.items()
-            if k[0] == Subspace.INLINE and k[1] in registry.INLINE_DDL_KINDS
+            table_of_key(k): self.entries[k]
+            for kind in registry.INLINE_DDL_KINDS
+            for k in self.keys_of_kind(kind)
+            if k[0] == Subspace.INLINE
         }
 
     def row_count(self) -> int:

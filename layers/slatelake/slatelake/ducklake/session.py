@@ -157,20 +157,22 @@ class Session:
         if not self._in_txn:
             self.refresh()
         result = self.con.execute(query, params) if params is not None else self.con.execute(query)
-        may_write = bool(types - _READ_TYPES)
+        # A read can still change the catalog through a DuckLake table function
+        # (SELECT * FROM ducklake_expire_snapshots(...)): treat those as writes.
+        may_write = bool(types - _READ_TYPES) or "ducklake_" in query.lower()
         if may_write:
             result = Result(result.description, result.fetchall())
         if self._in_txn:
             return result
         if self.read_only:
-            if _ST.CALL in types and self.capture.capture(self.state, True) is not None:
+            if may_write and self.capture.capture(self.state, True) is not None:
                 self._stale = True
                 raise ReadOnlyError(
-                    "this session is read-only but the CALL changed the catalog; nothing was "
+                    "this session is read-only but the statement changed the catalog; nothing was "
                     "committed, reconnect without read_only to write"
                 )
-        else:
-            self._commit_captured(may_write=may_write)
+        elif may_write:
+            self._commit_captured(may_write=True)
         return result
 
     @property
