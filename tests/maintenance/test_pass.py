@@ -321,3 +321,22 @@ def test_table_batches_defer_a_table_that_keeps_conflicting(
     cleanup = report.step("cleanup_old_files")
     assert cleanup.status == SKIPPED and "waits for a complete pass" in cleanup.detail
     assert report.work_pending
+
+
+def test_a_failed_status_write_is_logged_and_keeps_the_outcome(
+    churned,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,  # noqa: ANN001
+) -> None:
+    from slatelake.ducklake.session import Session
+
+    url, _ = churned
+
+    def refuse(self, cs):  # noqa: ANN001, ANN202
+        raise OSError("injected: the bucket refused the status slot")
+
+    monkeypatch.setattr(Session, "commit_change_set", refuse)
+    with slatelake.connect(url, options={"MAINTENANCE_MERGE_ADJACENT_FILES": "true"}) as s:
+        report = s.maintenance()
+    assert report.step("merge_adjacent_files").status == RAN and not report.work_pending
+    assert "maintenance status not recorded" in caplog.text
