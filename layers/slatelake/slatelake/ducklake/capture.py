@@ -51,24 +51,32 @@ class Captured:
     changes: RowChanges
     mints_snapshot: bool
     changes_made: str
-    counts: dict[str, int]
+    signatures: dict[str, tuple[Any, ...]]
 
 
 class Capture:
     def __init__(self, con: duckdb.DuckDBPyConnection, db: str) -> None:
         self.con = con
         self.db = db
-        # Row counts of the metadata tables as of the last committed state:
-        # "before" for the next capture, without counting the state in Python.
-        self.counts: dict[str, int] = {}
+        # Per-table signatures (row count first) as of the last committed state:
+        # a table whose signature is unchanged is not read at all, and the count
+        # is "before" for the proportional predicates.
+        self.signatures: dict[str, tuple[Any, ...]] = {}
+
+    @property
+    def counts(self) -> dict[str, int]:
+        return {t: sig[0] for t, sig in self.signatures.items()}
 
     def reset(self) -> None:
-        """Re-read the row counts (after a load, which equals the state)."""
-        self.counts = self._counts(self._present())
+        """Re-read the signatures (after a load, which equals the state)."""
+        self.signatures = self._signatures(self._present())
+
+    def forget(self) -> None:
+        self.signatures = {}
 
     def committed(self, captured: Captured) -> None:
-        """The captured change set landed: its counts are the new baseline."""
-        self.counts = captured.counts
+        """The captured change set landed: its signatures are the new baseline."""
+        self.signatures = captured.signatures
 
     def _present(self) -> list[str]:
         tables = meta_tables(self.con, self.db)
@@ -92,20 +100,34 @@ class Capture:
         spec = registry.BY_NAME.get(table)
         return list(spec.columns) if spec else table_columns(self.con, self.db, table)
 
-    def _counts(self, tables: list[str]) -> dict[str, int]:
+    def _signature_sql(self, i: int, table: str) -> str:
+        """count plus what moves when rows change: the largest snapshot or file id
+        for tables that only grow that way, a hash of every row for the rest."""
+        names = [c for c, _ in self._columns(table)]
+        if "begin_snapshot" in names:
+            end = "max(end_snapshot)" if "end_snapshot" in names else "0"
+            parts = f"max(begin_snapshot)::HUGEINT, {end}::HUGEINT"
+        elif table in SNAPSHOT_TABLES:
+            parts = "max(snapshot_id)::HUGEINT, 0::HUGEINT"
+        elif table in FILE_CHILDREN:
+            parts = "max(data_file_id)::HUGEINT, 0::HUGEINT"
+        else:
+            parts = "sum(hash(t))::HUGEINT, 0::HUGEINT"
+        return f"SELECT {i}, count(*), {parts} FROM {quote(self.db)}.{quote(table)} t"
+
+    def _signatures(self, tables: list[str]) -> dict[str, tuple[Any, ...]]:
         if not tables:
             return {}
-        sql = " UNION ALL ".join(
-            f"SELECT {i}, count(*) FROM {quote(self.db)}.{quote(t)}" for i, t in enumerate(tables)
-        )
-        return {tables[i]: n for i, n in self.con.execute(sql).fetchall()}
+        sql = " UNION ALL ".join(self._signature_sql(i, t) for i, t in enumerate(tables))
+        return {tables[r[0]]: tuple(r[1:]) for r in self.con.execute(sql).fetchall()}
 
     # -- the capture -----------------------------------------------------------
-    def capture(self, state: CatalogState, may_write: bool = True) -> Captured | None:
+    def capture(self, state: CatalogState) -> Captured | None:
         """The transaction's changes against ``state``; None when nothing changed."""
         snap = state.head.snapshot_id
         present = self._present()
-        counts = self._counts(present)
+        signatures = self._signatures(present)
+        counts = {t: sig[0] for t, sig in signatures.items()}
         max_snap = self.con.execute(
             f"SELECT max(snapshot_id) FROM {quote(self.db)}.ducklake_snapshot"
         ).fetchone()[0]
@@ -113,7 +135,7 @@ class Capture:
         known_inline = set(state.inline_ddl())
         created = [t for t in present if registry.inline_table(t) and t not in known_inline]
         dropped = sorted(known_inline - set(present))
-        if not (mints or may_write or created or dropped) and counts == self.counts:
+        if not (mints or created or dropped) and signatures == self.signatures:
             return None
 
         changes = RowChanges()
@@ -122,9 +144,11 @@ class Capture:
         changes.dropped_inline.extend(dropped)
         next_file = _next_file_id(state, snap)
         for table in present:
+            if table not in created and signatures[table] == self.signatures.get(table):
+                continue  # untouched: not read
             self._table(state, table, counts[table], snap, next_file, changes, table in created)
         if changes.empty():
-            self.counts = counts
+            self.signatures = signatures
             return None
         changes_made = ""
         if mints:
@@ -134,7 +158,7 @@ class Capture:
                 [max_snap],
             ).fetchone()
             changes_made = (row[0] or "") if row else ""
-        return Captured(changes, mints, changes_made, counts)
+        return Captured(changes, mints, changes_made, signatures)
 
     def _table(
         self,

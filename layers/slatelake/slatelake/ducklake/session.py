@@ -117,8 +117,8 @@ class Session:
         self._stale = False
         self._synced = (state.head, state.last_seq)
         if genesis:
-            self.capture.counts = {}
-            self._commit_captured(may_write=True)
+            self.capture.forget()
+            self._commit_captured()
         self.capture.reset()
 
     def refresh(self) -> None:
@@ -165,14 +165,14 @@ class Session:
         if self._in_txn:
             return result
         if self.read_only:
-            if may_write and self.capture.capture(self.state, True) is not None:
+            if may_write and self.capture.capture(self.state) is not None:
                 self._stale = True
                 raise ReadOnlyError(
                     "this session is read-only but the statement changed the catalog; nothing was "
                     "committed, reconnect without read_only to write"
                 )
         elif may_write:
-            self._commit_captured(may_write=True)
+            self._commit_captured()
         return result
 
     @property
@@ -204,10 +204,10 @@ class Session:
         self._in_txn = False
         self.con.execute("COMMIT")
         if not self.read_only:
-            self._commit_captured(may_write=True)
+            self._commit_captured()
 
-    def _commit_captured(self, may_write: bool) -> None:
-        captured: Captured | None = self.capture.capture(self.state, may_write)
+    def _commit_captured(self) -> None:
+        captured: Captured | None = self.capture.capture(self.state)
         if captured is None:
             return
         try:
