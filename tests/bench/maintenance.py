@@ -39,7 +39,8 @@ a pass's peak is not masked by its build's:
    ``session.maintenance()`` (per-step seconds parsed from its
    MAINTENANCE_PROGRESS lines, captured from stderr; the total also covers the
    pass lease and the status record), stock's six CALLs in the same order, each
-   timed. --reps passes per side (default 3); times are medians. Stock's expire
+   timed. --reps passes per side (default 3), interleaved across the sides;
+   times are medians, with the load average recorded. Stock's expire
    CALL is executed without fetching (its result has TIMESTAMPTZ columns, which
    need pytz; the CALL runs fully on execute, which the snapshot count before
    and after confirms); the other five are fetched.
@@ -457,6 +458,7 @@ def child_pass_slate(directory: Path, table_batches: bool, profile: bool) -> dic
         if prof is not None:
             prof.__exit__(None, None, None)
     rss_after = rss_now()
+    load = os.getloadavg()
     lines = progress.getvalue().splitlines()
     steps: dict[str, dict[str, Any]] = {}
     for line in lines:
@@ -476,6 +478,7 @@ def child_pass_slate(directory: Path, table_batches: bool, profile: bool) -> dic
         "connect_s": connect_s,
         "waited_s": waited,
         "pass_s": pass_s,
+        "loadavg": load,
         "steps": steps,
         "report": report.to_dict(),
         "status_window_len": len(status),
@@ -532,12 +535,14 @@ def child_pass_stock(directory: Path) -> dict[str, Any]:
             steps[step]["detail"] = f"deleted {len(rows)} files"
     pass_s = time.perf_counter() - t_pass
     rss_after = rss_now()
+    load = os.getloadavg()
     state = lake_state(side, contents=True)
     side.close()
     return {
         "connect_s": connect_s,
         "waited_s": waited,
         "pass_s": pass_s,
+        "loadavg": load,
         "steps": steps,
         "snapshots_before": snapshots_before,
         "snapshots_after_expire": snapshots_after_expire,
@@ -622,17 +627,17 @@ def pass_once(root: Path, label: str, kind: str, *pass_flags: str) -> dict[str, 
     return passed
 
 
-def pass_side(root: Path, label: str, kind: str, reps: int, *pass_flags: str) -> dict[str, Any]:
-    """``reps`` passes, each on the restored build. The first pass's record is kept
-    whole (report, state, progress); times become medians over the passes, the
-    peak RSS the highest; every later pass's end state is checked against the first."""
-    runs = [pass_once(root, label, kind, *pass_flags) for _ in range(reps)]
+def combine(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Several passes on the same restored build as one record: the first pass's
+    record kept whole (report, state, progress); times become medians, the peak RSS
+    the highest; every later pass's end state is checked against the first."""
     main = runs[0]
     main["reps"] = [
         {
             "pass_s": r["pass_s"],
             "connect_s": r["connect_s"],
             "peak_rss_mb": r["peak_rss_mb"],
+            "loadavg": r["loadavg"],
             "steps": {k: v["seconds"] for k, v in r["steps"].items()},
         }
         for r in runs
@@ -699,8 +704,8 @@ def print_report(result: dict[str, Any]) -> None:
         f"{sl['build']['statements']} statements =="
     )
     print(
-        f"  seconds: medians of {cfg['reps']} passes per side, each on the same build restored "
-        "from a pristine copy"
+        f"  seconds: medians of {cfg['reps']} passes per side, interleaved, each on the same "
+        f"build restored from a pristine copy; {os.cpu_count()} CPUs"
     )
     head = f"  {'step':<22} {'slatelake s':>11} {'stock s':>9} {'ratio':>7}"
     if tb:
@@ -738,8 +743,10 @@ def print_report(result: dict[str, Any]) -> None:
         line += f" | {tb['pass']['connect_s']:>12.3f}"
     print(line)
     for label, run in [("slatelake", sl), ("stock", st)] + ([("batches", tb)] if tb else []):
-        each = ", ".join(f"{r['pass_s']:.3f}" for r in run["pass"]["reps"])
-        print(f"  {label} passes (s): {each}")
+        each = ", ".join(
+            f"{r['pass_s']:.3f} (load {r['loadavg'][0]:.1f})" for r in run["pass"]["reps"]
+        )
+        print(f"  {label} passes in order, s (1-min load average after): {each}")
     print()
     print("   RSS (MB): current / high water of the pass child; build child peak apart")
     print(
@@ -849,13 +856,33 @@ def print_report(result: dict[str, Any]) -> None:
             print(text)
 
 
+def library_source() -> tuple[str, str]:
+    """Where ``slatelake`` is imported from, and a digest of its Python sources."""
+    import slatelake
+
+    root = Path(slatelake.__file__).resolve().parent
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
+    return str(root), digest.hexdigest()[:16]
+
+
 def library_revision() -> dict[str, Any]:
+    """The commit the library was measured at, any uncommitted library changes, and a
+    digest of the sources actually imported (children import from the same place)."""
+
     def git(*args: str) -> str:
         proc = subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True)
         return proc.stdout.strip() if proc.returncode == 0 else ""
 
     dirty = git("status", "--porcelain", "--", "layers/slatelake/slatelake").splitlines()
-    return {"commit": git("rev-parse", "--short", "HEAD"), "uncommitted": dirty}
+    root, digest = library_source()
+    return {
+        "commit": git("rev-parse", "--short", "HEAD") or f"(not a git checkout: {REPO})",
+        "uncommitted": dirty,
+        "imported_from": root,
+        "source_sha256": digest,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -937,19 +964,28 @@ def main(argv: list[str] | None = None) -> int:
         result["oracle"] = {"seconds": time.perf_counter() - t0, "tables": oracle}
         reps = args.reps
         stock_build = build_side(root, "stock", "stock", shape, keep=reps > 1)
-        result["stock"] = {"build": stock_build, "pass": pass_side(root, "stock", "stock", reps)}
         more = reps > 1 or not (args.no_batches and args.no_profile)
         slate_build = build_side(root, "slate", "slate", shape, keep=more)
-        result["slate"] = {"build": slate_build, "pass": pass_side(root, "slate", "slate", reps)}
+        # Passes interleaved (stock, slatelake, batches; again), so drift in the
+        # machine's load hits every side alike.
+        passes: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        for _ in range(reps):
+            passes["stock"].append(pass_once(root, "stock", "stock"))
+            passes["slate"].append(pass_once(root, "slate", "slate"))
+            if not args.no_batches:
+                passes["batches"].append(pass_once(root, "slate", "slate", "--table-batches"))
+        result["stock"] = {"build": stock_build, "pass": combine(passes["stock"])}
+        result["slate"] = {"build": slate_build, "pass": combine(passes["slate"])}
         if args.no_batches:
             result["table_batches_skipped"] = "--no-batches"
         else:
             result["slate_table_batches"] = {
                 "build": "the slatelake build, restored from its pristine copy",
-                "pass": pass_side(root, "slate", "slate", reps, "--table-batches"),
+                "pass": combine(passes["batches"]),
             }
         if not args.no_profile:
-            result["profile"] = {"pass": pass_side(root, "slate", "slate", 1, "--profile")}
+            profiled = pass_once(root, "slate", "slate", "--profile")
+            result["profile"] = {"pass": combine([profiled])}
     finally:
         shutil.rmtree(root, ignore_errors=True)
     sl, st = result["slate"], result["stock"]
@@ -1007,8 +1043,18 @@ def main(argv: list[str] | None = None) -> int:
     result["wall_s"] = time.perf_counter() - t_start
     print_report(result)
     lib = result["library"]
+    lib["source_sha256_at_end"] = library_source()[1]
+    lib["changed_during_run"] = lib["source_sha256_at_end"] != lib["source_sha256"]
     dirty = f", uncommitted: {' '.join(x.split()[-1] for x in lib['uncommitted'])}"
-    print(f"\nlibrary at {lib['commit']}{dirty if lib['uncommitted'] else ''}")
+    print(
+        f"\nlibrary at {lib['commit']}{dirty if lib['uncommitted'] else ''}, imported from "
+        f"{lib['imported_from']}, sources sha256 {lib['source_sha256']}"
+    )
+    if lib["changed_during_run"]:
+        print(
+            f"WARNING: the library sources changed during the run (sha256 now "
+            f"{lib['source_sha256_at_end']}); children may have run different code"
+        )
     print(f"wall {result['wall_s']:.0f}s")
     out_path.parent.mkdir(parents=True, exist_ok=True)
     out_path.write_text(json.dumps(result, indent=2, default=str) + "\n")

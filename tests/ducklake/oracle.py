@@ -21,6 +21,8 @@ WORKLOAD = [
     "INSERT INTO s1.t2 SELECT i, i * 1.5 FROM range(100) r(i)",
     "UPDATE t1 SET name = 'upd' WHERE id IN (1, 50)",
     "DELETE FROM t1 WHERE id % 7 = 0",
+    "DELETE FROM t1 WHERE id % 11 = 0",  # a second delete on the same files: DuckLake
+    "UPDATE t1 SET name = name || '*' WHERE id % 13 = 1",  # replaces their delete files
     "ALTER TABLE t1 ADD COLUMN extra INTEGER",
     "INSERT INTO t1 VALUES (500, 'x', 5)",
     "ALTER TABLE t1 RENAME COLUMN name TO label",

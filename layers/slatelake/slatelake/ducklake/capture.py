@@ -1,18 +1,22 @@
 """What a DuckLake transaction changed in the metadata tables, as RowChanges.
 
-Capture costs in proportion to the change, not the catalog. With S the head
-snapshot before the transaction:
-- versioned tables and inlined data: rows with ``begin_snapshot > S`` are new;
-  rows with ``end_snapshot > S`` and an older begin were ended (their live
-  version is deleted);
+Capture costs in proportion to the change, not the catalog. One query reads
+a signature per table (count, plus the largest ids and snapshots for the
+big tables, a hash of all rows for the small ones); a table whose signature
+did not move is not read. For a table that moved, with S the head snapshot
+before the transaction and F the next file id at S:
+- data and delete files: ids >= F are new (ids are never reused; a
+  rewritten delete file can keep an old begin_snapshot); rows with
+  ``end_snapshot > S`` and an older id were ended (their live key goes);
 - snapshot and snapshot_changes: ``snapshot_id > S`` is new;
 - a data file's children (column stats, partition values, variant stats):
-  ``data_file_id >=`` the next file id at S is new;
-- small unversioned tables (metadata, stats, mappings, schema versions...) are
-  diffed whole, which costs the schema's size, not the file count.
+  ``data_file_id >= F`` is new;
+- every other table (schema objects, stats, mappings, inlined data) is small
+  and diffed whole.
 Every proportional answer is checked against the table's row count; a count
 the predicates do not explain (DuckLake deleted rows outright: expiry,
-merge, cleanup) falls back to a whole-table diff for that table only.
+merge, cleanup, a replaced delete file) falls back to a whole-table diff for
+that table only.
 ``verify`` compares every table with the state a change set produces; tests
 run it after every capture (SLATELAKE_VERIFY_CAPTURE=1).
 """
@@ -39,6 +43,7 @@ from slatelake.ducklake.tables import (
 from slatelake.errors import CorruptionError, UnsupportedError
 
 SNAPSHOT_TABLES = ("ducklake_snapshot", "ducklake_snapshot_changes")
+FILE_TABLES = {"ducklake_data_file": "data_file_id", "ducklake_delete_file": "delete_file_id"}
 FILE_CHILDREN = (
     "ducklake_file_column_stats",
     "ducklake_file_partition_value",
@@ -101,18 +106,18 @@ class Capture:
         return list(spec.columns) if spec else table_columns(self.con, self.db, table)
 
     def _signature_sql(self, i: int, table: str) -> str:
-        """count plus what moves when rows change: the largest snapshot or file id
-        for tables that only grow that way, a hash of every row for the rest."""
-        names = [c for c, _ in self._columns(table)]
-        if "begin_snapshot" in names:
-            end = "max(end_snapshot)" if "end_snapshot" in names else "0"
-            parts = f"max(begin_snapshot)::HUGEINT, {end}::HUGEINT"
+        """count plus what moves when rows change. The big tables only gain rows
+        with new ids (ids are never reused) or end rows, so the largest id and
+        snapshots suffice; every other table is small and hashed whole."""
+        if table in FILE_TABLES:
+            key = FILE_TABLES[table]
+            parts = f"max({key})::HUGEINT, max(begin_snapshot)::HUGEINT, max(end_snapshot)::HUGEINT"
         elif table in SNAPSHOT_TABLES:
-            parts = "max(snapshot_id)::HUGEINT, 0::HUGEINT"
+            parts = "max(snapshot_id)::HUGEINT, 0::HUGEINT, 0::HUGEINT"
         elif table in FILE_CHILDREN:
-            parts = "max(data_file_id)::HUGEINT, 0::HUGEINT"
+            parts = "max(data_file_id)::HUGEINT, 0::HUGEINT, 0::HUGEINT"
         else:
-            parts = "sum(hash(t))::HUGEINT, 0::HUGEINT"
+            parts = "sum(hash(t))::HUGEINT, 0::HUGEINT, 0::HUGEINT"
         return f"SELECT {i}, count(*), {parts} FROM {quote(self.db)}.{quote(table)} t"
 
     def _signatures(self, tables: list[str]) -> dict[str, tuple[Any, ...]]:
@@ -174,24 +179,19 @@ class Capture:
         if created:
             changes.insert(table, *self._fetch(table, columns))
             return
-        inline = registry.inline_table(table) is not None
-        spec = registry.BY_NAME.get(table)
         before = self.counts.get(table, 0)
-        b, e = _begin_end(columns)
-        if snap >= 0 and b is not None and (inline or (spec is not None and spec.versioned)):
-            rows = self._fetch(table, columns, f"WHERE begin_snapshot > {snap}")
-            if e is not None:  # two range filters beat one OR (6x on 100k data files)
-                rows += self._fetch(
-                    table,
-                    columns,
-                    f"WHERE end_snapshot > {snap} AND begin_snapshot <= {snap}",
-                )
-            new = [r for r in rows if r[b] > snap]
-            if count == before + len(new):
-                ended = [r for r in rows if r[b] <= snap]
-                changes.insert(table, *rows)
-                if not inline and e is not None:  # an inline row keeps its key: put replaces
-                    changes.delete(table, *(r[:e] + (None,) + r[e + 1 :] for r in ended))
+        if snap >= 0 and next_file is not None and table in FILE_TABLES:
+            key = FILE_TABLES[table]
+            _, e = _begin_end(columns)
+            # New files carry new ids (a rewritten delete file may keep an old
+            # begin_snapshot, so begin > S is not enough); ended files keep theirs.
+            new = self._fetch(table, columns, f"WHERE {key} >= {next_file}")
+            ended = self._fetch(
+                table, columns, f"WHERE end_snapshot > {snap} AND {key} < {next_file}"
+            )
+            if count == before + len(new) and e is not None:
+                changes.insert(table, *new, *ended)
+                changes.delete(table, *(r[:e] + (None,) + r[e + 1 :] for r in ended))
                 return
         elif snap >= 0 and table in SNAPSHOT_TABLES:
             rows = self._fetch(table, columns, f"WHERE snapshot_id > {snap}")
