@@ -55,11 +55,8 @@ Per size N (data files):
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import gc
 import json
-import os
-import platform
 import resource
 import shutil
 import statistics
@@ -91,6 +88,7 @@ from slatelake.ducklake.tables import quote, select_list, table_columns
 from slatelake.log.changeset import Head
 from slatelake.store.db import open_writer, store_exists
 from slatelake.store.location import LakeLocation
+from tests.bench.common import run_header
 from tests.bench.substrate import CountingClient, ThreadProfiles
 
 REPO = Path(__file__).resolve().parents[2]
@@ -822,20 +820,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         sizes = [1_000, 20_000] if args.quick else [1_000, 20_000, 100_000]
 
-    import slatedb
-
     result: dict[str, Any] = {
-        "started": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "machine": {
-            "python": platform.python_version(),
-            "platform": platform.platform(),
-            "cpus": os.cpu_count(),
-        },
-        "versions": {
-            "duckdb": duckdb.__version__,
-            "slatedb": getattr(slatedb, "__version__", "0.17 (pinned)"),
-            "ducklake_extension": str(extensions.extension_path("ducklake")),
-        },
+        **run_header(str(extensions.extension_path("ducklake"))),
         "config": {
             "quick": args.quick,
             "files": sizes,

@@ -66,12 +66,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import cProfile
-import datetime as dt
 import hashlib
 import io
 import json
 import os
-import platform
 import pstats
 import re
 import resource
@@ -85,6 +83,8 @@ from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from tests.bench.common import run_header
 
 REPO = Path(__file__).resolve().parents[2]
 SETTLE_S = 1.1  # the pass starts at least this long after the build's last commit
@@ -920,9 +920,6 @@ def main(argv: list[str] | None = None) -> int:
     out_path = Path(args.out or f"bench-results/maintenance{suffix}.json")
     shape = (tables, commits, args.churn)
 
-    import duckdb
-    import slatedb
-
     from slatelake.ducklake import extensions
 
     statements, drops = workload(tables, commits, args.churn)
@@ -930,17 +927,7 @@ def main(argv: list[str] | None = None) -> int:
     for k, _ in statements:
         kinds[k] += 1
     result: dict[str, Any] = {
-        "started": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "machine": {
-            "python": platform.python_version(),
-            "platform": platform.platform(),
-            "cpus": os.cpu_count(),
-        },
-        "versions": {
-            "duckdb": duckdb.__version__,
-            "slatedb": getattr(slatedb, "__version__", "0.17 (pinned)"),
-            "ducklake_extension": str(extensions.extension_path("ducklake")),
-        },
+        **run_header(str(extensions.extension_path("ducklake"))),
         "config": {
             "quick": args.quick,
             "tables": tables,

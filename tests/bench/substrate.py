@@ -53,7 +53,6 @@ import glob
 import io
 import json
 import os
-import platform
 import pstats
 import resource
 import shutil
@@ -81,6 +80,7 @@ from slatelake.store import _bindings
 from slatelake.store.db import open_admin
 from slatelake.store.location import LakeLocation
 from slatelake.store.objects import ObjectClient
+from tests.bench.common import run_header
 
 GOAL_MATERIALIZE_ROWS_S = 500_000
 GOAL_FOLD_ROWS_S = 100_000
@@ -1003,21 +1003,8 @@ def main(argv: list[str] | None = None) -> int:
     unfolded = args.unfolded if args.unfolded is not None else (20 if args.quick else 100)
     ext = None if args.no_stock else ducklake_extension()
 
-    import duckdb
-    import slatedb
-
     result: dict[str, Any] = {
-        "started": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "machine": {
-            "python": platform.python_version(),
-            "platform": platform.platform(),
-            "cpus": os.cpu_count(),
-        },
-        "versions": {
-            "duckdb": duckdb.__version__,
-            "slatedb": getattr(slatedb, "__version__", "0.17 (pinned)"),
-            "ducklake_extension": ext,
-        },
+        **run_header(ext),
         "config": {
             "quick": args.quick,
             "sizes": sizes,
