@@ -28,6 +28,9 @@ class StepReport:
     step: str
     status: str
     detail: str
+    # What the step reclaimed or did, by name (e.g. index_entries_reclaimed);
+    # the Lambda emits each as a metric.
+    counts: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -37,8 +40,10 @@ class PassReport:
     work_pending: bool = False
     steps: list[StepReport] = field(default_factory=list)
 
-    def add(self, step: str, status: str, detail: str) -> StepReport:
-        report = StepReport(step, status, detail)
+    def add(
+        self, step: str, status: str, detail: str, counts: dict[str, int] | None = None
+    ) -> StepReport:
+        report = StepReport(step, status, detail, dict(counts or {}))
         self.steps.append(report)
         return report
 
@@ -54,7 +59,10 @@ class PassReport:
             trigger=doc["trigger"],
             started_at=int(doc["started_at"]),
             work_pending=bool(doc["work_pending"]),
-            steps=[StepReport(**s) for s in doc["steps"]],
+            steps=[
+                StepReport(s["step"], s["status"], s["detail"], dict(s.get("counts") or {}))
+                for s in doc["steps"]
+            ],
         )
 
 

@@ -24,10 +24,10 @@ from slatelake.maintenance.options import DUCKLAKE_STEPS, MaintenanceOptions
 from slatelake.maintenance.progress import Progress
 from slatelake.maintenance.report import FAILED, RAN, SKIPPED, PassReport
 from slatelake.maintenance.steps import StepFailed, StepOutcome, Steps, TableName
+from slatelake.maintenance.store_step import run_compact_store
+from slatelake.maintenance.sweep_steps import run_sweep_steps
 
 log = logging.getLogger("slatelake.maintenance")
-NOT_YET = "not available yet"
-LATER_STEPS = ("sweep_indexes", "sweep_file_stats", "sweep_inlined_tables", "compact_store")
 STATUS_ATTEMPTS = 3
 
 
@@ -132,8 +132,8 @@ class _Pass:
                 f"step {step} end after {time.monotonic() - t0:.2f}s: "
                 f"{report.steps[-1].status} ({report.steps[-1].detail})"
             )
-        for step in LATER_STEPS:
-            report.add(step, SKIPPED, NOT_YET)
+        run_sweep_steps(self.session, self.options, self.progress, report, self._out_of_time)
+        run_compact_store(self.session, self.options, self.progress, report, self._out_of_time)
         self.progress(f"pass end: work_pending={report.work_pending}")
         record_pass(self.session, report)
         return report

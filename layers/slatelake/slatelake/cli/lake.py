@@ -1,8 +1,4 @@
-"""``slatelake`` command line. Each subcommand is one call into the library.
-
-Exit status: 0 success, 1 a slatelake error (message on stderr), 2 usage,
-3 fenced (a newer folder took over).
-"""
+"""Lake verbs: ``init``, ``sql``, ``fold``, ``hold``, ``log``, ``demo``."""
 
 from __future__ import annotations
 
@@ -11,11 +7,17 @@ import json
 import signal
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from typing import Any
 
-from slatelake.errors import FencedError, MisconfigurationError, SlatelakeError
-
-EXIT_ERROR, EXIT_USAGE, EXIT_FENCED = 1, 2, 3
+from slatelake.cli.common import (
+    EXIT_ERROR,
+    Handler,
+    add_lake_command,
+    parse_kv,
+    print_report,
+    print_table,
+)
+from slatelake.errors import MisconfigurationError, SlatelakeError
 
 
 def _cmd_init(args: argparse.Namespace) -> int:
@@ -46,12 +48,7 @@ def _print_result(cursor, as_json: bool) -> None:  # noqa: ANN001
     if as_json:
         print(json.dumps([dict(zip(columns, r, strict=True)) for r in rows], default=str))
         return
-    cells = [columns] + [["NULL" if v is None else str(v) for v in r] for r in rows]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(columns))]
-    for n, row in enumerate(cells):
-        print("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
-        if n == 0:
-            print("  ".join("-" * w for w in widths))
+    print_table(columns, rows)
     print(f"({len(rows)} row{'s' if len(rows) != 1 else ''})")
 
 
@@ -136,7 +133,7 @@ def _cmd_fold(args: argparse.Namespace) -> int:
 
 
 def _cmd_hold(args: argparse.Namespace) -> int:
-    options = _parse_kv(getattr(args, "option", None))
+    options = parse_kv(getattr(args, "option", None))
     folder = _folder(args)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -147,7 +144,7 @@ def _cmd_hold(args: argparse.Namespace) -> int:
             import slatelake
 
             session = slatelake.connect(
-                args.lake, options=options, on_pass=lambda r: _print_report(r, args.json)
+                args.lake, options=options, on_pass=lambda r: print_report(r, args.json)
             )
             if session.scheduler is None:
                 session.close()
@@ -191,54 +188,6 @@ def _cmd_log(args: argparse.Namespace) -> int:
     return 0
 
 
-def _parse_kv(pairs: list[str] | None) -> dict[str, str]:
-    from slatelake.maintenance.options import MaintenanceConfigError
-
-    out: dict[str, str] = {}
-    for pair in pairs or []:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise MaintenanceConfigError(f"--option {pair!r}: expected KEY=VALUE")
-        out[key] = value
-    return out
-
-
-def _print_report(report, as_json: bool) -> None:  # noqa: ANN001
-    if as_json:
-        print(json.dumps(report.to_dict()))
-        return
-    print(
-        f"pass {report.trigger} started_at={report.started_at} "
-        f"work_pending={str(report.work_pending).lower()}"
-    )
-    for step in report.steps:
-        print(f"  {step.step:<22} {step.status:<8} {step.detail}")
-
-
-def _cmd_maintain(args: argparse.Namespace) -> int:
-    import slatelake
-
-    with slatelake.connect(
-        args.lake, data_path=args.data_path, options=_parse_kv(args.option)
-    ) as session:
-        _print_report(session.maintenance(wait_s=args.wait), args.json)
-    return 0
-
-
-def _cmd_status(args: argparse.Namespace) -> int:
-    import slatelake
-
-    with slatelake.connect(args.lake, read_only=True) as session:
-        window = session.maintenance_status()
-    if args.json:
-        print(json.dumps([p.to_dict() for p in window]))
-    elif not window:
-        print("no maintenance pass recorded")
-    for report in window if not args.json else []:
-        _print_report(report, False)
-    return 0
-
-
 def _cmd_demo(args: argparse.Namespace) -> int:
     from slatelake.demo import run_demo
 
@@ -246,20 +195,9 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="slatelake",
-        description="DuckLake catalogs kept in SlateDB on object storage. A LAKE is a URL: "
-        "file:///abs/path, memory://name or s3://bucket/prefix (S3 reads AWS_REGION, "
-        "credentials and AWS_ENDPOINT_URL from the environment).",
-    )
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    def add(name: str, func: Callable[[argparse.Namespace], int], help_: str):
-        p = sub.add_parser(name, help=help_, description=help_)
-        p.set_defaults(func=func)
-        p.add_argument("lake", metavar="LAKE", help="lake URL")
-        return p
+def register(sub: Any) -> None:
+    def add(name: str, func: Handler, help_: str) -> argparse.ArgumentParser:
+        return add_lake_command(sub, name, func, help_)
 
     p = add(
         "init",
@@ -350,54 +288,5 @@ def build_parser() -> argparse.ArgumentParser:
         help="directory for the lake (default ./demo-lake; replaced)",
     )
     p.add_argument("--commits", type=int, default=50, help="commits per committer (default 50)")
-    p = add(
-        "maintain",
-        _cmd_maintain,
-        "Run one maintenance pass now (RFC 0021 steps in "
-        "order) with the given MAINTENANCE_* options, and print its report.",
-    )
-    p.add_argument("--data-path", metavar="PATH", help="data path (for a new lake)")
-    p.add_argument(
-        "--option",
-        action="append",
-        metavar="KEY=VALUE",
-        help="a MAINTENANCE_* option, e.g. MAINTENANCE_EXPIRE_SNAPSHOTS_OLDER_THAN="
-        "'7 days'; repeat for several. Nothing configured, nothing moves.",
-    )
-    p.add_argument(
-        "--wait",
-        type=float,
-        default=60.0,
-        metavar="SEC",
-        help="wait this long for a pass already running (default 60)",
-    )
-    p.add_argument("--json", action="store_true", help="print the report as JSON")
-    p = add("status", _cmd_status, "Show the last 16 maintenance passes, newest first (read-only).")
-    p.add_argument("--json", action="store_true", help="print a JSON array of pass reports")
     p = add("log", _cmd_log, "Show the head, the fold cursor and the retained commit log.")
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    return parser
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    from slatelake.maintenance.options import MaintenanceConfigError
-
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    try:
-        return args.func(args)
-    except MaintenanceConfigError as exc:
-        print(f"slatelake {args.command}: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except FencedError as exc:
-        print(f"slatelake {args.command}: fenced: {exc}", file=sys.stderr)
-        return EXIT_FENCED
-    except SlatelakeError as exc:
-        print(f"slatelake {args.command}: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return EXIT_ERROR
-    except KeyboardInterrupt:
-        return 130
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,0 +1,5 @@
+import sys
+
+from slatelake.cli import main
+
+sys.exit(main())
