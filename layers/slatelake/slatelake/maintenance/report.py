@@ -2,7 +2,7 @@
 
 A report is what every surface prints (CLI ``--json``, Python, the Lambda):
 ``started_at`` (µs since the epoch), ``trigger`` (scheduled | manual),
-``work_pending`` and one row per step in the RFC's order, each ``ran``,
+``work_pending``, ``seconds``, ``rss_hwm_mb`` and one row per step in the RFC's order, each ``ran``,
 ``skipped`` or ``failed`` with a ``detail`` saying what happened or why not.
 The window keeps the last 16 passes in ``sys/maintenance_status``.
 """
@@ -31,6 +31,7 @@ class StepReport:
     # What the step reclaimed or did, by name (e.g. index_entries_reclaimed);
     # the Lambda emits each as a metric.
     counts: dict[str, int] = field(default_factory=dict)
+    seconds: float = 0.0
 
 
 @dataclass
@@ -39,6 +40,8 @@ class PassReport:
     started_at: int = field(default_factory=lambda: time.time_ns() // 1000)
     work_pending: bool = False
     steps: list[StepReport] = field(default_factory=list)
+    seconds: float = 0.0
+    rss_hwm_mb: float = 0.0
 
     def add(
         self, step: str, status: str, detail: str, counts: dict[str, int] | None = None
@@ -59,8 +62,16 @@ class PassReport:
             trigger=doc["trigger"],
             started_at=int(doc["started_at"]),
             work_pending=bool(doc["work_pending"]),
+            seconds=float(doc.get("seconds") or 0.0),
+            rss_hwm_mb=float(doc.get("rss_hwm_mb") or 0.0),
             steps=[
-                StepReport(s["step"], s["status"], s["detail"], dict(s.get("counts") or {}))
+                StepReport(
+                    s["step"],
+                    s["status"],
+                    s["detail"],
+                    dict(s.get("counts") or {}),
+                    float(s.get("seconds") or 0.0),
+                )
                 for s in doc["steps"]
             ],
         )

@@ -21,7 +21,7 @@ from slatelake.log.changeset import ChangeSet
 from slatelake.maintenance import report as rpt
 from slatelake.maintenance.flight import AlreadyRunningError, PassLease, process_lock
 from slatelake.maintenance.options import DUCKLAKE_STEPS, MaintenanceOptions
-from slatelake.maintenance.progress import Progress
+from slatelake.maintenance.progress import Progress, Sink
 from slatelake.maintenance.report import FAILED, RAN, SKIPPED, PassReport
 from slatelake.maintenance.steps import StepFailed, StepOutcome, Steps, TableName
 from slatelake.maintenance.store_step import run_compact_store
@@ -38,11 +38,13 @@ def run_pass(
     wait_s: float = 0.0,
     stop: threading.Event | None = None,
     deadline: Callable[[], float] | None = None,
+    on_progress: Sink | None = None,
 ) -> PassReport:
     """Run one pass. ``wait_s``: how long to wait for a running pass (manual
     triggers wait; scheduled ticks pass 0 and skip). ``deadline`` returns the
-    seconds left (the Lambda's remaining time); the pass stops between steps
-    and tables when it runs low and leaves work pending."""
+    seconds left to work (the Lambda's remaining time less its reserve for
+    reporting); at zero the pass stops between steps and tables and leaves
+    work pending."""
     if session.read_only:
         raise ReadOnlyError("a read-only session never runs maintenance; reconnect read-write")
     if session.in_transaction:
@@ -57,7 +59,10 @@ def run_pass(
         lease = PassLease(session.lake.location, client=session.lake.log.client)
         lease.acquire(wait_s)
         try:
-            return _Pass(session, options, trigger, stop or threading.Event(), deadline).run()
+            progress = Progress(options.progress, sink=on_progress)
+            return _Pass(
+                session, options, trigger, stop or threading.Event(), deadline, progress
+            ).run()
         finally:
             lease.release()
     finally:
@@ -72,19 +77,20 @@ class _Pass:
         trigger: str,
         stop: threading.Event,
         deadline: Callable[[], float] | None,
+        progress: Progress,
     ) -> None:
         self.session = session
         self.options = options
         self.stop = stop
         self.deadline = deadline
-        self.progress = Progress(options.progress)
+        self.progress = progress
         self.report = PassReport(trigger=trigger)
-        self.steps = Steps(session, stop, self.progress)
+        self.steps = Steps(session, stop, self.progress, self._out_of_time)
 
     def _out_of_time(self) -> str | None:
         if self.stop.is_set():
             return "shutdown requested"
-        if self.deadline is not None and self.deadline() < 5.0:
+        if self.deadline is not None and self.deadline() <= 0:
             return "the invocation deadline is near"
         return None
 
@@ -92,6 +98,7 @@ class _Pass:
         failed: str | None = None
         deferred: set[TableName] = set()
         report = self.report
+        t_pass = time.monotonic()
         self.progress(f"pass start ({report.trigger})")
         for step in DUCKLAKE_STEPS:
             cfg = self.options.steps[step]
@@ -125,9 +132,10 @@ class _Pass:
                 failed = step
             else:
                 status = FAILED if outcome.failed_tables else RAN
-                report.add(step, status, outcome.detail)
+                report.add(step, status, outcome.detail, outcome.counts)
                 report.work_pending = report.work_pending or outcome.pending
                 deferred.update(outcome.failed_tables)
+            report.steps[-1].seconds = round(time.monotonic() - t0, 3)
             self.progress(
                 f"step {step} end after {time.monotonic() - t0:.2f}s: "
                 f"{report.steps[-1].status} ({report.steps[-1].detail})"
@@ -135,6 +143,8 @@ class _Pass:
         run_sweep_steps(self.session, self.options, self.progress, report, self._out_of_time)
         run_compact_store(self.session, self.options, self.progress, report, self._out_of_time)
         self.progress(f"pass end: work_pending={report.work_pending}")
+        report.seconds = round(time.monotonic() - t_pass, 3)
+        report.rss_hwm_mb = round(self.progress.high_water, 1)
         record_pass(self.session, report)
         return report
 

@@ -41,6 +41,7 @@ class StepOutcome:
     detail: str
     pending: bool = False
     failed_tables: list[TableName] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=dict)
 
 
 def is_conflict(exc: BaseException) -> bool:
@@ -50,10 +51,21 @@ def is_conflict(exc: BaseException) -> bool:
 
 
 class Steps:
-    def __init__(self, session: Session, stop: threading.Event, log: Callable[[str], None]) -> None:
+    """``out_of_time`` names why work must stop now (shutdown, the invocation
+    deadline) or returns None; it is checked between tables and batches so
+    every finished table stays durable and the rest is left pending."""
+
+    def __init__(
+        self,
+        session: Session,
+        stop: threading.Event,
+        log: Callable[[str], None],
+        out_of_time: Callable[[], str | None] | None = None,
+    ) -> None:
         self.session = session
         self.stop = stop
         self.log = log
+        self.out_of_time = out_of_time or (lambda: "shutdown requested" if stop.is_set() else None)
         self.lake = session.alias
 
     # -- plumbing ------------------------------------------------------------
@@ -111,18 +123,23 @@ class Steps:
                 "expire_snapshots", lambda: self.call("expire_snapshots", "snapshot_id", args)
             )
             verb = "would expire" if "dry_run" in args else "expired"
-            return StepOutcome(f"{verb} {len(rows)} snapshots")
+            return StepOutcome(
+                f"{verb} {len(rows)} snapshots",
+                counts={} if "dry_run" in args else {"snapshots_expired": len(rows)},
+            )
         selected = sorted(
             r[0] for r in self.call("expire_snapshots", "snapshot_id", {**args, "dry_run": "true"})
         )
         done = batches = 0
         size = EXPIRE_BATCH
         while done < len(selected):
-            if self.stop.is_set():
+            reason = self.out_of_time()
+            if reason is not None:
                 return StepOutcome(
                     f"expired {done} of {len(selected)} snapshots in {batches} "
-                    "batches; stopped by shutdown",
+                    f"batches; stopped: {reason}",
                     pending=True,
+                    counts={"snapshots_expired": done},
                 )
             batch = selected[done : done + size]
             versions = "'[" + ",".join(str(v) for v in batch) + "]'"
@@ -150,12 +167,21 @@ class Steps:
             self.log(
                 f"expire_snapshots: batch {batches} expired {len(batch)} ({done}/{len(selected)})"
             )
-        return StepOutcome(f"expired {done} snapshots in {batches} batches")
+        return StepOutcome(
+            f"expired {done} snapshots in {batches} batches", counts={"snapshots_expired": done}
+        )
 
     def flush_inlined_data(self, cfg: StepConfig, skip: set[TableName]) -> StepOutcome:
         flushed, failed = 0, []
         tables = [t for t in self.tables() if t not in skip]
-        for table in tables:
+        for n, table in enumerate(tables):
+            if (stopped := self._stopped("flush_inlined_data", n, tables)) is not None:
+                return StepOutcome(
+                    f"flushed {flushed} rows from {n} of {len(tables)} tables; {stopped}",
+                    pending=True,
+                    failed_tables=failed,
+                    counts={"rows_flushed": flushed},
+                )
             self.log(f"flush_inlined_data: {table[0]}.{table[1]}")
             try:
                 rows = self.with_retry(
@@ -168,7 +194,11 @@ class Steps:
                     raise
                 failed.append(table)
                 self.log(f"flush_inlined_data: deferred {table[0]}.{table[1]} after 3 attempts")
-        return self._per_table_outcome(f"flushed {flushed} rows from {len(tables)} tables", failed)
+        outcome = self._per_table_outcome(
+            f"flushed {flushed} rows from {len(tables)} tables", failed
+        )
+        outcome.counts = {"rows_flushed": flushed}
+        return outcome
 
     def compact(
         self, step: str, cfg: StepConfig, per_table: bool, skip: set[TableName]
@@ -181,12 +211,22 @@ class Steps:
             processed = sum(int(r[0]) for r in rows)
             created = sum(int(r[1]) for r in rows)
             return StepOutcome(
-                f"processed {processed} files, created {created}", pending=capped and processed > 0
+                f"processed {processed} files, created {created}",
+                pending=capped and processed > 0,
+                counts={"files_processed": processed, "files_created": created},
             )
         processed = created = 0
         failed: list[TableName] = []
         tables = [t for t in self.tables() if t not in skip]
-        for table in tables:
+        for n, table in enumerate(tables):
+            if (stopped := self._stopped(step, n, tables)) is not None:
+                return StepOutcome(
+                    f"processed {processed} files, created {created} across {n} of "
+                    f"{len(tables)} tables; {stopped}",
+                    pending=True,
+                    failed_tables=failed,
+                    counts={"files_processed": processed, "files_created": created},
+                )
             self.log(f"{step}: {table[0]}.{table[1]}")
             try:
                 rows = self.with_retry(
@@ -204,13 +244,25 @@ class Steps:
             f"processed {processed} files, created {created} across {len(tables)} tables", failed
         )
         outcome.pending = outcome.pending or (capped and processed > 0)
+        outcome.counts = {"files_processed": processed, "files_created": created}
         return outcome
 
     def cleanup(self, step: str, cfg: StepConfig) -> StepOutcome:
         args = {k: self.render(k, v) for k, v in cfg.params.items()}
         rows = self.call(step, "path", args)  # external effects: never retried
-        verb = "would delete" if args.get("dry_run", "").strip("'").lower() == "true" else "deleted"
-        return StepOutcome(f"{verb} {len(rows)} files")
+        dry = args.get("dry_run", "").strip("'").lower() == "true"
+        verb = "would delete" if dry else "deleted"
+        return StepOutcome(
+            f"{verb} {len(rows)} files", counts={} if dry else {"files_deleted": len(rows)}
+        )
+
+    def _stopped(self, step: str, done: int, tables: list[TableName]) -> str | None:
+        """Why the table loop stops before table ``done`` (None: go on)."""
+        reason = self.out_of_time()
+        if reason is None:
+            return None
+        self.log(f"{step}: stopping after {done} of {len(tables)} tables: {reason}")
+        return f"stopped: {reason}; the rest is left for the next pass"
 
     @staticmethod
     def _per_table_outcome(detail: str, failed: list[TableName]) -> StepOutcome:
