@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from slatelake.catalog.changes import RowChanges, build_change_set
 from slatelake.catalog.state import (
@@ -26,6 +27,7 @@ from slatelake.catalog.state import (
     encode_format,
     encode_head,
 )
+from slatelake.catalog.sweep import MaintenanceReport, MaintenanceRequest, maintain
 from slatelake.errors import (
     CorruptionError,
     MisconfigurationError,
@@ -39,6 +41,10 @@ from slatelake.log.replay import StaleViewError, read_tail
 from slatelake.log.slots import SlotLog
 from slatelake.store.db import StoreReader, open_reader, open_writer, store_exists
 from slatelake.store.location import LakeLocation
+
+if TYPE_CHECKING:
+    from slatelake.catalog.census import CensusRequest, StoreCensus
+    from slatelake.catalog.store_merge import CompactStoreReport, CompactStoreRequest
 
 STALE_VIEW_RETRIES = 3
 log = logging.getLogger("slatelake.lake")
@@ -233,3 +239,22 @@ class Lake:
             raise ReadOnlyError(
                 f"{self.location.url} is open read-only; reopen without read_only to commit"
             )
+
+    # -- the store (RFC 0021: census and step 8) ---------------------------
+    def store_census(self, request: CensusRequest | None = None) -> StoreCensus:
+        """What the store weighs per subspace; serves read-only handles."""
+        from slatelake.catalog.census import store_census
+
+        return store_census(self, request)
+
+    def compact_store(self, request: CompactStoreRequest | None = None) -> CompactStoreReport:
+        """Submit full-tree store merges for the holder's compactor; refuses read-only."""
+        from slatelake.catalog.store_merge import compact_store
+
+        return compact_store(self, request)
+
+    def maintain(
+        self, request: MaintenanceRequest | None = None, state: CatalogState | None = None
+    ) -> MaintenanceReport:
+        """The sweep (RFC 0021 steps 7, 7b, 7c) as head-preserving batches; refuses read-only."""
+        return maintain(self, request, state)

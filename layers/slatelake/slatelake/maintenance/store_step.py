@@ -1,16 +1,36 @@
 """Step 8: store merges submitted through the admin API, executed by the
-holder's compactor."""
+holder's compactor.
+
+The step is the pass's form of ``Lake.compact_store``: same verb, so the two
+cannot drift. Status follows the RFC's vocabulary (ran / skipped / failed);
+the merge outcome leads the detail -- ``completed: ...``, ``pending: ...``,
+``failed: ...`` -- and a pending or failed merge marks ``work_pending``, so
+the next pass (and the status window) shows that the store still has work
+queued. The wait is ``COMPACT_STORE_TIMEOUT`` (default 300 s), cut short by
+the pass's own deadline. Never raises for a step failure: it reports it.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+from slatelake.catalog.store_merge import (
+    COMPLETED,
+    FAILED,
+    PENDING,
+    SKIPPED,
+    CompactStoreReport,
+    CompactStoreRequest,
+    compact_store,
+)
 from slatelake.ducklake.session import Session
+from slatelake.maintenance import report as rpt
 from slatelake.maintenance.options import MaintenanceOptions
 from slatelake.maintenance.progress import Progress
-from slatelake.maintenance.report import SKIPPED, PassReport
+from slatelake.maintenance.report import PassReport
 
-NOT_YET = "not available yet"
+STEP = "compact_store"
+DEFAULT_TIMEOUT_S = 300.0
 
 
 def run_compact_store(
@@ -20,7 +40,47 @@ def run_compact_store(
     report: PassReport,
     out_of_time: Callable[[], str | None],
 ) -> None:
-    """Append this step's rows to ``report`` (and set ``work_pending`` when
+    """Append this step's row to ``report`` (and set ``work_pending`` when
     work remains). Never raises for a step failure: it reports ``failed``."""
-    for step in ("compact_store",):
-        report.add(step, SKIPPED, NOT_YET)
+    if not options.compact_store:
+        report.add(STEP, rpt.SKIPPED, "not configured")
+        return
+    reason = out_of_time()
+    if reason is not None:
+        report.add(STEP, rpt.SKIPPED, f"not attempted: {reason}; left for the next pass")
+        report.work_pending = True
+        return
+    timeout = options.compact_store_timeout_s or DEFAULT_TIMEOUT_S
+    request = CompactStoreRequest(subspace=options.compact_store_subspace, wait_s=timeout)
+    progress(f"step {STEP} start (target {request.subspace or 'whole store'}, wait {timeout:g}s)")
+    try:
+        merged = compact_store(session.lake, request, should_stop=out_of_time)
+    except Exception as exc:  # the admin API refused: report, never abort the pass
+        report.add(STEP, rpt.FAILED, f"{type(exc).__name__}: {exc}")
+        report.work_pending = True
+        progress(f"step {STEP} end: failed ({exc})")
+        return
+    status = {
+        COMPLETED: rpt.RAN,
+        PENDING: rpt.RAN,
+        FAILED: rpt.FAILED,
+        SKIPPED: rpt.SKIPPED,
+    }[merged.outcome]
+    report.add(STEP, status, merged.summary(), step_counts(merged))
+    if merged.outcome in (PENDING, FAILED):
+        report.work_pending = True
+    progress(f"step {STEP} end after {merged.waited_s:.2f}s: {status} ({merged.summary()})")
+
+
+def step_counts(merged: CompactStoreReport) -> dict[str, int]:
+    """Numbers for the status window and the Lambda's metrics."""
+    done = merged.of(COMPLETED)
+    return {
+        "subspaces_merged": len(done),
+        "subspaces_pending": len(merged.of(PENDING)),
+        "subspaces_failed": len(merged.of(FAILED)),
+        "subspaces_skipped": len(merged.of(SKIPPED)),
+        "store_bytes_before": sum(m.bytes_before for m in merged.merges),
+        "merged_bytes_before": sum(m.bytes_before for m in done),
+        "merged_bytes_after": sum(m.bytes_after or 0 for m in done),
+    }

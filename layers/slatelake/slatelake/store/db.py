@@ -15,11 +15,15 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import re
 from collections.abc import Iterable, Iterator
 from typing import Any
 
 from slatedb.uniffi import (
     AdminBuilder,
+    CompactionSpec,
+    CompactionStatus,
     DbBuilder,
     DbReaderBuilder,
     DurabilityLevel,
@@ -32,14 +36,19 @@ from slatedb.uniffi import (
     ReaderOptions,
     ScanOptions,
     Settings,
+    SourceId,
     WriteBatch,
 )
 
-from slatelake.errors import FencedError, SlatelakeError
+from slatelake.errors import FencedError, MisconfigurationError, SlatelakeError
 from slatelake.store import _bindings
 from slatelake.store.location import LakeLocation
 
 EXTRACTOR_NAME = "slatelake.subspace.v1"
+# The holder's compactor poll interval (a SlateDB duration such as "5s" or
+# "200ms"); unset, SlateDB's default. Store merges poll at a cadence derived
+# from it, so the writer and every submitter read the same variable.
+COMPACTOR_POLL_ENV = "SLATELAKE_COMPACTOR_POLL_INTERVAL"
 SCAN_BATCH = 10_000
 # Bulk scans read ahead: the default fetches one block per request.
 _BULK = ScanOptions(
@@ -90,9 +99,33 @@ def _call(what: str, coro: Any, timeout: float | None = None) -> Any:
 
 def _settings(overrides: dict[str, Any]) -> Any:
     settings = Settings.default()
+    poll = os.environ.get(COMPACTOR_POLL_ENV)
+    if poll:
+        for key in (
+            "compactor_options.poll_interval",
+            "compactor_options.worker.compactions_poll_interval",
+        ):
+            settings.set(key, json.dumps(poll))
     for key, value in overrides.items():
         settings.set(key, json.dumps(value))
     return settings
+
+
+def _duration_s(text: str) -> float:
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m)\s*", text)
+    if match is None:
+        raise MisconfigurationError(
+            f"{COMPACTOR_POLL_ENV}={text!r}: expected a duration such as '5s' or '200ms'"
+        )
+    return float(match.group(1)) * {"ms": 0.001, "s": 1.0, "m": 60.0}[match.group(2)]
+
+
+def compactor_poll_interval_s() -> float:
+    """How often the holder's compactor looks for submitted merges, in seconds:
+    the environment's override, else SlateDB's default. Read, not configured
+    here: a merge's poll cadence derives from it (RFC 0021, "The store merge")."""
+    doc = json.loads(_settings({}).to_json_string())
+    return _duration_s(str(doc["compactor_options"]["poll_interval"]))
 
 
 class _ScanMixin:
@@ -192,6 +225,56 @@ class StoreAdmin:
 
     def read_compactor_state_view(self) -> Any:
         return _call(f"{self._what} compactor state", self._handle.read_compactor_state_view())
+
+
+# -- store merges: the SlateDB vocabulary stays here ------------------------
+_IN_FLIGHT = frozenset(
+    {
+        CompactionStatus.SUBMITTED,
+        CompactionStatus.SCHEDULED,
+        CompactionStatus.RUNNING,
+        CompactionStatus.COMPACTED,  # output written, not yet in the manifest
+    }
+)
+
+
+def full_tree_spec(segment: Any) -> Any:
+    """Merge every sorted run of a segment into its lowest-id run.
+
+    Run ids are globally monotonic, so the lowest is the bottom run and the
+    merge is bottom-inclusive: superseded versions and tombstones drop.
+    L0 is never a source."""
+    runs = [int(r.id) for r in segment.compacted]
+    if not runs:
+        raise ValueError("a full-tree merge needs at least one sorted run")
+    return CompactionSpec.TIERED(
+        bytes(segment.prefix), [SourceId.SORTED_RUN(r) for r in runs], min(runs)
+    )
+
+
+def active_merge_of(recent: Iterable[Any], prefix: bytes) -> Any | None:
+    """An in-flight compaction already claiming sorted runs of this segment
+    (the one to adopt), or None. L0-only compactions claim no run."""
+    for compaction in recent:
+        spec = compaction.spec
+        if compaction.status not in _IN_FLIGHT or not spec.is_TIERED():
+            continue
+        if bytes(spec.segment) == prefix and any(s.is_SORTED_RUN() for s in spec.sources):
+            return compaction
+    return None
+
+
+def is_terminal(status: Any) -> bool:
+    return status in (CompactionStatus.COMPLETED, CompactionStatus.FAILED)
+
+
+def outcome_of_status(status: Any) -> str:
+    """'completed' | 'failed' for a terminal status, else 'pending'."""
+    if status == CompactionStatus.COMPLETED:
+        return "completed"
+    if status == CompactionStatus.FAILED:
+        return "failed"
+    return "pending"
 
 
 def open_writer(location: LakeLocation, settings: dict[str, Any] | None = None) -> StoreWriter:

@@ -1,0 +1,289 @@
+"""The store merge (RFC 0021 step 8): submit full-tree merges, wait, report.
+
+A target is the whole store or one subspace; each subspace is one SlateDB
+segment. The plan for a tree makes every sorted run a source and the lowest
+run id the destination, so the merge is bottom-inclusive and superseded
+versions and tombstones drop rather than move. L0 is never a source: flushes
+continue during the merge, and a tree with no sorted runs is skipped with the
+reason (the size-tiered scheduler has not fired there yet).
+
+Submission goes through the admin API: no writer is opened and nothing is
+fenced, so any read-write handle -- a committer, the Lambda -- may submit.
+Execution belongs to the compactor serving the store, which in slatelake is
+the long-lived holder (``slatelake hold``); with none running, a merge waits
+in the compactions record and is reported ``pending``, never cancelled. A tree
+already being merged is adopted (waited on), not skipped and not submitted
+twice. The merge touches no catalog key: the head stamp does not move, no
+snapshot is minted, a materialization before and after is identical.
+A read-only handle refuses with ReadOnlyError.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from slatelake.catalog.census import physical_by_subspace
+from slatelake.errors import MisconfigurationError, ReadOnlyError
+from slatelake.store.db import (
+    StoreAdmin,
+    active_merge_of,
+    compactor_poll_interval_s,
+    full_tree_spec,
+    is_terminal,
+    open_admin,
+    outcome_of_status,
+)
+from slatelake.store.keys import Subspace
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from slatelake.catalog.lake import Lake
+
+COMPLETED, FAILED, PENDING, SKIPPED = "completed", "failed", "pending", "skipped"
+# Worst first: the overall outcome is the worst of the trees'.
+_SEVERITY = (FAILED, PENDING, COMPLETED, SKIPPED)
+MIN_POLL_S = 0.05
+
+
+@dataclass(frozen=True)
+class CompactStoreRequest:
+    """Which trees to merge and how long to wait.
+
+    ``subspace``: None merges every subspace holding sorted runs; a name or
+    Subspace merges that one. ``wait_s``: None returns as soon as the merges
+    are submitted; otherwise wait up to that many seconds for them to commit.
+    """
+
+    subspace: Subspace | str | None = None
+    wait_s: float | None = None
+
+    def target(self) -> tuple[Subspace, ...]:
+        if self.subspace is None:
+            return tuple(Subspace)
+        if isinstance(self.subspace, Subspace):
+            return (self.subspace,)
+        try:
+            return (Subspace.from_label(self.subspace),)
+        except ValueError as exc:
+            raise MisconfigurationError(f"subspace {self.subspace!r}: {exc}") from None
+
+
+@dataclass
+class SubspaceMerge:
+    """One tree's outcome: completed, failed, pending or skipped, with why."""
+
+    subspace: str
+    outcome: str
+    reason: str = ""
+    bytes_before: int = 0
+    bytes_after: int | None = None
+    sorted_runs_before: int = 0
+    sorted_runs_after: int | None = None
+    compaction_id: str | None = None
+    adopted: bool = False
+    # The tree as planned: (run id, its SST view ids) per run; not reported.
+    _tree: tuple[tuple[int, tuple[str, ...]], ...] = field(default=(), repr=False)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "subspace": self.subspace,
+            "outcome": self.outcome,
+            "reason": self.reason,
+            "bytes_before": self.bytes_before,
+            "bytes_after": self.bytes_after,
+            "sorted_runs_before": self.sorted_runs_before,
+            "sorted_runs_after": self.sorted_runs_after,
+            "compaction_id": self.compaction_id,
+            "adopted": self.adopted,
+        }
+
+
+@dataclass
+class CompactStoreReport:
+    merges: list[SubspaceMerge] = field(default_factory=list)
+    manifest_before: int = 0
+    manifest_after: int | None = None
+    waited_s: float = 0.0
+
+    @property
+    def outcome(self) -> str:
+        """The worst tree outcome: failed > pending > completed > skipped."""
+        present = {m.outcome for m in self.merges}
+        return next((o for o in _SEVERITY if o in present), SKIPPED)
+
+    def merge(self, subspace: str) -> SubspaceMerge:
+        return next(m for m in self.merges if m.subspace == subspace)
+
+    def of(self, outcome: str) -> list[SubspaceMerge]:
+        return [m for m in self.merges if m.outcome == outcome]
+
+    def summary(self) -> str:
+        """One line per the pass's ``detail``: the outcome, then each tree."""
+        parts = []
+        for m in self.merges:
+            if m.outcome == COMPLETED:
+                parts.append(
+                    f"{m.subspace} {m.bytes_before}->{m.bytes_after} bytes, "
+                    f"{m.sorted_runs_before}->{m.sorted_runs_after} runs"
+                )
+            else:
+                parts.append(f"{m.subspace} {m.outcome} ({m.reason})")
+        return f"{self.outcome}: " + "; ".join(parts)
+
+    def to_json(self) -> dict[str, Any]:
+        """The document ``slatelake compact-store --json`` prints."""
+        return {
+            "outcome": self.outcome,
+            "manifest_before": self.manifest_before,
+            "manifest_after": self.manifest_after,
+            "waited_s": round(self.waited_s, 3),
+            "merges": [m.to_json() for m in self.merges],
+        }
+
+
+def compact_store(
+    lake: Lake,
+    request: CompactStoreRequest | None = None,
+    should_stop: Callable[[], str | None] | None = None,
+) -> CompactStoreReport:
+    """Submit (or adopt) a full-tree merge per target tree and wait as asked.
+
+    ``should_stop`` (the pass's deadline check) ends the wait early: what is
+    still running is reported pending. Admin errors propagate as StoreError;
+    a merge SlateDB rejects is a tree reported ``failed``."""
+    if lake.read_only:
+        raise ReadOnlyError(
+            f"{lake.location.url} is open read-only; a store merge is a write-path verb "
+            "(reopen without read_only; the census works read-only)"
+        )
+    request = request or CompactStoreRequest()
+    targets = request.target()
+    if request.wait_s is not None and request.wait_s < 0:
+        raise MisconfigurationError(f"wait of {request.wait_s}s: give a non-negative timeout")
+    admin = open_admin(lake.location)
+    view = admin.read_compactor_state_view()
+    manifest = view.manifest
+    report = CompactStoreReport(manifest_before=int(manifest.id))
+    physical = physical_by_subspace(manifest)
+    segments = {bytes(s.prefix): s for s in manifest.segments}
+    recent = list(view.compactions.recent_compactions) if view.compactions else []
+    waiting: dict[str, SubspaceMerge] = {}
+    for sub in targets:
+        row = physical[sub.label]
+        merge = SubspaceMerge(
+            sub.label, PENDING, bytes_before=row["bytes"], sorted_runs_before=row["sorted_runs"]
+        )
+        report.merges.append(merge)
+        segment = segments.get(bytes((sub,)))
+        if segment is None or not segment.compacted:
+            merge.outcome = SKIPPED
+            merge.reason = _skip_reason(segment)
+            continue
+        active = active_merge_of(recent, bytes((sub,)))
+        if active is None:
+            merge.compaction_id = _submit(admin, segment, merge)
+        else:
+            merge.compaction_id, merge.adopted = active.id, True
+        if merge.compaction_id is not None:
+            waiting[merge.compaction_id] = merge
+            merge._tree = _tree_signature(segment)
+    started = time.monotonic()
+    if request.wait_s is not None and waiting:
+        _wait(admin, waiting, request.wait_s, should_stop)
+    report.waited_s = time.monotonic() - started
+    for merge in waiting.values():
+        if merge.outcome == PENDING and not merge.reason:
+            merge.reason = (
+                "submitted; not waited for"
+                if request.wait_s is None
+                else f"still running after {report.waited_s:.1f}s; not cancelled: a later "
+                "census shows the result (is a holder running? `slatelake hold` executes merges)"
+            )
+    if any(m.outcome == COMPLETED for m in report.merges):
+        after = admin.read_manifest()
+        report.manifest_after = int(after.id)
+        physical_after = physical_by_subspace(after)
+        for merge in report.of(COMPLETED):
+            merge.bytes_after = physical_after[merge.subspace]["bytes"]
+            merge.sorted_runs_after = physical_after[merge.subspace]["sorted_runs"]
+    return report
+
+
+def _skip_reason(segment: Any) -> str:
+    if segment is None:
+        return "no sorted runs: nothing written out to this subspace yet"
+    return (
+        f"no sorted runs: {len(segment.l0)} L0 SSTs only, which a store merge never takes; "
+        "the size-tiered scheduler compacts them once the tier fills"
+    )
+
+
+def _submit(admin: StoreAdmin, segment: Any, merge: SubspaceMerge) -> str | None:
+    """Submit the full-tree plan; on refusal, adopt a merge that raced in, or
+    report the tree failed. Returns the compaction id to wait on."""
+    try:
+        return str(admin.submit_compaction(full_tree_spec(segment)).id)
+    except Exception as exc:
+        view = admin.read_compactor_state_view()
+        recent = list(view.compactions.recent_compactions) if view.compactions else []
+        active = active_merge_of(recent, bytes(segment.prefix))
+        if active is not None:
+            merge.adopted = True
+            return str(active.id)
+        merge.outcome, merge.reason = FAILED, f"submit refused: {type(exc).__name__}: {exc}"
+        return None
+
+
+def _tree_signature(segment: Any) -> tuple[tuple[int, tuple[str, ...]], ...]:
+    return tuple((int(r.id), tuple(str(v.id) for v in r.sst_views)) for r in segment.compacted)
+
+
+def _settle_from_manifest(admin: StoreAdmin, merge: SubspaceMerge) -> tuple[str, str]:
+    """A compaction no longer in the record finished; the manifest says how.
+    Planned runs replaced (a source gone, or the destination rewritten) means
+    it committed; the tree exactly as planned means it did not."""
+    manifest = admin.read_manifest()
+    prefix = bytes((Subspace.from_label(merge.subspace),))
+    segment = next((s for s in manifest.segments if bytes(s.prefix) == prefix), None)
+    now = set(_tree_signature(segment)) if segment is not None else set()
+    if merge._tree and not set(merge._tree) <= now:
+        return COMPLETED, ""
+    return FAILED, "the compaction left the record without changing the tree"
+
+
+def _wait(
+    admin: StoreAdmin,
+    waiting: dict[str, SubspaceMerge],
+    wait_s: float,
+    should_stop: Callable[[], str | None] | None,
+) -> None:
+    """Poll each compaction until terminal or the wait ends. The cadence is
+    half the compactor's own poll interval: faster learns nothing new."""
+    cadence = max(MIN_POLL_S, compactor_poll_interval_s() / 2)
+    deadline = time.monotonic() + wait_s
+    open_ids = set(waiting)
+    while open_ids:
+        for cid in sorted(open_ids):
+            record = admin.read_compaction(cid)
+            merge = waiting[cid]
+            if record is None:  # finished and trimmed from the compactions record
+                merge.outcome, merge.reason = _settle_from_manifest(admin, merge)
+                open_ids.discard(cid)
+                continue
+            if is_terminal(record.status):
+                merge.outcome = outcome_of_status(record.status)
+                if merge.outcome == FAILED:
+                    merge.reason = "the compactor reported the merge failed"
+                open_ids.discard(cid)
+        remaining = deadline - time.monotonic()
+        if not open_ids or remaining <= 0:
+            return
+        reason = should_stop() if should_stop is not None else None
+        if reason is not None:
+            for cid in open_ids:
+                waiting[cid].reason = f"stopped waiting: {reason}; not cancelled"
+            return
+        time.sleep(min(cadence, remaining))
