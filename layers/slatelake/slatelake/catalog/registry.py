@@ -321,8 +321,20 @@ TABLES: tuple[TableSpec, ...] = (
     ),
 )
 
-BY_NAME: dict[str, TableSpec] = {t.name: t for t in TABLES}
-BY_KIND: dict[int, TableSpec] = {t.kind: t for t in TABLES}
+# slatelake's own catalog records, stored and versioned like DuckLake rows but
+# never loaded into DuckDB (DuckLake does not know them). An equality index's
+# definition: ids from DuckLake's next_catalog_id counter, so never reused.
+INDEX_DEF = TableSpec(
+    "slatelake_index",
+    0x30,
+    _cols(f"index_id:i, table_id:i, column_id:i, {_V}, index_name:s, index_kind:i"),
+    key=("index_id",),
+    versioned=True,
+)
+OWN_TABLES: tuple[TableSpec, ...] = (INDEX_DEF,)
+
+BY_NAME: dict[str, TableSpec] = {t.name: t for t in (*TABLES, *OWN_TABLES)}
+BY_KIND: dict[int, TableSpec] = {t.kind: t for t in (*TABLES, *OWN_TABLES)}
 
 # Tables DuckLake creates on the fly with the user's column types:
 #   ducklake_inlined_data_<table_id>_<schema_version>  (row_id, begin_snapshot, end_snapshot, ...)

@@ -77,6 +77,9 @@ class CatalogState:
     _by_kind: dict[int, set[bytes]] = field(default_factory=dict, repr=False)
     # sys records changed by replayed change sets (raw values; None = deleted)
     sys_overlay: dict[bytes, bytes | None] = field(default_factory=dict, repr=False)
+    # index entries written (True) or deleted (False) by change sets applied to
+    # this state, i.e. not yet seen in the store it was materialized from
+    index_overlay: dict[bytes, bool] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         for key in self.entries:
@@ -97,12 +100,16 @@ class CatalogState:
                 self.sys_overlay[key] = value
                 continue
             if key[0] == Subspace.INDEX:
-                continue  # not catalog rows
+                self.index_overlay[key] = True  # not a catalog row
+                continue
             self.entries[key] = decode_entry(key, value)
             self._index(key)
         for key in cs.deletes:
             if key[0] == Subspace.SYS:
                 self.sys_overlay[key] = None
+                continue
+            if key[0] == Subspace.INDEX:
+                self.index_overlay[key] = False
                 continue
             if self.entries.pop(key, None) is not None:
                 self._by_kind[key[1]].discard(key)
@@ -179,6 +186,7 @@ class CatalogState:
         self.head, self.last_seq = other.head, other.last_seq
         self.entries, self._by_kind = other.entries, other._by_kind
         self.sys_overlay = other.sys_overlay
+        self.index_overlay = other.index_overlay
 
     def same_rows(self, other: CatalogState) -> bool:
         return self.head == other.head and self.entries == other.entries

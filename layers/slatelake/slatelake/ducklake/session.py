@@ -23,7 +23,7 @@ import duckdb
 
 from slatelake.catalog import registry
 from slatelake.catalog.lake import Lake
-from slatelake.ducklake import extensions
+from slatelake.ducklake import extensions, indexes
 from slatelake.ducklake.capture import Capture, Captured
 from slatelake.ducklake.guard import check_overlap, data_location
 from slatelake.ducklake.tables import create_sql, load_inline_table, load_registry_table, quote
@@ -211,17 +211,36 @@ class Session:
         if captured is None:
             return
         try:
-            self._commit(
-                lambda: self.lake.commit(
-                    self.state, captured.changes, captured.mints_snapshot, captured.changes_made
-                )
-            )
+            # the data's change set, plus its index entries and cascaded ends
+            cs = indexes.index_writes(self, captured)
+            self._commit(lambda: self.lake.commit_change_set(self.state, cs))
         except SlatelakeError:
             self._stale = True  # DuckDB holds changes the log refused
             raise
         self.capture.committed(captured)
         if self.verify:
             self.capture.verify(self.state)
+
+    def catalog_changed(self) -> None:
+        """The state moved in a way DuckDB's copy must see (an index took a
+        catalog id): reload before the next statement."""
+        self._synced = None
+
+    # -- equality indexes (ducklake/indexes.py) ------------------------------
+    def create_index(self, table: str, column: str, name: str | None = None) -> indexes.IndexInfo:
+        """Index ``column`` of ``table`` ('t' or 'schema.t') for equality lookups."""
+        return indexes.create_index(self, table, column, name)
+
+    def drop_index(self, name: str) -> indexes.IndexInfo:
+        """End an index; its entries are invisible at once and swept later."""
+        return indexes.drop_index(self, name)
+
+    def list_indexes(self) -> list[indexes.IndexInfo]:
+        return indexes.list_indexes(self)
+
+    def lookup(self, table: str, column: str, value: Any) -> list[tuple[Any, ...]]:
+        """The live rows whose ``column`` equals ``value``, through the index."""
+        return indexes.lookup(self, table, column, value)
 
     def _commit(self, commit: Callable[[], Committed]) -> Committed:
         expected = self.state.last_seq + 1

@@ -1,0 +1,308 @@
+"""Equality indexes on a Session: create, drop, list, lookup, and the write hook.
+
+The definitions and keys are the catalog's (catalog/indexes.py); this module
+adds what needs DuckDB: reading indexed values and row ids through DuckLake,
+and rendering a value to its key component with the column's own cast, so a
+lookup and the write path always agree.
+
+- ``create_index`` takes an id from DuckLake's catalog counter and writes the
+  definition plus an entry for every live row in one head-preserving change
+  set; a lost race re-runs it on a fresh view. The session reloads its
+  DuckDB catalog afterwards, because DuckLake must see the bumped counter.
+- ``index_writes`` runs in every commit of a DuckLake transaction: entries for
+  the rows it inserted (Parquet files and inlined rows alike, read through
+  ``ducklake_table_changes``) and the ends of definitions whose table or
+  column it dropped go into the same change set as the data.
+- ``lookup`` reads candidate row ids from the index and asks DuckLake for the
+  live rows among them still holding the value: entries of deleted or updated
+  rows, and digest collisions, are filtered there. Row ids are stable across
+  compaction, so entries never need rewriting.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+from slatelake.catalog import indexes as idx
+from slatelake.catalog import registry
+from slatelake.catalog.changes import RowChanges, build_change_set
+from slatelake.catalog.rows import Row
+from slatelake.catalog.state import CatalogState
+from slatelake.ducklake.tables import quote
+from slatelake.errors import (
+    ConflictError,
+    MisconfigurationError,
+    NotFoundError,
+    ReadOnlyError,
+    UnsupportedError,
+)
+from slatelake.log.changeset import ChangeSet
+
+if TYPE_CHECKING:
+    from slatelake.ducklake.capture import Captured
+    from slatelake.ducklake.session import Session
+
+CREATE_ATTEMPTS = 5
+NESTED = ("struct", "list", "map", "array", "union", "variant")
+_INSERTED = "change_type IN ('insert', 'update_postimage')"
+
+
+@dataclass(frozen=True)
+class IndexInfo:
+    """A live index as a user names it."""
+
+    name: str
+    index_id: int
+    schema: str
+    table: str
+    column: str
+    kind: str
+
+
+@dataclass(frozen=True)
+class _Target:
+    schema: str
+    table: str
+    table_id: int
+    column: str
+    column_id: int
+    column_type: str  # DuckLake's name (int32, varchar, ...)
+
+
+# -- names -------------------------------------------------------------------
+def _split(table: str) -> tuple[str, str]:
+    schema, dot, name = table.rpartition(".")
+    return (schema, name) if dot else ("main", name)
+
+
+def _resolve(state: CatalogState, table: str, column: str) -> _Target:
+    schema_name, table_name = _split(table)
+    schemas = registry.spec("ducklake_schema")
+    schema_ids = {
+        r[0]: r[schemas.index("schema_name")]
+        for r in state.rows(schemas.name)
+        if r[schemas.index("end_snapshot")] is None
+    }
+    tables = registry.spec("ducklake_table")
+    matches = [
+        tid
+        for tid, row in idx.live_tables(state).items()
+        if row[tables.index("table_name")] == table_name
+        and schema_ids.get(row[tables.index("schema_id")]) == schema_name
+    ]
+    if not matches:
+        raise NotFoundError(f"no table {schema_name}.{table_name} in this lake")
+    tid = matches[0]
+    cols = registry.spec("ducklake_column")
+    for (t, cid), row in idx.live_columns(state).items():
+        if (
+            t == tid
+            and row[cols.index("column_name")] == column
+            and row[cols.index("parent_column")] is None
+        ):
+            ctype = row[cols.index("column_type")]
+            return _Target(schema_name, table_name, tid, column, cid, ctype)
+    raise NotFoundError(f"table {schema_name}.{table_name} has no column {column!r}")
+
+
+def _names(state: CatalogState) -> dict[tuple[int, int], tuple[str, str, str]]:
+    """(table_id, column_id) -> (schema, table, column) for live columns."""
+    schemas = registry.spec("ducklake_schema")
+    tables = registry.spec("ducklake_table")
+    cols = registry.spec("ducklake_column")
+    schema_names = {
+        r[0]: r[schemas.index("schema_name")]
+        for r in state.rows(schemas.name)
+        if r[schemas.index("end_snapshot")] is None
+    }
+    live = idx.live_tables(state)
+    out = {}
+    for (tid, cid), row in idx.live_columns(state).items():
+        if tid in live:
+            trow = live[tid]
+            schema = schema_names.get(trow[tables.index("schema_id")], "?")
+            out[(tid, cid)] = (
+                schema,
+                trow[tables.index("table_name")],
+                row[cols.index("column_name")],
+            )
+    return out
+
+
+def _relation(session: Session, target: _Target) -> str:
+    return f"{quote(session.alias)}.{quote(target.schema)}.{quote(target.table)}"
+
+
+def _value_sql(kind: int, column: str) -> str:
+    """The expression whose result is the key component's source."""
+    cast = "BIGINT" if kind == idx.EXACT else "VARCHAR"
+    return f"CAST({quote(column)} AS {cast})"
+
+
+def _entries(kind: int, index_id: int, rows: list[tuple[Any, Any]]) -> list[tuple[bytes, bytes]]:
+    return [(idx.entry_key(kind, index_id, idx.component(kind, v), rid), b"") for rid, v in rows]
+
+
+# -- verbs -------------------------------------------------------------------
+def _writable(session: Session, verb: str) -> None:
+    if session.read_only:
+        raise ReadOnlyError(f"this session is read-only and refuses {verb}; reconnect read-write")
+    if session.in_transaction:
+        raise MisconfigurationError(f"{verb} runs outside an explicit transaction; commit first")
+
+
+def create_index(session: Session, table: str, column: str, name: str | None = None) -> IndexInfo:
+    _writable(session, "create_index")
+    for attempt in range(1, CREATE_ATTEMPTS + 1):
+        session.refresh()
+        state = session.state
+        target = _resolve(state, table, column)
+        if target.column_type.lower().startswith(NESTED):
+            raise UnsupportedError(
+                f"{target.table}.{column} is {target.column_type}; equality indexes hold scalar "
+                "columns only"
+            )
+        index_name = name or f"{target.table}_{column}_idx"
+        for live in idx.live_definitions(state):
+            if live.name == index_name:
+                raise MisconfigurationError(f"an index named {index_name!r} already exists")
+            if (live.table_id, live.column_id) == (target.table_id, target.column_id):
+                raise MisconfigurationError(
+                    f"{target.table}.{column} is already indexed by {live.name!r}"
+                )
+        kind = idx.kind_for(target.column_type)
+        changes, defn = idx.define(state, target.table_id, target.column_id, index_name, kind)
+        col = quote(column)
+        rows = session.con.cursor().execute(
+            f"SELECT rowid, {_value_sql(kind, column)} FROM {_relation(session, target)} "
+            f"WHERE {col} IS NOT NULL"
+        )
+        cs = build_change_set(state, changes, False, f"slatelake:create_index:{index_name}")
+        cs = replace(cs, puts=cs.puts + tuple(_entries(kind, defn.index_id, rows.fetchall())))
+        try:
+            session.commit_change_set(cs)
+        except ConflictError:
+            if attempt == CREATE_ATTEMPTS:
+                raise
+            continue
+        session.catalog_changed()  # DuckLake must see the bumped next_catalog_id
+        return IndexInfo(
+            index_name, defn.index_id, target.schema, target.table, column, idx.KIND_NAMES[kind]
+        )
+    raise AssertionError("unreachable")
+
+
+def drop_index(session: Session, name: str) -> IndexInfo:
+    """End the definition; its entries stay until the sweep reclaims them."""
+    _writable(session, "drop_index")
+    for attempt in range(1, CREATE_ATTEMPTS + 1):
+        session.refresh()
+        state = session.state
+        found = [d for d in idx.live_definitions(state) if d.name == name]
+        if not found:
+            raise NotFoundError(f"no live index named {name!r}; `slatelake index list` shows them")
+        info = _info(state, found[0])
+        changes = RowChanges()
+        idx.end(changes, found[0], state.head.snapshot_id)
+        cs = build_change_set(state, changes, False, f"slatelake:drop_index:{name}")
+        try:
+            session.commit_change_set(cs)
+        except ConflictError:
+            if attempt == CREATE_ATTEMPTS:
+                raise
+            continue
+        return info
+    raise AssertionError("unreachable")
+
+
+def _info(state: CatalogState, defn: idx.IndexDef) -> IndexInfo:
+    schema, table, column = _names(state).get((defn.table_id, defn.column_id), ("?", "?", "?"))
+    return IndexInfo(defn.name, defn.index_id, schema, table, column, idx.KIND_NAMES[defn.kind])
+
+
+def list_indexes(session: Session) -> list[IndexInfo]:
+    session.refresh()
+    return [_info(session.state, d) for d in idx.live_definitions(session.state)]
+
+
+def lookup(session: Session, table: str, column: str, value: Any) -> list[Row]:
+    """The live rows of ``table`` whose ``column`` equals ``value``, found
+    through the index and read through DuckLake."""
+    if value is None:
+        raise MisconfigurationError("an equality index holds no NULLs; query `IS NULL` instead")
+    if not session.in_transaction:
+        session.refresh()
+    state = session.state
+    target = _resolve(state, table, column)
+    found = [
+        d
+        for d in idx.live_definitions(state)
+        if (d.table_id, d.column_id) == (target.table_id, target.column_id)
+    ]
+    if not found:
+        raise NotFoundError(
+            f"no live index on {target.table}.{column}; create one with "
+            f"`slatelake index create LAKE {target.table} {column}`"
+        )
+    defn = found[0]
+    cur = session.con.cursor()
+    rel = _relation(session, target)
+    ctype = cur.execute(f"DESCRIBE SELECT {quote(column)} FROM {rel}").fetchone()[1]
+    (rendered,) = cur.execute(
+        f"SELECT CAST(CAST(? AS {ctype}) AS {'BIGINT' if defn.kind == idx.EXACT else 'VARCHAR'})",
+        [value],
+    ).fetchone()
+    prefix = idx.value_prefix(defn.kind, defn.index_id, idx.component(defn.kind, rendered))
+    row_ids = idx.entry_row_ids(session.lake.reader(), state, prefix)
+    if not row_ids:
+        return []
+    return [
+        tuple(r)
+        for r in cur.execute(
+            f"SELECT * FROM {rel} WHERE rowid IN (SELECT unnest(?::BIGINT[])) "
+            f"AND {quote(column)} = CAST(? AS {ctype}) ORDER BY rowid",
+            [row_ids, value],
+        ).fetchall()
+    ]
+
+
+# -- the write hook ----------------------------------------------------------
+def index_writes(session: Session, captured: Captured) -> ChangeSet:
+    """The change set of a captured DuckLake transaction, with its index
+    writes: definition ends for dropped tables/columns, entries for new rows."""
+    state = session.state
+    changes = captured.changes
+    if not idx.has_definitions(state):
+        return build_change_set(state, changes, captured.mints_snapshot, captured.changes_made)
+    live = idx.live_definitions(state)
+    idx.cascade(state, changes)
+    puts: list[tuple[bytes, bytes]] = []
+    touched = _touched_tables(changes)
+    if captured.mints_snapshot and touched:
+        snap = state.head.snapshot_id + 1
+        names = _names(state)
+        cur = session.con.cursor()
+        for defn in live:
+            if defn.table_id not in touched or (defn.table_id, defn.column_id) not in names:
+                continue
+            schema, table, column = names[(defn.table_id, defn.column_id)]
+            rows = cur.execute(
+                f"SELECT rowid, {_value_sql(defn.kind, column)} FROM ducklake_table_changes("
+                f"?, ?, ?, {snap}, {snap}) WHERE {_INSERTED} AND {quote(column)} IS NOT NULL",
+                [session.alias, schema, table],
+            ).fetchall()
+            puts += _entries(defn.kind, defn.index_id, rows)
+    cs = build_change_set(state, changes, captured.mints_snapshot, captured.changes_made)
+    return replace(cs, puts=cs.puts + tuple(puts)) if puts else cs
+
+
+def _touched_tables(changes: RowChanges) -> set[int]:
+    """Tables the transaction added data to: new data files or inlined rows."""
+    spec = registry.spec("ducklake_data_file")
+    out = {r[spec.index("table_id")] for r in changes.inserted.get(spec.name, [])}
+    for name, rows in changes.inserted.items():
+        inline = registry.inline_table(name)
+        if rows and inline is not None and inline.row_kind == registry.INLINE_ROW_KIND:
+            out.add(inline.ids[0])
+    return out
