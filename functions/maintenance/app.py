@@ -1,0 +1,144 @@
+"""The maintenance Lambda: parse the event, call what the CLI calls, answer JSON.
+
+It attaches the lake as a commit-log committer and opens no SlateDB writer,
+ever: the pass commits through the log, store merges are submitted through
+the admin API, and the long-lived holder (``slatelake hold``) folds and
+compacts. Responses are ``{"ok": true, "action": ..., "result": ...}`` (the
+result is what the CLI prints with ``--json``) or ``{"ok": false, "error":
+{"type": ..., "message": ...}}``.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
+from aws_lambda_powertools.utilities.typing import LambdaContext
+from invocation import Invocation, parse_event
+from telemetry import NAMESPACE, SERVICE, emit_pass, emit_skip
+
+import slatelake
+from slatelake.ducklake import extensions
+from slatelake.errors import NotFoundError, SlatelakeError
+from slatelake.maintenance.flight import AlreadyRunningError
+from slatelake.maintenance.options import ducklake_signatures, parse_options
+from slatelake.maintenance.runner import run_pass
+from slatelake.store.db import store_exists
+from slatelake.store.location import LakeLocation
+
+logger = Logger(service=SERVICE)
+metrics = Metrics(namespace=NAMESPACE, service=SERVICE)
+copy_config_to_registered_loggers(source_logger=logger, include={"slatelake"})
+
+# Seconds kept back from the invocation deadline for the status record and
+# the response; the pass stops between tables when the rest is used up.
+RESERVE_S = float(os.environ.get("SLATELAKE_DEADLINE_RESERVE_S", "30"))
+# How long a manual invoke waits for a running pass (bounded by the deadline).
+MANUAL_WAIT_S = float(os.environ.get("SLATELAKE_MANUAL_WAIT_S", "120"))
+_COLD = True
+
+
+def handler(event: Any, context: LambdaContext) -> dict[str, Any]:
+    global _COLD
+    cold, _COLD = _COLD, False
+    logger.set_correlation_id(getattr(context, "aws_request_id", None))
+    logger.append_keys(cold_start=cold)
+    try:
+        call = parse_event(event)
+        logger.append_keys(lake=call.lake, action=call.action, trigger=call.trigger)
+        logger.info("invocation accepted")
+        result = _ACTIONS[call.action](call, context)
+    except AlreadyRunningError as exc:
+        return _error(exc)
+    except SlatelakeError as exc:
+        return _error(exc)
+    except Exception as exc:  # DuckDB or the runtime: still an answer, never a traceback
+        logger.exception("invocation failed")
+        return _error(exc)
+    finally:
+        if metrics.metric_set:  # a refused event publishes nothing
+            metrics.flush_metrics()
+    return {"ok": True, **result}
+
+
+def _error(exc: BaseException) -> dict[str, Any]:
+    logger.warning("invocation refused", extra={"error_type": type(exc).__name__})
+    return {"ok": False, "error": {"type": type(exc).__name__, "message": str(exc)}}
+
+
+def _deadline(context: LambdaContext) -> Any:
+    return lambda: context.get_remaining_time_in_millis() / 1000 - RESERVE_S
+
+
+def _require_lake(call: Invocation) -> None:
+    if not store_exists(LakeLocation.parse(call.lake)):
+        raise NotFoundError(
+            f"no slatelake lake at {call.lake}; the Lambda never creates one - "
+            f"run `slatelake init {call.lake} --data-path ...` first"
+        )
+
+
+def _maintenance(call: Invocation, context: LambdaContext) -> dict[str, Any]:
+    # Bind first, on a bare DuckDB: a bad option never reaches the lake.
+    con = extensions.connect()
+    try:
+        parse_options(call.options, ducklake_signatures(con))
+    finally:
+        con.close()
+    _require_lake(call)
+    if call.trigger == "scheduled":
+        wait_s = 0.0
+    else:
+        left = context.get_remaining_time_in_millis() / 1000 - RESERVE_S
+        wait_s = max(0.0, min(call.wait_s if call.wait_s is not None else MANUAL_WAIT_S, left))
+    with slatelake.connect(call.lake, data_path=call.data_path, options=call.options) as session:
+        logger.info("first step starting", extra={"since_start_s": _since_start()})
+        try:
+            report = run_pass(
+                session,
+                session.options,
+                trigger=call.trigger,
+                wait_s=wait_s,
+                deadline=_deadline(context),
+                on_progress=lambda message, fields: logger.info(message, extra=fields),
+            )
+        except AlreadyRunningError as exc:
+            if call.trigger != "scheduled":
+                raise
+            logger.info("scheduled pass skipped: another pass holds the lease")
+            emit_skip(metrics, call.lake)
+            return {
+                "action": call.action,
+                "skipped": f"a maintenance pass is already running ({exc}); this tick does nothing",
+                "result": None,
+            }
+    emit_pass(metrics, call.lake, report)
+    logger.info(
+        "pass finished",
+        extra={"work_pending": report.work_pending, "seconds": report.seconds},
+    )
+    return {"action": call.action, "result": report.to_dict()}
+
+
+def _status(call: Invocation, context: LambdaContext) -> dict[str, Any]:
+    _require_lake(call)
+    with slatelake.connect(call.lake, read_only=True) as session:
+        window = session.maintenance_status()
+    return {"action": call.action, "result": [p.to_dict() for p in window]}
+
+
+def _since_start() -> float:
+    """Seconds since this process started (the cold-start figure on a first call)."""
+    with open("/proc/self/stat") as f:
+        start_ticks = int(f.read().rsplit(")", 1)[1].split()[19])
+    with open("/proc/uptime") as f:
+        uptime = float(f.read().split()[0])
+    return round(uptime - start_ticks / os.sysconf("SC_CLK_TCK"), 3)
+
+
+_ACTIONS = {
+    "maintenance": _maintenance,
+    "status": _status,
+}

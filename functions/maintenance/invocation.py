@@ -1,0 +1,156 @@
+"""What an event asks for, validated before the lake is touched.
+
+Three shapes arrive: EventBridge's own scheduled-event envelope (the lake
+and options come from the function's environment), a rule's constant input
+(``{"trigger": "scheduled", "lake": ..., ...}``, the shape template.yaml
+configures) and a manual invoke (``{"action": ..., "lake": ..., ...}``).
+Every mistake is an ``InvocationError`` naming the key and the fix; nothing
+here opens the lake.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from slatelake.errors import MisconfigurationError
+from slatelake.maintenance.options import (
+    ALIAS_PREFIX,
+    PREFIX,
+    MaintenanceConfigError,
+    parse_bool,
+    parse_seconds,
+)
+from slatelake.store.keys import Subspace
+
+ACTIONS = ("maintenance", "compact_store", "census", "status")
+TRIGGERS = ("scheduled", "manual")
+EVENT_KEYS = {"action", "trigger", "lake", "data_path", "options", "wait_s"}
+# Per action, the options it takes (the CLI's flags, by the same names).
+ACTION_OPTIONS: dict[str, set[str]] = {
+    "compact_store": {"subspace", "timeout", "require_completed"},
+    "census": {"live"},
+    "status": set(),
+}
+ENV_LAKE, ENV_DATA_PATH = "SLATELAKE_LAKE", "SLATELAKE_DATA_PATH"
+
+
+class InvocationError(MisconfigurationError):
+    """The event cannot be acted on; the message names what is wrong."""
+
+
+@dataclass(frozen=True)
+class Invocation:
+    action: str
+    trigger: str
+    lake: str
+    data_path: str | None
+    options: dict[str, Any] = field(default_factory=dict)
+    wait_s: float | None = None
+
+
+def _env_options(env: Mapping[str, str]) -> dict[str, str]:
+    return {
+        k: v for k, v in env.items() if k.upper().startswith((PREFIX, ALIAS_PREFIX)) and v != ""
+    }
+
+
+def parse_event(event: Any, env: Mapping[str, str] | None = None) -> Invocation:
+    env = os.environ if env is None else env
+    if not isinstance(event, dict):
+        raise InvocationError(
+            f"the event is a {type(event).__name__}, not a JSON object; send "
+            '{"action": "maintenance", "lake": "s3://bucket/prefix"}'
+        )
+    if event.get("detail-type") == "Scheduled Event" and event.get("source") == "aws.events":
+        detail = event.get("detail") or {}
+        if not isinstance(detail, dict):
+            raise InvocationError("the scheduled event's detail is not a JSON object")
+        return _build({**detail, "trigger": "scheduled"}, env)
+    if "detail-type" in event:
+        raise InvocationError(
+            f"unsupported EventBridge event {event.get('detail-type')!r} from "
+            f"{event.get('source')!r}; only aws.events 'Scheduled Event' starts a pass"
+        )
+    return _build(event, env)
+
+
+def _build(doc: dict[str, Any], env: Mapping[str, str]) -> Invocation:
+    unknown = sorted(set(doc) - EVENT_KEYS)
+    if unknown:
+        raise InvocationError(
+            f"unknown event key(s) {', '.join(map(repr, unknown))}; an event takes "
+            + ", ".join(sorted(EVENT_KEYS))
+        )
+    trigger = doc.get("trigger", "manual")
+    if trigger not in TRIGGERS:
+        raise InvocationError(f"trigger {trigger!r} is not one of {', '.join(TRIGGERS)}")
+    action = doc.get("action", "maintenance")
+    if action not in ACTIONS:
+        raise InvocationError(f"unknown action {action!r}; expected one of {', '.join(ACTIONS)}")
+    if trigger == "scheduled" and action != "maintenance":
+        raise InvocationError(f"a scheduled event runs the maintenance pass, not {action!r}")
+    lake = doc.get("lake") or env.get(ENV_LAKE)
+    if not lake or not isinstance(lake, str):
+        raise InvocationError(
+            f'no lake: give "lake" in the event or set {ENV_LAKE} in the function\'s environment'
+        )
+    data_path = doc.get("data_path") or env.get(ENV_DATA_PATH) or None
+    if data_path is not None and not isinstance(data_path, str):
+        raise InvocationError(f"data_path must be a string, not {type(data_path).__name__}")
+    raw = doc.get("options")
+    if raw is None:
+        raw = _env_options(env) if action == "maintenance" else {}
+    if not isinstance(raw, dict):
+        raise InvocationError(f"options must be a JSON object, not {type(raw).__name__}")
+    options = {str(k): v for k, v in raw.items()}
+    if action == "maintenance":
+        _check_maintenance_options(options)
+    else:
+        options = _action_options(action, options)
+    wait_s = doc.get("wait_s")
+    if wait_s is not None and (not isinstance(wait_s, int | float) or wait_s < 0):
+        raise InvocationError(f"wait_s={wait_s!r}: expected seconds, zero or more")
+    return Invocation(action, trigger, lake, data_path, options, wait_s)
+
+
+def _check_maintenance_options(options: dict[str, Any]) -> None:
+    """Shape only; the pass's own parser validates names and values at bind."""
+    for key, value in options.items():
+        if not isinstance(value, str | int | float | bool):
+            raise MaintenanceConfigError(f"{key}: expected a string, number or boolean value")
+        options[key] = str(value).lower() if isinstance(value, bool) else str(value)
+        if key.upper().removeprefix("META_").endswith("MAINTENANCE_INTERVAL"):
+            raise MaintenanceConfigError(
+                f"{key} has no meaning in the Lambda: the EventBridge rule's schedule sets "
+                "the cadence; drop the option"
+            )
+
+
+def _action_options(action: str, options: dict[str, Any]) -> dict[str, Any]:
+    accepted = ACTION_OPTIONS[action]
+    unknown = sorted(set(options) - accepted)
+    if unknown:
+        raise InvocationError(
+            f"unknown option(s) {', '.join(map(repr, unknown))} for action {action!r}; it takes "
+            + (", ".join(sorted(accepted)) or "none")
+        )
+    out: dict[str, Any] = {}
+    for key, value in options.items():
+        if key == "subspace":
+            try:
+                out[key] = Subspace.from_label(str(value))
+            except ValueError as exc:
+                raise InvocationError(f"options.subspace={value!r}: {exc}") from None
+        elif key == "timeout":
+            out[key] = parse_seconds("options.timeout", str(value))
+        else:
+            out[key] = parse_bool(f"options.{key}", str(value))
+    if out.get("require_completed") and "timeout" not in out:
+        raise InvocationError(
+            "options.require_completed needs options.timeout: without a bound the merge "
+            "is only submitted"
+        )
+    return out

@@ -1,0 +1,77 @@
+"""CloudWatch metrics (EMF) for a pass: the names template.yaml's dashboard
+and alarms read.
+
+Pass-level metrics carry the ``Lake`` dimension; step-level ones carry
+``Lake`` and ``Step`` so one dashboard widget can chart every step. A count a
+step reports (``snapshots_expired``, ``index_entries_reclaimed``...) becomes
+the metric of the same name in CamelCase (``SnapshotsExpired``).
+"""
+
+from __future__ import annotations
+
+from aws_lambda_powertools import Metrics
+from aws_lambda_powertools.metrics import MetricUnit, single_metric
+
+from slatelake.maintenance.report import FAILED, RAN, PassReport
+
+NAMESPACE = "Slatelake"
+SERVICE = "slatelake-maintenance"
+# Pass level
+PASS_RUNS = "PassRuns"
+PASS_FAILED = "PassFailed"
+PASS_SKIPPED = "PassSkipped"
+WORK_PENDING = "WorkPending"
+PASS_DURATION = "PassDuration"
+RSS_HIGH_WATER = "RssHighWater"
+# Step level (dimension Step)
+STEP_DURATION = "StepDuration"
+STEP_FAILED = "StepFailed"
+STEP_RAN = "StepRan"
+
+
+def metric_name(count: str) -> str:
+    return "".join(part.capitalize() for part in count.split("_"))
+
+
+def pass_failed(report: PassReport) -> bool:
+    return any(step.status == FAILED for step in report.steps)
+
+
+def emit_pass(metrics: Metrics, lake: str, report: PassReport) -> None:
+    metrics.add_dimension(name="Lake", value=lake)
+    metrics.add_metric(name=PASS_RUNS, unit=MetricUnit.Count, value=1)
+    metrics.add_metric(name=PASS_FAILED, unit=MetricUnit.Count, value=int(pass_failed(report)))
+    metrics.add_metric(name=PASS_SKIPPED, unit=MetricUnit.Count, value=0)
+    metrics.add_metric(name=WORK_PENDING, unit=MetricUnit.Count, value=int(report.work_pending))
+    metrics.add_metric(name=PASS_DURATION, unit=MetricUnit.Seconds, value=report.seconds)
+    metrics.add_metric(name=RSS_HIGH_WATER, unit=MetricUnit.Megabytes, value=report.rss_hwm_mb)
+    for step in report.steps:
+        dims = {"Lake": lake, "Step": step.step}
+        values: list[tuple[str, MetricUnit, float]] = [
+            (STEP_RAN, MetricUnit.Count, int(step.status == RAN)),
+            (STEP_FAILED, MetricUnit.Count, int(step.status == FAILED)),
+        ]
+        if step.status != "skipped":
+            values.append((STEP_DURATION, MetricUnit.Seconds, step.seconds))
+        values += [(metric_name(k), MetricUnit.Count, v) for k, v in step.counts.items()]
+        for name, unit, value in values:
+            _single(metrics, name, unit, value, dims)
+
+
+def emit_skip(metrics: Metrics, lake: str) -> None:
+    """A scheduled tick that found a pass running: counted, never an alarm."""
+    metrics.add_dimension(name="Lake", value=lake)
+    metrics.add_metric(name=PASS_SKIPPED, unit=MetricUnit.Count, value=1)
+
+
+def _single(
+    metrics: Metrics, name: str, unit: MetricUnit, value: float, dims: dict[str, str]
+) -> None:
+    with single_metric(
+        name=name,
+        unit=unit,
+        value=value,
+        namespace=metrics.namespace,
+        default_dimensions=dims,
+    ) as metric:
+        metric.add_dimension(name="service", value=SERVICE)

@@ -1,0 +1,169 @@
+"""Driving the maintenance Lambda's handler in-process against moto's S3.
+
+The handler module is imported the way Lambda does (its folder on sys.path);
+the context is a stand-in with a real clock, since Lambda's own object is
+not importable outside the runtime.
+"""
+
+from __future__ import annotations
+
+import importlib
+import io
+import json
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+import slatelake
+
+ROOT = Path(__file__).resolve().parents[2]
+FUNCTION_DIR = ROOT / "functions" / "maintenance"
+EVENTS = ROOT / "events"
+SAMPLE_LAKE = "s3://my-lake-bucket/lakes/sales"
+SAMPLE_DATA = "s3://my-lake-bucket/data/sales/"
+
+
+@dataclass
+class FakeContext:
+    """Lambda's context: ``remaining_s`` counts down in real time."""
+
+    remaining_s: float = 900.0
+    aws_request_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    function_name: str = "slatelake-maintenance"
+    memory_limit_in_mb: int = 1024
+    invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:slatelake"
+    _t0: float = field(default_factory=time.monotonic)
+
+    def get_remaining_time_in_millis(self) -> int:
+        return int((self.remaining_s - (time.monotonic() - self._t0)) * 1000)
+
+
+@pytest.fixture
+def app(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    monkeypatch.syspath_prepend(str(FUNCTION_DIR))
+    monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "Slatelake")
+    module = importlib.import_module("app")
+    return module
+
+
+@pytest.fixture
+def log_lines(app: ModuleType) -> Any:
+    """The handler's structured log lines (JSON objects), as a callable."""
+    buffer = io.StringIO()
+    handler = app.logger.registered_handler
+    saved = handler.setStream(buffer)
+
+    def read() -> list[dict[str, Any]]:
+        return [json.loads(line) for line in buffer.getvalue().splitlines() if line.strip()]
+
+    yield read
+    handler.setStream(saved)
+
+
+def emf_lines(text: str) -> list[dict[str, Any]]:
+    """EMF documents printed to stdout by Powertools Metrics."""
+    out = []
+    for line in text.splitlines():
+        if line.startswith("{") and '"_aws"' in line:
+            out.append(json.loads(line))
+    return out
+
+
+def load_event(name: str, lake: str, data_path: str | None = None) -> dict[str, Any]:
+    text = (EVENTS / name).read_text()
+    text = text.replace(SAMPLE_LAKE, lake)
+    if data_path is not None:
+        text = text.replace(SAMPLE_DATA, data_path)
+    return json.loads(text)
+
+
+def churn(lake: str, data_path: str, tables: int = 4, rounds: int = 3) -> list[str]:
+    """A churned lake: Parquet and inlined inserts, deletes, a dropped table."""
+    names = [f"t{i}" for i in range(tables)]
+    with slatelake.connect(lake, data_path=data_path) as s:
+        for n in names:
+            s.sql(f"CREATE TABLE {n} (id INTEGER, v VARCHAR)")
+        for r in range(rounds):
+            for n in names:
+                lo = r * 40
+                s.sql(f"INSERT INTO {n} SELECT i, 'v' || i FROM range({lo}, {lo + 40}) r(i)")
+                s.sql(f"INSERT INTO {n} VALUES ({1000 + r}, 'inline')")
+        for n in names[::2]:
+            s.sql(f"DELETE FROM {n} WHERE id % 3 = 0")
+        s.sql("CREATE TABLE dropped (id INTEGER)")
+        s.sql("INSERT INTO dropped SELECT * FROM range(50)")
+        s.sql("DROP TABLE dropped")
+    return names
+
+
+def contents(lake: str, names: list[str]) -> dict[str, list[tuple[Any, ...]]]:
+    with slatelake.connect(lake, read_only=True) as s:
+        return {n: sorted(s.sql(f"SELECT * FROM {n}").fetchall()) for n in names}
+
+
+@pytest.fixture
+def s3_lake(s3_bucket: str) -> tuple[str, str, list[str]]:
+    lake = f"s3://{s3_bucket}/lakes/sales"
+    data = f"s3://{s3_bucket}/data/sales/"
+    names = churn(lake, data)
+    return lake, data, names
+
+
+@pytest.fixture
+def env_clean(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
+    """No SLATELAKE_* / MAINTENANCE_* leaking in from the developer's shell."""
+    for key in list(sys.modules["os"].environ):
+        if key.startswith(("SLATELAKE_LAKE", "SLATELAKE_DATA_PATH", "MAINTENANCE_")):
+            monkeypatch.delenv(key)
+    return monkeypatch
+
+
+def template() -> dict[str, Any]:
+    """template.yaml as data; CloudFormation's short tags become {tag: value}."""
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    def tagged(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) -> dict[str, Any]:
+        if isinstance(node, yaml.ScalarNode):
+            value: Any = loader.construct_scalar(node)
+        elif isinstance(node, yaml.SequenceNode):
+            value = loader.construct_sequence(node, deep=True)
+        else:
+            value = loader.construct_mapping(node, deep=True)
+        return {suffix: value}
+
+    Loader.add_multi_constructor("!", tagged)
+    return yaml.load((ROOT / "template.yaml").read_text(), Loader=Loader)  # noqa: S506
+
+
+MetricKey = tuple[str, tuple[tuple[str, str], ...]]
+
+
+def metric_key(name: str, dims: dict[str, str]) -> MetricKey:
+    """A metric by name and dimensions, the lake's value wildcarded."""
+    return name, tuple(sorted((k, "*" if k == "Lake" else v) for k, v in dims.items()))
+
+
+@pytest.fixture
+def dashboard_metrics() -> set[MetricKey]:
+    body, variables = template()["Resources"]["MaintenanceDashboard"]["Properties"][
+        "DashboardBody"
+    ]["Sub"]
+    assert set(variables) == {"Lake"}
+    text = body.replace("${Lake}", "s3://bucket/lake").replace("${AWS::Region}", "us-east-1")
+    doc = json.loads(text.replace("${SchedulePeriodSeconds}", "3600"))
+    out: set[MetricKey] = set()
+    for widget in doc["widgets"]:
+        for row in widget["properties"]["metrics"]:
+            assert row[0] == "Slatelake"
+            pairs = [x for x in row[2:] if isinstance(x, str)]
+            out.add(metric_key(row[1], dict(zip(pairs[::2], pairs[1::2], strict=True))))
+    return out

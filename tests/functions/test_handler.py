@@ -1,0 +1,310 @@
+"""The maintenance Lambda end to end on moto's S3 (issue 7 acceptance)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import subprocess
+import sys
+from types import ModuleType
+from typing import Any
+
+import boto3
+import pytest
+
+import slatelake
+from slatelake.maintenance.report import FAILED, RAN, SKIPPED
+from tests.conftest import subprocess_env
+from tests.functions.conftest import (
+    EVENTS,
+    FUNCTION_DIR,
+    FakeContext,
+    MetricKey,
+    contents,
+    emf_lines,
+    load_event,
+    metric_key,
+)
+
+ALL_STEPS = {
+    "MAINTENANCE_EXPIRE_SNAPSHOTS_OLDER_THAN": "1 second",
+    "MAINTENANCE_FLUSH_INLINED_DATA": "true",
+    "MAINTENANCE_MERGE_ADJACENT_FILES": "true",
+    "MAINTENANCE_REWRITE_DATA_FILES_DELETE_THRESHOLD": "0.01",
+    "MAINTENANCE_CLEANUP_OLD_FILES_CLEANUP_ALL": "true",
+    "MAINTENANCE_DELETE_ORPHANED_FILES_CLEANUP_ALL": "true",
+    "MAINTENANCE_TABLE_BATCHES": "true",
+}
+
+
+def _objects(bucket: str, prefix: str) -> list[str]:
+    s3 = boto3.client("s3")
+    pages = s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
+    return [o["Key"] for page in pages for o in page.get("Contents", [])]
+
+
+def test_acceptance_1_scheduled_envelope_runs_the_pass_configured_by_environment(
+    app: ModuleType, s3_lake: tuple[str, str, list[str]], env_clean: pytest.MonkeyPatch
+) -> None:
+    lake, data, names = s3_lake
+    before = contents(lake, names)
+    env_clean.setenv("SLATELAKE_LAKE", lake)
+    env_clean.setenv("SLATELAKE_DATA_PATH", data)
+    env_clean.setenv("MAINTENANCE_FLUSH_INLINED_DATA", "true")
+    event = json.loads((EVENTS / "scheduled.json").read_text())
+    out = app.handler(event, FakeContext())
+    assert out["ok"] is True, out
+    report = out["result"]
+    assert report["trigger"] == "scheduled"
+    steps = {s["step"]: s for s in report["steps"]}
+    assert steps["flush_inlined_data"]["status"] == RAN
+    assert steps["flush_inlined_data"]["counts"]["rows_flushed"] == 3 * len(names)
+    assert steps["merge_adjacent_files"]["status"] == SKIPPED
+    assert contents(lake, names) == before
+
+
+@pytest.mark.parametrize(
+    "sample", ["scheduled-rule-input.json", "manual-maintenance.json"], ids=["rule", "manual"]
+)
+def test_acceptance_1_sample_pass_events_return_the_cli_report(
+    app: ModuleType, s3_lake: tuple[str, str, list[str]], env_clean: pytest.MonkeyPatch, sample: str
+) -> None:
+    lake, data, names = s3_lake
+    before = contents(lake, names)
+    event = load_event(sample, lake, data)
+    out = app.handler(event, FakeContext())
+    assert out["ok"] is True, out
+    assert out["action"] == "maintenance"
+    report = out["result"]
+    assert report["trigger"] == event.get("trigger", "manual")
+    assert [s["step"] for s in report["steps"]][:6] == [
+        "expire_snapshots",
+        "flush_inlined_data",
+        "merge_adjacent_files",
+        "rewrite_data_files",
+        "cleanup_old_files",
+        "delete_orphaned_files",
+    ]
+    assert not [s for s in report["steps"] if s["status"] == FAILED]
+    assert contents(lake, names) == before
+    status = app.handler(load_event("manual-status.json", lake), FakeContext())
+    assert status["ok"] is True
+    assert status["result"][0] == report  # the status window's newest pass is this one
+
+
+def test_acceptance_2_table_batches_progress_with_rss_and_metrics_the_dashboard_reads(
+    app: ModuleType,
+    s3_lake: tuple[str, str, list[str]],
+    env_clean: pytest.MonkeyPatch,
+    log_lines: Any,
+    capsys: pytest.CaptureFixture[str],
+    dashboard_metrics: set[MetricKey],
+) -> None:
+    lake, data, names = s3_lake
+    event = {"trigger": "scheduled", "lake": lake, "options": ALL_STEPS}
+    capsys.readouterr()
+    out = app.handler(event, FakeContext())
+    assert out["ok"] is True, out
+    lines = log_lines()
+    for name in names:
+        for step in ("flush_inlined_data", "merge_adjacent_files", "rewrite_data_files"):
+            hits = [x for x in lines if x["message"] == f"{step}: main.{name}"]
+            assert len(hits) == 1, (step, name)
+            assert hits[0]["rss_mb"] > 0 and hits[0]["hwm_mb"] >= hits[0]["rss_mb"] * 0.5
+            assert hits[0]["correlation_id"] == lines[0]["correlation_id"]
+    emitted = set()
+    for doc in emf_lines(capsys.readouterr().out):
+        assert doc["_aws"]["CloudWatchMetrics"][0]["Namespace"] == "Slatelake"
+        assert doc["Lake"] == lake
+        for directive in doc["_aws"]["CloudWatchMetrics"]:
+            for dims in directive["Dimensions"]:
+                for metric in directive["Metrics"]:
+                    assert isinstance(doc[metric["Name"]], int | float | list)
+                    emitted.add(metric_key(metric["Name"], {d: doc[d] for d in dims}))
+    missing = dashboard_metrics - emitted
+    assert dashboard_metrics and not missing, f"dashboard reads metrics never emitted: {missing}"
+
+
+def test_acceptance_3_a_pass_beside_a_holding_folder_never_fences_it(
+    app: ModuleType, s3_lake: tuple[str, str, list[str]], env_clean: pytest.MonkeyPatch
+) -> None:
+    lake, data, names = s3_lake
+    before = contents(lake, names)
+    holder = subprocess.Popen(
+        [sys.executable, "-m", "slatelake.cli", "hold", lake, "--poll", "0.2", "--json"],
+        env=subprocess_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        out = app.handler({"lake": lake, "options": ALL_STEPS}, FakeContext())
+        assert out["ok"] is True, out
+        with slatelake.connect(lake, read_only=True) as s:
+            last = s.lake.summary().last_slot
+        _wait_folded(lake, last)
+        assert holder.poll() is None, holder.stderr.read() if holder.stderr else ""
+    finally:
+        holder.terminate()
+        stdout, stderr = holder.communicate(timeout=60)
+    assert holder.returncode == 0, stderr
+    assert "fenced" not in (stdout + stderr).lower()
+    assert contents(lake, names) == before
+
+
+def _wait_folded(lake: str, slot: int, timeout: float = 60.0) -> None:
+    import time
+
+    from slatelake.catalog.lake import Lake
+
+    deadline = time.monotonic() + timeout
+    while True:
+        with Lake.open(lake, read_only=True) as handle:
+            cursor = handle.summary().fold_cursor
+        if cursor >= slot:
+            return
+        assert time.monotonic() < deadline, f"fold cursor {cursor} never reached slot {slot}"
+        time.sleep(0.3)
+
+
+class CountingContext(FakeContext):
+    """Plenty of time for the first ``checks`` looks at the clock, then none."""
+
+    def __init__(self, checks: int) -> None:
+        super().__init__()
+        self.checks = checks
+
+    def get_remaining_time_in_millis(self) -> int:
+        self.checks -= 1
+        return 900_000 if self.checks >= 0 else 0
+
+
+def test_acceptance_5_a_short_deadline_stops_between_tables_and_the_next_tick_finishes(
+    app: ModuleType, s3_lake: tuple[str, str, list[str]], env_clean: pytest.MonkeyPatch
+) -> None:
+    lake, data, names = s3_lake
+    before = contents(lake, names)
+    options = {"MAINTENANCE_FLUSH_INLINED_DATA": "true", "MAINTENANCE_TABLE_BATCHES": "true"}
+    event = {"trigger": "scheduled", "lake": lake, "options": options}
+    # Clock looks: before the step, then before each table; two tables get done.
+    first = app.handler(event, CountingContext(checks=3))
+    assert first["ok"] is True, first
+    flush = next(s for s in first["result"]["steps"] if s["step"] == "flush_inlined_data")
+    assert first["result"]["work_pending"] is True
+    assert "deadline" in flush["detail"] and "2 of 4 tables" in flush["detail"], flush
+    assert flush["counts"]["rows_flushed"] == 2 * 3
+    second = app.handler(event, FakeContext())
+    flush2 = next(s for s in second["result"]["steps"] if s["step"] == "flush_inlined_data")
+    assert second["result"]["work_pending"] is False
+    assert flush2["counts"]["rows_flushed"] == 2 * 3  # exactly the rest
+    assert contents(lake, names) == before
+
+
+def test_acceptance_6_overlapping_invocations_never_run_two_passes(
+    app: ModuleType, s3_lake: tuple[str, str, list[str]], env_clean: pytest.MonkeyPatch
+) -> None:
+    """While a manual pass runs (at its first step), a scheduled invoke in another
+    process (another Lambda container) finds the lease and reports the skip."""
+    lake, data, names = s3_lake
+    scheduled: list[dict[str, Any]] = []
+    script = (
+        "import json, sys\n"
+        f"sys.path.insert(0, {str(FUNCTION_DIR)!r})\n"
+        "import app\n"
+        "from tests.functions.conftest import FakeContext\n"
+        "out = app.handler(json.loads(sys.argv[1]), FakeContext())\n"
+        "print('RESULT ' + json.dumps(out))\n"
+    )
+
+    class Overlap(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if record.getMessage() == "step flush_inlined_data start" and not scheduled:
+                event = json.dumps({"trigger": "scheduled", "lake": lake, "options": ALL_STEPS})
+                proc = subprocess.run(
+                    [sys.executable, "-c", script, event],
+                    env=subprocess_env(),
+                    capture_output=True,
+                    text=True,
+                    timeout=120,
+                )
+                line = next(x for x in proc.stdout.splitlines() if x.startswith("RESULT "))
+                scheduled.append(json.loads(line.removeprefix("RESULT ")))
+
+    hook = Overlap()
+    app.logger.addHandler(hook)
+    try:
+        manual = app.handler({"lake": lake, "options": ALL_STEPS}, FakeContext())
+    finally:
+        app.logger.removeHandler(hook)
+    assert manual["ok"] is True, manual
+    assert len(scheduled) == 1
+    assert scheduled[0]["ok"] is True and scheduled[0]["result"] is None
+    assert "already running" in scheduled[0]["skipped"]
+    window = app.handler({"action": "status", "lake": lake}, FakeContext())["result"]
+    assert [p["trigger"] for p in window] == ["manual"]  # one pass ran, not two
+
+
+@pytest.mark.parametrize(
+    ("event", "error_type", "words"),
+    [
+        ({"action": "maintenance"}, "InvocationError", "no lake"),
+        ({"action": "vacuum", "lake": "LAKE"}, "InvocationError", "unknown action 'vacuum'"),
+        (
+            {"lake": "LAKE", "options": {"MAINTENANCE_FROBNICATE": "true"}},
+            "MaintenanceConfigError",
+            "MAINTENANCE_FROBNICATE",
+        ),
+        (
+            {"lake": "LAKE", "options": {"MAINTENANCE_EXPIRE_SNAPSHOTS_OLDER_THEN": "1 day"}},
+            "MaintenanceConfigError",
+            "older_then",
+        ),
+        ({"lake": "LAKE", "colour": "blue"}, "InvocationError", "'colour'"),
+        ({"action": "census", "lake": "LAKE", "options": {"deep": 1}}, "InvocationError", "deep"),
+        (
+            {"detail-type": "Object Created", "source": "aws.s3"},
+            "InvocationError",
+            "Object Created",
+        ),
+        (["not", "an", "object"], "InvocationError", "not a JSON object"),
+    ],
+    ids=[
+        "missing-lake",
+        "unknown-action",
+        "unknown-option",
+        "misspelled-parameter",
+        "unknown-key",
+        "unknown-action-option",
+        "foreign-event",
+        "not-an-object",
+    ],
+)
+def test_acceptance_7_bad_events_are_refused_without_touching_the_lake(
+    app: ModuleType,
+    s3_bucket: str,
+    env_clean: pytest.MonkeyPatch,
+    event: Any,
+    error_type: str,
+    words: str,
+) -> None:
+    lake = f"s3://{s3_bucket}/lakes/untouched"
+    if isinstance(event, dict) and event.get("lake") == "LAKE":
+        event = {**event, "lake": lake}
+    out = app.handler(event, FakeContext())
+    assert out["ok"] is False
+    assert out["error"]["type"] == error_type
+    assert words in out["error"]["message"]
+    assert _objects(s3_bucket, "") == []
+
+
+def test_a_lake_that_does_not_exist_is_named_and_never_created(
+    app: ModuleType, s3_bucket: str, env_clean: pytest.MonkeyPatch
+) -> None:
+    lake = f"s3://{s3_bucket}/lakes/nowhere"
+    out = app.handler({"lake": lake}, FakeContext())
+    assert out == {
+        "ok": False,
+        "error": {"type": "NotFoundError", "message": out["error"]["message"]},
+    }
+    assert lake in out["error"]["message"] and "slatelake init" in out["error"]["message"]
+    assert _objects(s3_bucket, "") == []
