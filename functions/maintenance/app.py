@@ -15,11 +15,22 @@ from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
+from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from invocation import Invocation, parse_event
-from telemetry import NAMESPACE, SERVICE, emit_pass, emit_skip
+from telemetry import (
+    NAMESPACE,
+    SERVICE,
+    STORE_MERGE_FAILED,
+    STORE_MERGE_PENDING,
+    emit_pass,
+    emit_skip,
+)
 
 import slatelake
+from slatelake.catalog.census import CensusRequest, store_census
+from slatelake.catalog.lake import Lake
+from slatelake.catalog.store_merge import CompactStoreRequest, compact_store
 from slatelake.ducklake import extensions
 from slatelake.errors import NotFoundError, SlatelakeError
 from slatelake.maintenance.flight import AlreadyRunningError
@@ -37,21 +48,20 @@ copy_config_to_registered_loggers(source_logger=logger, include={"slatelake"})
 RESERVE_S = float(os.environ.get("SLATELAKE_DEADLINE_RESERVE_S", "30"))
 # How long a manual invoke waits for a running pass (bounded by the deadline).
 MANUAL_WAIT_S = float(os.environ.get("SLATELAKE_MANUAL_WAIT_S", "120"))
-_COLD = True
 
 
+class MergeIncompleteError(SlatelakeError):
+    """``require_completed`` was asked and a merge is still pending or failed."""
+
+
+@logger.inject_lambda_context(clear_state=True)
 def handler(event: Any, context: LambdaContext) -> dict[str, Any]:
-    global _COLD
-    cold, _COLD = _COLD, False
-    logger.set_correlation_id(getattr(context, "aws_request_id", None))
-    logger.append_keys(cold_start=cold)
+    logger.set_correlation_id(context.aws_request_id)
     try:
         call = parse_event(event)
         logger.append_keys(lake=call.lake, action=call.action, trigger=call.trigger)
         logger.info("invocation accepted")
         result = _ACTIONS[call.action](call, context)
-    except AlreadyRunningError as exc:
-        return _error(exc)
     except SlatelakeError as exc:
         return _error(exc)
     except Exception as exc:  # DuckDB or the runtime: still an answer, never a traceback
@@ -129,6 +139,48 @@ def _status(call: Invocation, context: LambdaContext) -> dict[str, Any]:
     return {"action": call.action, "result": [p.to_dict() for p in window]}
 
 
+def _census(call: Invocation, context: LambdaContext) -> dict[str, Any]:
+    _require_lake(call)
+    census = store_census(
+        call.lake, CensusRequest(count_live_entries=bool(call.options.get("live", False)))
+    )
+    return {
+        "action": call.action,
+        "result": census.to_json(),
+        "objects": census.objects,
+        "objects_error": census.objects_error,
+    }
+
+
+def _compact_store(call: Invocation, context: LambdaContext) -> dict[str, Any]:
+    """Submit merges through the admin API; the holder's compactor runs them."""
+    _require_lake(call)
+    timeout = call.options.get("timeout")
+    if timeout is not None:
+        timeout = max(0.0, min(timeout, _deadline(context)()))
+    with Lake.open(call.lake) as lake:
+        report = compact_store(
+            lake,
+            CompactStoreRequest(subspace=call.options.get("subspace"), wait_s=timeout),
+            should_stop=lambda: (
+                "the invocation deadline is near" if _deadline(context)() <= 0 else None
+            ),
+        )
+    logger.info("store merge", extra={"outcome": report.outcome, "summary": report.summary()})
+    metrics.add_dimension(name="Lake", value=call.lake)
+    metrics.add_metric(
+        name=STORE_MERGE_PENDING, unit=MetricUnit.Count, value=int(report.outcome == "pending")
+    )
+    metrics.add_metric(
+        name=STORE_MERGE_FAILED, unit=MetricUnit.Count, value=int(report.outcome == "failed")
+    )
+    if call.options.get("require_completed") and report.outcome not in ("completed", "skipped"):
+        raise MergeIncompleteError(
+            f"store merge {report.outcome} within {timeout:g}s: {report.summary()}"
+        )
+    return {"action": call.action, "result": report.to_json()}
+
+
 def _since_start() -> float:
     """Seconds since this process started (the cold-start figure on a first call)."""
     with open("/proc/self/stat") as f:
@@ -141,4 +193,6 @@ def _since_start() -> float:
 _ACTIONS = {
     "maintenance": _maintenance,
     "status": _status,
+    "census": _census,
+    "compact_store": _compact_store,
 }

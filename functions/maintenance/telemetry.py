@@ -23,6 +23,9 @@ PASS_SKIPPED = "PassSkipped"
 WORK_PENDING = "WorkPending"
 PASS_DURATION = "PassDuration"
 RSS_HIGH_WATER = "RssHighWater"
+# The compact_store action (merges submitted outside a pass)
+STORE_MERGE_PENDING = "StoreMergePending"
+STORE_MERGE_FAILED = "StoreMergeFailed"
 # Step level (dimension Step)
 STEP_DURATION = "StepDuration"
 STEP_FAILED = "StepFailed"

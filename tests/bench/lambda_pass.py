@@ -45,6 +45,9 @@ app.logger.registered_handler.setStream(buffer)
 
 class Context:
     aws_request_id = "bench"
+    function_name = "slatelake-maintenance"
+    memory_limit_in_mb = 1769
+    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:slatelake"
     def __init__(self):
         self.t0 = time.monotonic()
     def get_remaining_time_in_millis(self):

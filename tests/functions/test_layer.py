@@ -68,6 +68,9 @@ loaded = sorted(r[0] for r in con.execute(
 import app
 class Ctx:
     aws_request_id = "layer-check"
+    function_name = "slatelake-maintenance"
+    memory_limit_in_mb = 1769
+    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:slatelake"
     def get_remaining_time_in_millis(self):
         return 600000
 event = {{"lake": {lake!r}, "options": {{"MAINTENANCE_FLUSH_INLINED_DATA": "true"}}}}
