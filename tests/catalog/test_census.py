@@ -72,14 +72,23 @@ def churn(url: str, folder: Folder, folds: int, commits: int = 2) -> None:
     for _ in range(folds):
         commit_inserts(url, commits, 1)
         folder.fold_once()
+        # Let the size-tiered scheduler take each full tier (4 L0 SSTs) before
+        # the next flush, so every four folds make exactly one sorted run.
+        wait_for("the compactor to take full L0 tiers", lambda: _l0_below(url, 4))
 
 
-def settled(url: str, subspace: str, runs: int) -> Callable[[], bool]:
-    """True once ``subspace`` has at least ``runs`` sorted runs and no L0."""
+def _l0_below(url: str, limit: int) -> bool:
+    census = store_census(url, CensusRequest(list_objects=False))
+    return all(row.l0_ssts < limit for row in census.subspaces)
+
+
+def settled(url: str, subspace: str, runs: int, no_l0: bool = False) -> Callable[[], bool]:
+    """True once ``subspace`` has at least ``runs`` sorted runs (and, with
+    ``no_l0``, nothing left in L0)."""
 
     def check() -> bool:
         row = store_census(url, CensusRequest(list_objects=False)).row(subspace)
-        return row.sorted_runs >= runs and row.l0_ssts == 0
+        return row.sorted_runs >= runs and (row.l0_ssts == 0 or not no_l0)
 
     return check
 

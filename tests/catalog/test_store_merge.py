@@ -1,0 +1,275 @@
+"""The store merge (RFC 0021, "The store merge"): acceptance items 4-6 of
+issue 6. Real SlateDB: an in-process folder (the holder) runs the compactor
+that executes what ``compact_store`` submits; nothing here is mocked."""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from slatelake.catalog.census import CensusRequest, store_census
+from slatelake.catalog.folder import Folder
+from slatelake.catalog.lake import Lake
+from slatelake.catalog.store_merge import (
+    COMPLETED,
+    PENDING,
+    SKIPPED,
+    CompactStoreRequest,
+    compact_store,
+)
+from slatelake.catalog.synthetic import commit_inserts
+from slatelake.errors import ReadOnlyError
+from slatelake.store.db import StoreWriter, open_reader, open_writer
+from slatelake.store.keys import Subspace, encode_key
+from slatelake.store.location import LakeLocation
+from tests.catalog.test_census import churn, fast_compactor, settled, wait_for
+
+__all__ = ["fast_compactor"]  # a fixture, used by name
+WAIT_S = 30.0
+
+
+def _runs(url: str, subspace: str) -> tuple[int, int, int]:
+    row = store_census(url, CensusRequest(list_objects=False)).row(subspace)
+    return row.bytes, row.sorted_runs, row.sorted_run_ssts
+
+
+def _all_entries(url: str) -> dict[bytes, bytes]:
+    reader = open_reader(LakeLocation.parse(url))
+    try:
+        return {k: v for sub in Subspace for k, v in reader.scan_prefix(bytes((sub,)))}
+    finally:
+        reader.close()
+
+
+class Holder:
+    """The lake's holder (an in-process folder, whose compactor executes
+    merges), which a test may stop and start again."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.folder: Folder | None = None
+        self.start()
+
+    def start(self) -> Folder:
+        self.folder = Folder(LakeLocation.parse(self.url), margin_s=0)
+        return self.folder
+
+    def stop(self) -> None:
+        if self.folder is not None:
+            self.folder.close()
+            self.folder = None
+
+
+@pytest.fixture(params=["file", "memory"])
+def churned(
+    request: pytest.FixtureRequest, tmp_path: Path, fast_compactor: None
+) -> Iterator[tuple[str, Holder]]:
+    """A lake whose sys, snapshot and current trees hold at least two sorted
+    runs each, with its holder running. (S3 is covered by the census tests;
+    churning through moto costs ~15 s a lake.)"""
+    url = (
+        (tmp_path / "lake").as_uri() if request.param == "file" else f"memory://{uuid.uuid4().hex}"
+    )
+    Lake.create(url).close()
+    holder = Holder(url)
+    try:
+        assert holder.folder is not None
+        churn(url, holder.folder, folds=8)
+        for sub in ("sys", "snapshot", "current"):
+            wait_for(f"two runs in {sub}", settled(url, sub, 2))
+        yield url, holder
+    finally:
+        holder.stop()
+
+
+# -- acceptance 4 ------------------------------------------------------------
+def test_acceptance_4_merge_reclaims_runs_and_bytes_and_every_key_reads_back(
+    churned: tuple[str, Holder],
+) -> None:
+    url, _ = churned
+    before = _all_entries(url)
+    bytes_before, runs_before, _ = _runs(url, "current")
+    with Lake.open(url) as lake:
+        report = lake.compact_store(CompactStoreRequest(subspace="current", wait_s=WAIT_S))
+    merge = report.merge("current")
+    assert (report.outcome, merge.outcome) == (COMPLETED, COMPLETED), merge.reason
+    assert merge.sorted_runs_before == runs_before >= 2 and merge.sorted_runs_after == 1
+    assert merge.bytes_before == bytes_before
+    assert merge.bytes_after is not None and merge.bytes_after < bytes_before
+    assert _runs(url, "current")[:2] == (merge.bytes_after, 1)
+    assert _all_entries(url) == before
+
+
+def _write_rounds(writer: StoreWriter, rounds: list[tuple[bytes, bytes | None]]) -> None:
+    """One write and one flush (one L0 SST) per (key, value); None deletes."""
+    for key, value in rounds:
+        if value is None:
+            writer.write([], [key])
+        else:
+            writer.write([(key, value)])
+        writer.flush()
+
+
+def test_acceptance_4_key_written_n_times_and_a_deleted_key_leave_one_version_no_tombstone(
+    tmp_path: Path, fast_compactor: None
+) -> None:
+    key = encode_key(Subspace.INDEX, 1, 42)
+    gone = encode_key(Subspace.INDEX, 1, 43)
+    versions = [os.urandom(1024) for _ in range(6)]
+    final = versions[-1]
+
+    churned_url = (tmp_path / "churned").as_uri()
+    writer = open_writer(LakeLocation.parse(churned_url))
+    try:
+        # Four versions of the key: the compactor gathers them into the bottom run.
+        _write_rounds(writer, [(key, v) for v in versions[:4]])
+        wait_for("the first run", settled(churned_url, "index", 1, no_l0=True))
+        # A fifth version, a key put and deleted, the final version: a second
+        # run above the first, holding the tombstone and two more versions.
+        _write_rounds(writer, [(key, versions[4]), (gone, b"x" * 512), (gone, None), (key, final)])
+        wait_for("the second run", settled(churned_url, "index", 2, no_l0=True))
+        before = store_census(churned_url, CensusRequest(count_live_entries=True)).row("index")
+        assert before.sorted_runs == 2 and before.live is not None and before.live.keys == 1
+        with Lake.open(churned_url) as lake:
+            report = lake.compact_store(CompactStoreRequest(subspace="index", wait_s=WAIT_S))
+        assert report.merge("index").outcome == COMPLETED, report.merge("index").reason
+        after = store_census(churned_url, CensusRequest(count_live_entries=True)).row("index")
+    finally:
+        writer.close()
+
+    # The same segment written with nothing but the key's final version.
+    clean_url = (tmp_path / "clean").as_uri()
+    writer = open_writer(LakeLocation.parse(clean_url))
+    try:
+        _write_rounds(writer, [(key, final)] * 4)
+        wait_for("the clean run", settled(clean_url, "index", 1, no_l0=True))
+        clean = store_census(clean_url, CensusRequest(count_live_entries=True)).row("index")
+    finally:
+        writer.close()
+
+    assert (after.sorted_runs, after.sorted_run_ssts, after.l0_ssts) == (1, 1, 0)
+    assert after.live == clean.live and after.live is not None and after.live.keys == 1
+    # One version and no tombstone: byte for byte what a single write leaves.
+    assert after.bytes == clean.bytes < before.bytes
+
+
+# -- acceptance 5 ------------------------------------------------------------
+def test_acceptance_5_only_the_named_subspace_merges(churned: tuple[str, Holder]) -> None:
+    url, _ = churned
+    untouched = {sub: _runs(url, sub) for sub in ("sys", "snapshot", "index")}
+    with Lake.open(url) as lake:
+        report = lake.compact_store(CompactStoreRequest(subspace=Subspace.CURRENT, wait_s=WAIT_S))
+    assert [m.subspace for m in report.merges] == ["current"]
+    assert report.outcome == COMPLETED
+    assert _runs(url, "current")[1] == 1
+    assert {sub: _runs(url, sub) for sub in untouched} == untouched
+
+
+def test_acceptance_5_a_tree_with_nothing_to_merge_is_skipped_with_the_reason(
+    lake_url: str, fast_compactor: None
+) -> None:
+    Lake.create(lake_url).close()
+    with Lake.open(lake_url) as lake:
+        whole = lake.compact_store(CompactStoreRequest(wait_s=5))
+        named = lake.compact_store(CompactStoreRequest(subspace="sys", wait_s=5))
+    assert whole.outcome == SKIPPED and [m.subspace for m in whole.merges] == [
+        s.label for s in Subspace
+    ]
+    assert {m.outcome for m in whole.merges} == {SKIPPED}
+    assert "1 L0 SSTs only" in whole.merge("sys").reason  # the format stamp, never merged
+    assert "nothing written out" in whole.merge("index").reason
+    assert (named.outcome, named.merge("sys").reason) == (SKIPPED, whole.merge("sys").reason)
+    assert whole.manifest_after is None  # nothing submitted, nothing re-read
+
+
+def test_acceptance_5_wait_none_returns_at_once_and_a_later_census_shows_the_reduction(
+    churned: tuple[str, Holder],
+) -> None:
+    url, _ = churned
+    bytes_before, _, _ = _runs(url, "snapshot")
+    with Lake.open(url) as lake:
+        t0 = time.monotonic()
+        report = lake.compact_store(CompactStoreRequest(subspace="snapshot"))
+        elapsed = time.monotonic() - t0
+    assert report.outcome == PENDING and report.merge("snapshot").reason.startswith("submitted")
+    assert elapsed < 2.0
+    wait_for("the merge to land", lambda: _runs(url, "snapshot")[1] == 1, timeout=WAIT_S)
+    assert _runs(url, "snapshot")[0] < bytes_before
+
+
+def test_acceptance_5_read_only_refuses_merge_and_serves_census(
+    churned: tuple[str, Holder],
+) -> None:
+    url, _ = churned
+    with Lake.open(url, read_only=True) as lake:
+        with pytest.raises(ReadOnlyError, match="read-only"):
+            lake.compact_store(CompactStoreRequest(wait_s=1))
+        census = lake.store_census(CensusRequest(count_live_entries=True))
+    assert census.row("current").sorted_runs >= 2  # nothing was submitted
+    assert census.row("current").live is not None and census.row("current").live.keys > 0
+
+
+def test_a_tree_already_being_merged_is_adopted_and_a_later_holder_executes_it(
+    churned: tuple[str, Holder],
+) -> None:
+    url, holder = churned
+    holder.stop()  # no holder: a submitted merge waits in the compactions record
+    with Lake.open(url) as lake:
+        first = lake.compact_store(CompactStoreRequest(subspace="current", wait_s=0.5))
+        assert first.outcome == PENDING and "still running" in first.merge("current").reason
+        second = lake.compact_store(CompactStoreRequest(subspace="current"))
+        merge = second.merge("current")
+        assert merge.adopted and merge.compaction_id == first.merge("current").compaction_id
+        holder.start()
+        third = lake.compact_store(CompactStoreRequest(subspace="current", wait_s=WAIT_S))
+    assert third.merge("current").adopted and third.outcome == COMPLETED
+    assert third.merge("current").sorted_runs_after == 1
+
+
+# -- acceptance 6 ------------------------------------------------------------
+def test_acceptance_6_merge_leaves_head_and_materialization_unchanged(
+    churned: tuple[str, Holder],
+) -> None:
+    url, _ = churned
+    with Lake.open(url) as lake:
+        before = lake.materialize()
+        report = compact_store(lake, CompactStoreRequest(wait_s=WAIT_S))
+        assert report.outcome == COMPLETED
+        assert {m.subspace for m in report.of(COMPLETED)} >= {"sys", "snapshot", "current"}
+    with Lake.open(url, read_only=True) as fresh:
+        after = fresh.materialize()
+    assert after.head == before.head  # head stamp unchanged, no snapshot minted
+    assert after.same_rows(before) and after.last_seq == before.last_seq
+
+
+def test_acceptance_6_a_commit_landing_during_a_merge_succeeds_and_both_read_back(
+    churned: tuple[str, Holder],
+) -> None:
+    url, holder = churned
+    assert holder.folder is not None
+    before = _all_entries(url)
+    with Lake.open(url) as lake:
+        head = lake.materialize().head
+        report = lake.compact_store(CompactStoreRequest())  # submitted, not waited for
+        assert report.outcome == PENDING
+        commit_inserts(url, 1, 2)  # lands while the merges run
+        holder.folder.fold_once()
+        wait_for(
+            "every merged tree down to one run",
+            lambda: all(_runs(url, s)[1] == 1 for s in ("sys", "snapshot", "current")),
+            timeout=WAIT_S,
+        )
+    with Lake.open(url, read_only=True) as fresh:
+        state = fresh.materialize()
+    assert state.head.snapshot_id == head.snapshot_id + 1  # the commit's, and only that
+    assert any(row[1] == 2 for row in state.rows("ducklake_data_file"))
+    after = _all_entries(url)
+    changed = {k for k in before if after.get(k) != before[k]}
+    # Only what the commit itself rewrote: sys head/fold, and nothing else vanished.
+    assert all(k[0] == Subspace.SYS for k in changed)
+    assert set(after) >= set(before)
