@@ -167,3 +167,22 @@ def dashboard_metrics() -> set[MetricKey]:
             pairs = [x for x in row[2:] if isinstance(x, str)]
             out.add(metric_key(row[1], dict(zip(pairs[::2], pairs[1::2], strict=True))))
     return out
+
+
+def render_sub(value: Any, params: dict[str, str]) -> str:
+    """A template value with ``!Sub`` / ``!Ref`` resolved from ``params``."""
+    if isinstance(value, dict) and "Ref" in value:
+        return params[value["Ref"]]
+    if not (isinstance(value, dict) and "Sub" in value):
+        return str(value)
+    sub = value["Sub"]
+    text, local = (sub, {}) if isinstance(sub, str) else (sub[0], sub[1])
+    names = {**params, "AWS::Region": "us-east-1", "AWS::Partition": "aws"}
+    names |= {k: render_sub(v, params) for k, v in local.items()}
+    names.setdefault(
+        "MaintenanceOptions", template()["Parameters"]["MaintenanceOptions"]["Default"]
+    )
+    for key, val in names.items():
+        text = text.replace("${" + key + "}", str(val))
+    assert "${" not in text, f"unresolved substitution in {text[:200]}"
+    return text

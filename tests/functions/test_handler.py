@@ -308,3 +308,102 @@ def test_a_lake_that_does_not_exist_is_named_and_never_created(
     }
     assert lake in out["error"]["message"] and "slatelake init" in out["error"]["message"]
     assert _objects(s3_bucket, "") == []
+
+
+def _emf_to_cloudwatch(cloudwatch: Any, docs: list[dict[str, Any]]) -> int:
+    """What CloudWatch Logs does with EMF lines: one datum per metric and dimension set."""
+    sent = 0
+    for doc in docs:
+        for directive in doc["_aws"]["CloudWatchMetrics"]:
+            units = {m["Name"]: m.get("Unit", "None") for m in directive["Metrics"]}
+            for dims in directive["Dimensions"]:
+                data = [
+                    {
+                        "MetricName": name,
+                        "Dimensions": [{"Name": d, "Value": str(doc[d])} for d in dims],
+                        "Value": float(value),
+                        "Unit": unit,
+                    }
+                    for name, unit in units.items()
+                    for value in (doc[name] if isinstance(doc[name], list) else [doc[name]])
+                ]
+                cloudwatch.put_metric_data(Namespace=directive["Namespace"], MetricData=data)
+                sent += len(data)
+    return sent
+
+
+def test_acceptance_2_cloudwatch_answers_every_dashboard_query_and_holds_the_alarms(
+    app: ModuleType,
+    s3_lake: tuple[str, str, list[str]],
+    env_clean: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    moto_endpoint: str,
+) -> None:
+    """The template's rule input drives a pass (EventBridge on moto); its EMF,
+    delivered to CloudWatch on moto, answers every metric query on the
+    template's dashboard; the dashboard and both alarms are accepted."""
+    import datetime as dt
+
+    from tests.functions.conftest import render_sub, template
+
+    lake, data, names = s3_lake
+    bucket, prefix = lake.removeprefix("s3://").split("/", 1)
+    params = {"LakeBucket": bucket, "LakePrefix": prefix, "DataBucket": bucket}
+    params |= {"DataPrefix": data.removeprefix(f"s3://{bucket}/").rstrip("/")}
+    params |= {"SchedulePeriodSeconds": "3600", "PendingTicks": "3"}
+    params |= {"MaintenanceOptions": json.dumps(ALL_STEPS)}  # every step the dashboard charts
+    resources = template()["Resources"]
+    schedule = resources["MaintenanceFunction"]["Properties"]["Events"]["MaintenanceSchedule"]
+    events = boto3.client("events", endpoint_url=moto_endpoint)
+    events.put_rule(Name="slatelake-maintenance", ScheduleExpression="rate(1 hour)")
+    rule_input = render_sub(schedule["Properties"]["Input"], params)
+    events.put_targets(
+        Rule="slatelake-maintenance",
+        Targets=[{"Id": "fn", "Arn": FakeContext().invoked_function_arn, "Input": rule_input}],
+    )
+    target = events.list_targets_by_rule(Rule="slatelake-maintenance")["Targets"][0]
+    capsys.readouterr()
+    out = app.handler(json.loads(target["Input"]), FakeContext())
+    assert out["ok"] is True and out["result"]["trigger"] == "scheduled", out
+    cloudwatch = boto3.client("cloudwatch", endpoint_url=moto_endpoint)
+    assert _emf_to_cloudwatch(cloudwatch, emf_lines(capsys.readouterr().out)) > 20
+    body = render_sub(resources["MaintenanceDashboard"]["Properties"]["DashboardBody"], params)
+    cloudwatch.put_dashboard(DashboardName="slatelake", DashboardBody=body)
+    now = dt.datetime.now(dt.UTC)
+    for widget in json.loads(body)["widgets"]:
+        for row in widget["properties"]["metrics"]:
+            pairs = [x for x in row[2:] if isinstance(x, str)]
+            stats = cloudwatch.get_metric_statistics(
+                Namespace=row[0],
+                MetricName=row[1],
+                Dimensions=[
+                    {"Name": k, "Value": v} for k, v in zip(pairs[::2], pairs[1::2], strict=True)
+                ],
+                StartTime=now - dt.timedelta(minutes=10),
+                EndTime=now + dt.timedelta(minutes=10),
+                Period=3600,
+                Statistics=["SampleCount"],
+            )
+            assert stats["Datapoints"], f"dashboard metric {row[1]} {pairs} has no data"
+    for name in ("PassFailedAlarm", "WorkPendingAlarm"):
+        props = resources[name]["Properties"]
+        cloudwatch.put_metric_alarm(
+            AlarmName=name,
+            Namespace=props["Namespace"],
+            MetricName=props["MetricName"],
+            Dimensions=[
+                {"Name": d["Name"], "Value": render_sub(d["Value"], params)}
+                for d in props["Dimensions"]
+            ],
+            Statistic=props["Statistic"],
+            Period=3600,
+            EvaluationPeriods=int(render_sub(props["EvaluationPeriods"], params)),
+            Threshold=float(props["Threshold"]),
+            ComparisonOperator=props["ComparisonOperator"],
+        )
+        alarm = cloudwatch.describe_alarms(AlarmNames=[name])["MetricAlarms"][0]
+        assert {"Name": "Lake", "Value": lake} in alarm["Dimensions"]
+        metric = cloudwatch.list_metrics(
+            Namespace="Slatelake", MetricName=props["MetricName"], Dimensions=alarm["Dimensions"]
+        )
+        assert metric["Metrics"], f"{name} watches a metric the handler never emits"
