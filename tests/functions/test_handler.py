@@ -407,3 +407,62 @@ def test_acceptance_2_cloudwatch_answers_every_dashboard_query_and_holds_the_ala
             Namespace="Slatelake", MetricName=props["MetricName"], Dimensions=alarm["Dimensions"]
         )
         assert metric["Metrics"], f"{name} watches a metric the handler never emits"
+
+
+def test_acceptance_4_a_merge_the_lambda_submits_is_executed_by_the_holder(
+    app: ModuleType, s3_bucket: str, env_clean: pytest.MonkeyPatch
+) -> None:
+    """No holder: the submitted merge reports pending within its timeout. A
+    holder (`slatelake hold`) starts: the next invoke adopts the merge, the
+    holder's compactor executes it, and it reports completed."""
+    from slatelake.catalog.census import CensusRequest, store_census
+    from slatelake.catalog.folder import Folder
+    from slatelake.catalog.lake import Lake
+    from slatelake.store.db import COMPACTOR_POLL_ENV
+    from slatelake.store.location import LakeLocation
+    from tests.catalog.test_census import churn, settled, wait_for
+
+    env_clean.setenv(COMPACTOR_POLL_ENV, "100ms")
+    lake = f"s3://{s3_bucket}/lakes/merge"
+    Lake.create(lake).close()
+    folder = Folder(LakeLocation.parse(lake), margin_s=0)
+    try:
+        churn(lake, folder, folds=8)
+        wait_for("two sorted runs in current", settled(lake, "current", 2), timeout=60)
+    finally:
+        folder.close()
+    runs_before = store_census(lake, CensusRequest(list_objects=False)).row("current")
+    event = {"action": "compact_store", "lake": lake}
+    event["options"] = {"subspace": "current", "timeout": "2s"}
+    pending = app.handler(event, FakeContext())
+    assert pending["ok"] is True, pending
+    merge = pending["result"]["merges"][0]
+    assert (pending["result"]["outcome"], merge["outcome"]) == ("pending", "pending"), merge
+    assert pending["result"]["waited_s"] < 10
+    refused = app.handler(
+        {**event, "options": {**event["options"], "require_completed": True}}, FakeContext()
+    )
+    assert refused["ok"] is False and refused["error"]["type"] == "MergeIncompleteError"
+    assert "pending" in refused["error"]["message"]
+    holder = subprocess.Popen(
+        [sys.executable, "-m", "slatelake.cli", "hold", lake, "--poll", "0.2"],
+        env=subprocess_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        done = app.handler(
+            {**event, "options": {"subspace": "current", "timeout": "60s"}}, FakeContext()
+        )
+    finally:
+        holder.terminate()
+        _, stderr = holder.communicate(timeout=60)
+    assert holder.returncode == 0, stderr
+    assert done["ok"] is True, done
+    merge = done["result"]["merges"][0]
+    assert merge["outcome"] == "completed", merge
+    assert merge["sorted_runs_before"] == runs_before.sorted_runs >= 2
+    assert merge["sorted_runs_after"] == 1
+    after = store_census(lake, CensusRequest(list_objects=False)).row("current")
+    assert after.sorted_runs == 1 and after.bytes <= runs_before.bytes
