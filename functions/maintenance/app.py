@@ -23,6 +23,7 @@ from telemetry import (
     SERVICE,
     STORE_MERGE_FAILED,
     STORE_MERGE_PENDING,
+    emit_crash,
     emit_pass,
     emit_skip,
 )
@@ -116,6 +117,7 @@ def _maintenance(call: Invocation, context: LambdaContext) -> dict[str, Any]:
             )
         except AlreadyRunningError as exc:
             if call.trigger != "scheduled":
+                emit_skip(metrics, call.lake)
                 raise
             logger.info("scheduled pass skipped: another pass holds the lease")
             emit_skip(metrics, call.lake)
@@ -124,6 +126,9 @@ def _maintenance(call: Invocation, context: LambdaContext) -> dict[str, Any]:
                 "skipped": f"a maintenance pass is already running ({exc}); this tick does nothing",
                 "result": None,
             }
+        except Exception:
+            emit_crash(metrics, call.lake)  # the alarm must see a pass that died
+            raise
     emit_pass(metrics, call.lake, report)
     logger.info(
         "pass finished",

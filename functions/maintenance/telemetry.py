@@ -61,8 +61,15 @@ def emit_pass(metrics: Metrics, lake: str, report: PassReport) -> None:
             _single(metrics, name, unit, value, dims)
 
 
+def emit_crash(metrics: Metrics, lake: str) -> None:
+    """A pass that raised instead of reporting: a run and a failure."""
+    metrics.add_dimension(name="Lake", value=lake)
+    metrics.add_metric(name=PASS_RUNS, unit=MetricUnit.Count, value=1)
+    metrics.add_metric(name=PASS_FAILED, unit=MetricUnit.Count, value=1)
+
+
 def emit_skip(metrics: Metrics, lake: str) -> None:
-    """A scheduled tick that found a pass running: counted, never an alarm."""
+    """An invocation that found a pass running: counted, never an alarm."""
     metrics.add_dimension(name="Lake", value=lake)
     metrics.add_metric(name=PASS_SKIPPED, unit=MetricUnit.Count, value=1)
 
