@@ -273,3 +273,23 @@ def test_acceptance_6_a_commit_landing_during_a_merge_succeeds_and_both_read_bac
     # Only what the commit itself rewrote: sys head/fold, and nothing else vanished.
     assert all(k[0] == Subspace.SYS for k in changed)
     assert set(after) >= set(before)
+
+
+def test_a_foreign_segment_is_reported_and_left_alone_by_a_whole_store_merge(
+    tmp_path: Path, fast_compactor: None
+) -> None:
+    url = (tmp_path / "lake").as_uri()
+    Lake.create(url).close()
+    holder = Holder(url)
+    try:
+        assert holder.folder is not None
+        holder.folder.writer.write([(b"\x7fforeign", b"x" * 64)])
+        holder.folder.writer.flush()
+        with Lake.open(url) as lake:
+            report = lake.compact_store(CompactStoreRequest(wait_s=5))
+    finally:
+        holder.stop()
+    unknown = report.merge("unknown")
+    assert unknown.outcome == SKIPPED and "0x7f" in unknown.reason
+    assert unknown.bytes_before > 0
+    assert store_census(url).row("unknown").l0_ssts == 1  # untouched

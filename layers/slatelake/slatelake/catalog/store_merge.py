@@ -46,6 +46,8 @@ COMPLETED, FAILED, PENDING, SKIPPED = "completed", "failed", "pending", "skipped
 # Worst first: the overall outcome is the worst of the trees'.
 _SEVERITY = (FAILED, PENDING, COMPLETED, SKIPPED)
 MIN_POLL_S = 0.05
+# A tree as planned: (sorted-run id, its SST view ids) per run.
+Tree = tuple[tuple[int, tuple[str, ...]], ...]
 
 
 @dataclass(frozen=True)
@@ -84,8 +86,6 @@ class SubspaceMerge:
     sorted_runs_after: int | None = None
     compaction_id: str | None = None
     adopted: bool = False
-    # The tree as planned: (run id, its SST view ids) per run; not reported.
-    _tree: tuple[tuple[int, tuple[str, ...]], ...] = field(default=(), repr=False)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -171,6 +171,7 @@ def compact_store(
     segments = {bytes(s.prefix): s for s in manifest.segments}
     recent = list(view.compactions.recent_compactions) if view.compactions else []
     waiting: dict[str, SubspaceMerge] = {}
+    planned: dict[str, Tree] = {}  # the tree each wait began on, by compaction id
     for sub in targets:
         row = physical[sub.label]
         merge = SubspaceMerge(
@@ -189,10 +190,23 @@ def compact_store(
             merge.compaction_id, merge.adopted = active.id, True
         if merge.compaction_id is not None:
             waiting[merge.compaction_id] = merge
-            merge._tree = _tree_signature(segment)
+            planned[merge.compaction_id] = _tree_signature(segment)
+    foreign = sorted(physical["unknown"]["prefixes"])
+    if request.subspace is None and foreign:
+        report.merges.append(
+            SubspaceMerge(
+                "unknown",
+                SKIPPED,
+                reason="segments "
+                + ", ".join(f"0x{b:02x}" for b in foreign)
+                + " are not slatelake subspaces; a store merge leaves them alone",
+                bytes_before=physical["unknown"]["bytes"],
+                sorted_runs_before=physical["unknown"]["sorted_runs"],
+            )
+        )
     started = time.monotonic()
     if request.wait_s is not None and waiting:
-        _wait(admin, waiting, request.wait_s, should_stop)
+        _wait(admin, waiting, planned, request.wait_s, should_stop)
     report.waited_s = time.monotonic() - started
     for merge in waiting.values():
         if merge.outcome == PENDING and not merge.reason:
@@ -237,11 +251,11 @@ def _submit(admin: StoreAdmin, segment: Any, merge: SubspaceMerge) -> str | None
         return None
 
 
-def _tree_signature(segment: Any) -> tuple[tuple[int, tuple[str, ...]], ...]:
+def _tree_signature(segment: Any) -> Tree:
     return tuple((int(r.id), tuple(str(v.id) for v in r.sst_views)) for r in segment.compacted)
 
 
-def _settle_from_manifest(admin: StoreAdmin, merge: SubspaceMerge) -> tuple[str, str]:
+def _settle_from_manifest(admin: StoreAdmin, merge: SubspaceMerge, tree: Tree) -> tuple[str, str]:
     """A compaction no longer in the record finished; the manifest says how.
     Planned runs replaced (a source gone, or the destination rewritten) means
     it committed; the tree exactly as planned means it did not."""
@@ -249,7 +263,7 @@ def _settle_from_manifest(admin: StoreAdmin, merge: SubspaceMerge) -> tuple[str,
     prefix = bytes((Subspace.from_label(merge.subspace),))
     segment = next((s for s in manifest.segments if bytes(s.prefix) == prefix), None)
     now = set(_tree_signature(segment)) if segment is not None else set()
-    if merge._tree and not set(merge._tree) <= now:
+    if tree and not set(tree) <= now:
         return COMPLETED, ""
     return FAILED, "the compaction left the record without changing the tree"
 
@@ -257,6 +271,7 @@ def _settle_from_manifest(admin: StoreAdmin, merge: SubspaceMerge) -> tuple[str,
 def _wait(
     admin: StoreAdmin,
     waiting: dict[str, SubspaceMerge],
+    planned: dict[str, Tree],
     wait_s: float,
     should_stop: Callable[[], str | None] | None,
 ) -> None:
@@ -270,7 +285,7 @@ def _wait(
             record = admin.read_compaction(cid)
             merge = waiting[cid]
             if record is None:  # finished and trimmed from the compactions record
-                merge.outcome, merge.reason = _settle_from_manifest(admin, merge)
+                merge.outcome, merge.reason = _settle_from_manifest(admin, merge, planned[cid])
                 open_ids.discard(cid)
                 continue
             if is_terminal(record.status):
