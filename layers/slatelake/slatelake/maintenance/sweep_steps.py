@@ -1,17 +1,25 @@
 """Steps 7, 7b and 7c: the sweep of orphaned index entries, stranded file
 column statistics and inlined-data tables, through the core's ``maintain``.
-It runs even when an earlier DuckLake step failed."""
+
+One ``maintain`` call does all three (RFC 0021); the pass reports them as
+three rows because what orphans each differs, and reading one count against
+another is how a leak shows. It runs even when an earlier DuckLake step
+failed: it depends on none of them. ``MAINTENANCE_SWEEP_INDEXES false`` turns
+it off; ``MAINTENANCE_BATCH_SIZE`` bounds the deletes per commit. Never
+raises for a step failure: all three rows report ``failed``.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+from slatelake.catalog.sweep import DEFAULT_PACE_S, MaintenanceReport, MaintenanceRequest, maintain
 from slatelake.ducklake.session import Session
 from slatelake.maintenance.options import MaintenanceOptions
 from slatelake.maintenance.progress import Progress
-from slatelake.maintenance.report import SKIPPED, PassReport
+from slatelake.maintenance.report import FAILED, RAN, SKIPPED, PassReport
 
-NOT_YET = "not available yet"
+STEPS = ("sweep_indexes", "sweep_file_stats", "sweep_inlined_tables")
 
 
 def run_sweep_steps(
@@ -20,8 +28,69 @@ def run_sweep_steps(
     progress: Progress,
     report: PassReport,
     out_of_time: Callable[[], str | None],
+    pace_s: float = DEFAULT_PACE_S,
 ) -> None:
-    """Append this step's rows to ``report`` (and set ``work_pending`` when
-    work remains). Never raises for a step failure: it reports ``failed``."""
-    for step in ("sweep_indexes", "sweep_file_stats", "sweep_inlined_tables"):
-        report.add(step, SKIPPED, NOT_YET)
+    """Append the three sweep rows to ``report`` (and set ``work_pending`` when
+    the sweep stopped with work left)."""
+    if not options.sweep_indexes:
+        for step in STEPS:
+            report.add(step, SKIPPED, "MAINTENANCE_SWEEP_INDEXES is false")
+        return
+    reason = out_of_time()
+    if reason is not None:
+        for step in STEPS:
+            report.add(step, SKIPPED, f"not attempted: {reason}; left for the next pass")
+        report.work_pending = True
+        return
+    progress(f"step sweep start (batch size {options.batch_size})")
+    try:
+        request = MaintenanceRequest(batch_size=options.batch_size, pace_s=pace_s)
+        session.refresh()
+        swept = maintain(
+            session.lake, request, session.state, progress=progress, should_stop=out_of_time
+        )
+    except Exception as exc:  # the log or the store refused: report, never abort the pass
+        for step in STEPS:
+            report.add(step, FAILED, f"{type(exc).__name__}: {exc}")
+        report.work_pending = True
+        progress(f"step sweep end: failed ({exc})")
+        return
+    for step, (detail, counts) in zip(STEPS, step_rows(swept), strict=True):
+        report.add(step, RAN, detail, counts)
+    if swept.stopped is not None:
+        report.work_pending = True
+    progress(f"step sweep end: {swept.batches} batches, {swept.rebases} rebased")
+
+
+def step_rows(swept: MaintenanceReport) -> list[tuple[str, dict[str, int]]]:
+    """(detail, counts) of the three rows, in step order."""
+    left = f"; stopped ({swept.stopped}), the rest is left for the next pass"
+    tail = left if swept.stopped else ""
+    ranges = ", ".join(f"index {r.index_id}: {r.entries}" for r in swept.ranges)
+    return [
+        (
+            f"reclaimed {swept.index_entries_reclaimed} entries of {swept.indexes_swept} "
+            f"dropped indexes" + (f" ({ranges})" if ranges else "") + tail,
+            {
+                "indexes_swept": swept.indexes_swept,
+                "index_entries_reclaimed": swept.index_entries_reclaimed,
+                "batches": swept.batches,
+            },
+        ),
+        (
+            f"reclaimed {swept.file_column_stats_reclaimed} file column statistics of "
+            f"{swept.file_stats_files} absent data files",
+            {
+                "file_column_stats_reclaimed": swept.file_column_stats_reclaimed,
+                "file_stats_files": swept.file_stats_files,
+            },
+        ),
+        (
+            f"reclaimed {swept.inlined_tables_reclaimed} inlined tables "
+            f"({swept.inlined_rows_reclaimed} rows) of absent tables",
+            {
+                "inlined_tables_reclaimed": swept.inlined_tables_reclaimed,
+                "inlined_rows_reclaimed": swept.inlined_rows_reclaimed,
+            },
+        ),
+    ]

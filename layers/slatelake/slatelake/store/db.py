@@ -156,11 +156,23 @@ class _ScanMixin:
             yield from rows
 
     def seek_first(self, key_prefix: bytes, at_or_after: bytes) -> tuple[bytes, bytes] | None:
-        """The first entry under prefix at or after a key: one seek, one read."""
-        rng = KeyRange(start=at_or_after, start_inclusive=True, end=None, end_inclusive=False)
-        it = _call(f"{self._what} seek", self._handle.scan_prefix(key_prefix, rng))
+        """The first entry under prefix at or after a key: one seek, one read.
+
+        An absolute range scan: ``scan_prefix``'s subrange is relative to the
+        prefix (an absolute start is silently read as a suffix)."""
+        start = max(key_prefix, at_or_after)
+        rng = KeyRange(
+            start=start, start_inclusive=True, end=_prefix_end(key_prefix), end_inclusive=False
+        )
+        it = _call(f"{self._what} seek", self._handle.scan(rng))
         kv = _call(f"{self._what} seek", it.next())
         return None if kv is None else (kv.key, kv.value)
+
+
+def _prefix_end(key_prefix: bytes) -> bytes | None:
+    """The first key past every key under a prefix (None: no bound)."""
+    trimmed = key_prefix.rstrip(b"\xff")
+    return trimmed[:-1] + bytes((trimmed[-1] + 1,)) if trimmed else None
 
 
 class StoreWriter(_ScanMixin):
