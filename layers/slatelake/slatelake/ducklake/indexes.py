@@ -275,8 +275,8 @@ def index_writes(session: Session, captured: Captured) -> ChangeSet:
     changes = captured.changes
     if not idx.has_definitions(state):
         return build_change_set(state, changes, captured.mints_snapshot, captured.changes_made)
-    live = idx.live_definitions(state)
-    idx.cascade(state, changes)
+    ended = {d.index_id for d in idx.cascade(state, changes)}
+    live = [d for d in idx.live_definitions(state) if d.index_id not in ended]
     puts: list[tuple[bytes, bytes]] = []
     touched = _touched_tables(changes)
     if captured.mints_snapshot and touched:
@@ -300,7 +300,8 @@ def index_writes(session: Session, captured: Captured) -> ChangeSet:
 def _touched_tables(changes: RowChanges) -> set[int]:
     """Tables the transaction added data to: new data files or inlined rows."""
     spec = registry.spec("ducklake_data_file")
-    out = {r[spec.index("table_id")] for r in changes.inserted.get(spec.name, [])}
+    tid, end = spec.index("table_id"), spec.index("end_snapshot")
+    out = {r[tid] for r in changes.inserted.get(spec.name, []) if r[end] is None}
     for name, rows in changes.inserted.items():
         inline = registry.inline_table(name)
         if rows and inline is not None and inline.row_kind == registry.INLINE_ROW_KIND:

@@ -1,0 +1,170 @@
+"""Equality indexes on real DuckDB + DuckLake: entries for Parquet and inlined
+rows in the data's own change set, lookups through DuckLake, ids from the
+catalog counter, drops that hide entries at once and leave them for the sweep."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import slatelake
+from slatelake.catalog import indexes as idx
+from slatelake.errors import MisconfigurationError, NotFoundError, ReadOnlyError
+from slatelake.store.keys import Subspace
+from tests.conftest import subprocess_env
+
+
+@pytest.fixture
+def lake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A table with 200 rows in Parquet and 2 inlined rows."""
+    monkeypatch.setenv("SLATELAKE_VERIFY_CAPTURE", "1")
+    url = (tmp_path / "lake").as_uri()
+    with slatelake.connect(url, data_path=f"{tmp_path / 'data'}/") as s:
+        s.sql("CREATE TABLE t (id INTEGER, tag VARCHAR)")
+        s.sql("INSERT INTO t SELECT i, 'g' || (i % 10) FROM range(200) r(i)")
+        s.sql("INSERT INTO t VALUES (500, 'g3'), (501, 'inline')")
+    return url
+
+
+def _last_change_set(session):  # noqa: ANN001, ANN202
+    last = max(s.seq for s in session.lake.log.list_after(0))
+    (cs,) = session.lake.log.read(last)
+    return cs
+
+
+def test_create_index_builds_entries_for_parquet_and_inlined_rows(lake: str) -> None:
+    with slatelake.connect(lake) as s:
+        by_id = s.create_index("t", "id")
+        by_tag = s.create_index("main.t", "tag", name="by_tag")
+        assert (by_id.kind, by_tag.kind) == ("exact", "digest")
+        assert s.lookup("t", "id", 7) == [(7, "g7")]
+        assert s.lookup("t", "id", 501) == [(501, "inline")]  # an inlined row
+        assert s.lookup("t", "id", "42") == [(42, "g2")]  # text is cast like the column
+        tagged = s.lookup("t", "tag", "g3")
+        assert sorted(r[0] for r in tagged) == [*range(3, 200, 10), 500]
+        assert s.lookup("t", "id", 9999) == []
+        assert {i.name for i in s.list_indexes()} == {"t_id_idx", "by_tag"}
+
+
+def test_entries_land_in_the_same_change_set_as_new_parquet_and_inlined_rows(lake: str) -> None:
+    with slatelake.connect(lake) as s:
+        s.create_index("t", "tag")
+        s.sql("INSERT INTO t SELECT i, 'new' FROM range(1000, 1100) r(i)")  # Parquet
+        cs = _last_change_set(s)
+        assert cs.mints_snapshot and "ducklake_data_file" in cs.tables
+        entries = [k for k, _ in cs.puts if k[0] == Subspace.INDEX]
+        assert len(entries) == 100
+        s.sql("INSERT INTO t VALUES (2000, 'new')")  # inlined
+        cs = _last_change_set(s)
+        assert any(t.startswith("ducklake_inlined_data_") for t in cs.tables)
+        assert len([k for k, _ in cs.puts if k[0] == Subspace.INDEX]) == 1
+        assert len(s.lookup("t", "tag", "new")) == 101
+    with slatelake.connect(lake, read_only=True) as ro:  # a fresh view agrees
+        assert len(ro.lookup("t", "tag", "new")) == 101
+
+
+def test_deleted_and_updated_rows_are_filtered_at_lookup(lake: str) -> None:
+    with slatelake.connect(lake) as s:
+        s.create_index("t", "tag")
+        s.sql("DELETE FROM t WHERE id = 13")
+        s.sql("UPDATE t SET tag = 'moved' WHERE id = 23")
+        assert 13 not in [r[0] for r in s.lookup("t", "tag", "g3")]
+        assert 23 not in [r[0] for r in s.lookup("t", "tag", "g3")]
+        assert s.lookup("t", "tag", "moved") == [(23, "moved")]
+
+
+def test_entries_stay_valid_after_flush_merge_and_rewrite(lake: str) -> None:
+    with slatelake.connect(lake) as s:
+        s.create_index("t", "id")
+        s.sql("INSERT INTO t SELECT i, 'x' FROM range(300, 400) r(i)")
+        s.sql("DELETE FROM t WHERE id % 3 = 0")
+        before = {v: s.lookup("t", "id", v) for v in (1, 3, 350, 501)}
+        s.sql("CALL ducklake_flush_inlined_data('lake')")
+        s.sql("CALL ducklake_merge_adjacent_files('lake')")
+        s.sql("CALL ducklake_rewrite_data_files('lake', delete_threshold => 0.0)")
+        assert {v: s.lookup("t", "id", v) for v in before} == before
+        assert before[1] == [(1, "g1")] and before[3] == []
+
+
+def test_drop_index_hides_entries_at_once_and_leaves_them_for_the_sweep(lake: str) -> None:
+    with slatelake.connect(lake) as s:
+        info = s.create_index("t", "id")
+        snapshot = s.state.head.snapshot_id
+        s.drop_index(info.name)
+        assert s.state.head.snapshot_id == snapshot  # head-preserving
+        with pytest.raises(NotFoundError, match="no live index"):
+            s.lookup("t", "id", 7)
+        assert s.list_indexes() == []
+        prefix = idx.index_prefix(idx.EXACT, info.index_id)
+        assert len(idx.entry_row_ids(s.lake.reader(), s.state, prefix)) == 202
+        with pytest.raises(NotFoundError, match="no live index named"):
+            s.drop_index(info.name)
+
+
+def test_drop_table_ends_its_indexes_in_the_same_change_set(lake: str) -> None:
+    with slatelake.connect(lake) as s:
+        s.create_index("t", "id")
+        s.create_index("t", "tag")
+        s.sql("DROP TABLE t")
+        cs = _last_change_set(s)
+        assert cs.mints_snapshot and "slatelake_index" in cs.tables
+        ended = [d for d in idx.definitions(s.state) if d.end_snapshot is not None]
+        assert len(ended) == 2 and {d.end_snapshot for d in ended} == {s.state.head.snapshot_id}
+        assert s.list_indexes() == []
+
+
+def test_index_ids_come_from_the_catalog_counter_and_are_never_reused(lake: str) -> None:
+    with slatelake.connect(lake) as s:
+        first = s.create_index("t", "id")
+        s.sql("CREATE TABLE u (a INTEGER)")
+        table_ids = {r[0] for r in s.state.rows("ducklake_table")}
+        assert first.index_id not in table_ids and max(table_ids) > first.index_id
+        s.drop_index(first.name)
+        second = s.create_index("t", "id")
+        assert second.index_id > max(table_ids | {first.index_id})
+
+
+def test_index_verbs_refuse_what_they_cannot_do(lake: str) -> None:
+    with slatelake.connect(lake) as s:
+        s.create_index("t", "id")
+        with pytest.raises(MisconfigurationError, match="already indexed"):
+            s.create_index("t", "id", name="again")
+        with pytest.raises(NotFoundError, match="no column"):
+            s.create_index("t", "nope")
+        with pytest.raises(NotFoundError, match="no table"):
+            s.create_index("missing", "id")
+        with pytest.raises(MisconfigurationError, match="NULL"):
+            s.lookup("t", "id", None)
+    with slatelake.connect(lake, read_only=True) as ro:
+        with pytest.raises(ReadOnlyError):
+            ro.create_index("t", "tag")
+        with pytest.raises(ReadOnlyError):
+            ro.drop_index("t_id_idx")
+        assert ro.lookup("t", "id", 5) == [(5, "g5")]
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "slatelake.cli", "index", *args],
+        env=subprocess_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_cli_index_create_list_lookup_drop(lake: str) -> None:
+    created = _cli("create", lake, "t", "tag", "--name", "tags", "--json")
+    assert created.returncode == 0, created.stderr
+    assert json.loads(created.stdout)["name"] == "tags"
+    listed = json.loads(_cli("list", lake, "--json").stdout)
+    assert [(i["name"], i["table"], i["column"]) for i in listed] == [("tags", "t", "tag")]
+    found = json.loads(_cli("lookup", lake, "t", "tag", "inline", "--json").stdout)
+    assert found == [{"id": 501, "tag": "inline"}]
+    assert _cli("drop", lake, "tags").returncode == 0
+    gone = _cli("lookup", lake, "t", "tag", "inline")
+    assert gone.returncode == 1 and "NotFoundError" in gone.stderr
