@@ -368,8 +368,9 @@ def test_7b_7c_reclaim_stranded_file_stats_and_inlined_tables(tmp_path) -> None:
             *[(9_000, 77, c, 1, 1, 0, "1", "2", False, None) for c in (1, 2, 3)],
         )
         gone, kept = "ducklake_inlined_data_77_1", f"ducklake_inlined_data_{t}_1"
-        damage.created_inline[gone] = [("a", "BIGINT")]
-        damage.created_inline[kept] = [("a", "BIGINT")]
+        ddl = [(c, "BIGINT") for c in ("row_id", "begin_snapshot", "end_snapshot", "a")]
+        damage.created_inline[gone] = ddl
+        damage.created_inline[kept] = ddl
         damage.insert(gone, (0, 1, None, 5), (1, 1, None, 6)).insert(kept, (0, 1, None, 7))
         damage.insert("ducklake_inlined_data_tables", (77, gone, 1), (t, kept, 1))
         lake.commit(state, damage, mints_snapshot=False)
