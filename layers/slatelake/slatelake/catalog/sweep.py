@@ -113,10 +113,10 @@ def maintain(
     else:
         lake.refresh(state)
     sweeper = _Sweeper(lake, state, request, progress, should_stop, sleep)
-    if request.sweep_orphaned_index_entries:
+    if request.sweep_orphaned_index_entries:  # 7b and 7c share step 7's switch
         sweeper.sweep_indexes()
-    sweeper.sweep_file_stats()
-    sweeper.sweep_inlined_tables()
+        sweeper.sweep_file_stats()
+        sweeper.sweep_inlined_tables()
     return sweeper.report
 
 

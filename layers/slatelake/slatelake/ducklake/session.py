@@ -32,7 +32,6 @@ from slatelake.errors import (
     MisconfigurationError,
     NotFoundError,
     ReadOnlyError,
-    SlatelakeError,
 )
 from slatelake.log.changeset import ChangeSet
 from slatelake.log.committer import Committed
@@ -214,7 +213,7 @@ class Session:
             # the data's change set, plus its index entries and cascaded ends
             cs = indexes.index_writes(self, captured)
             self._commit(lambda: self.lake.commit_change_set(self.state, cs))
-        except SlatelakeError:
+        except Exception:  # a refused commit, or index entries DuckDB could not read
             self._stale = True  # DuckDB holds changes the log refused
             raise
         self.capture.committed(captured)
