@@ -23,7 +23,7 @@ from slatelake.catalog.sweep import (
     next_index,
 )
 from slatelake.catalog.synthetic import EPOCH_2026_US, commit_changes, genesis_changes
-from slatelake.errors import MisconfigurationError, ReadOnlyError
+from slatelake.errors import ConflictError, MisconfigurationError, ReadOnlyError
 from slatelake.log.changeset import ChangeSet, Head
 from slatelake.store.db import open_writer
 from slatelake.store.keys import Subspace
@@ -386,3 +386,24 @@ def test_7b_7c_reclaim_stranded_file_stats_and_inlined_tables(tmp_path) -> None:
             assert fresh.materialize().same_rows(state)
         again = maintain(lake, FAST, state)
         assert (again.file_column_stats_reclaimed, again.inlined_tables_reclaimed) == (0, 0)
+
+
+def test_an_index_id_is_never_handed_out_twice_when_a_create_races_a_ddl_commit(
+    tmp_path,  # noqa: ANN001
+) -> None:
+    """Taking an id bumps the head snapshot in place; a DuckLake commit minting
+    the next snapshot (which took the same id) must make it conflict, not rebase."""
+    url = (tmp_path / "lake").as_uri()
+    lake, state = new_lake(url)
+    with lake, Lake.open(url) as other:
+        t = add_table(lake, state, "t")
+        changes, defn = idx.define(state, t, 1, "racing", idx.EXACT)
+        cs = build_change_set(state, changes, False, "create_index")
+        theirs = other.materialize()
+        winner = add_table(other, theirs, "u")  # takes the id ``defn`` took
+        assert winner == defn.index_id
+        with pytest.raises(ConflictError):
+            lake.commit_change_set(state, cs)
+        lake.refresh(state)
+        changes, again = idx.define(state, t, 1, "racing", idx.EXACT)
+        assert again.index_id > winner

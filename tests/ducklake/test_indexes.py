@@ -13,7 +13,8 @@ import pytest
 
 import slatelake
 from slatelake.catalog import indexes as idx
-from slatelake.errors import MisconfigurationError, NotFoundError, ReadOnlyError
+from slatelake.ducklake.session import retry
+from slatelake.errors import ConflictError, MisconfigurationError, NotFoundError, ReadOnlyError
 from slatelake.store.keys import Subspace
 from tests.conftest import subprocess_env
 
@@ -168,3 +169,13 @@ def test_cli_index_create_list_lookup_drop(lake: str) -> None:
     assert _cli("drop", lake, "tags").returncode == 0
     gone = _cli("lookup", lake, "t", "tag", "inline")
     assert gone.returncode == 1 and "NotFoundError" in gone.stderr
+
+
+def test_an_insert_racing_create_index_conflicts_and_its_retry_writes_entries(lake: str) -> None:
+    with slatelake.connect(lake) as a, slatelake.connect(lake) as b:
+        with pytest.raises(ConflictError), a.transaction():
+            a.sql("INSERT INTO t VALUES (7000, 'race')")
+            b.create_index("t", "id")  # lands first; a validated against the old head
+        retry(lambda: a.sql("INSERT INTO t VALUES (7000, 'race')"))
+        assert a.lookup("t", "id", 7000) == [(7000, "race")]
+        assert b.lookup("t", "id", 7000) == [(7000, "race")]
