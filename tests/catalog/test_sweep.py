@@ -407,3 +407,44 @@ def test_an_index_id_is_never_handed_out_twice_when_a_create_races_a_ddl_commit(
         lake.refresh(state)
         changes, again = idx.define(state, t, 1, "racing", idx.EXACT)
         assert again.index_id > winner
+
+
+def test_progress_every_64_batches_and_once_per_range_and_a_stopped_sweep_resumes(
+    tmp_path,  # noqa: ANN001
+) -> None:
+    url = (tmp_path / "lake").as_uri()
+    lake, state = new_lake(url)
+    with lake:
+        t = add_table(lake, state, "t")
+        first = create_index(lake, state, t, 1, 130)
+        second = create_index(lake, state, t, 2, 20)
+        drop_index(lake, state, first)
+        drop_index(lake, state, second)
+        lines: list[str] = []
+        report = maintain(lake, MaintenanceRequest(batch_size=1, pace_s=0), state, lines.append)
+        assert report.batches == 150
+        counted = [line for line in lines if "index entries reclaimed in" in line]
+        assert counted == [
+            "sweep: 64 index entries reclaimed in 64 batches",
+            "sweep: 128 index entries reclaimed in 128 batches",
+        ]
+        assert [line for line in lines if "(kind" in line] == [
+            f"sweep: index {first.index_id} (kind 1): 130 entries reclaimed",
+            f"sweep: index {second.index_id} (kind 1): 20 entries reclaimed",
+        ]
+
+        third = create_index(lake, state, t, 1, 50)
+        drop_index(lake, state, third)
+        calls = iter(range(1000))
+        stopped = maintain(
+            lake,
+            MaintenanceRequest(batch_size=10, pace_s=0),
+            state,
+            should_stop=lambda: "deadline" if next(calls) >= 2 else None,
+        )
+        assert (stopped.batches, stopped.index_entries_reclaimed) == (2, 20)
+        assert stopped.stopped == "deadline"
+        rest = maintain(lake, MaintenanceRequest(batch_size=10, pace_s=0), state)
+        assert (rest.index_entries_reclaimed, rest.stopped) == (30, None)
+        fold(url)
+        assert store_index_keys(url) == []
