@@ -34,7 +34,7 @@ from slatelake.catalog.sweep import MaintenanceReport, MaintenanceRequest, disco
 from slatelake.store.location import LakeLocation
 from tests.bench.common import run_header
 from tests.bench.substrate import install_counter
-from tests.catalog.test_sweep import add_table, create_index, drop_index, new_lake
+from tests.catalog.index_rows import add_table, create_index, drop_index, new_lake
 
 WRITE_CHUNK = 50_000
 
