@@ -107,12 +107,52 @@ def contents(lake: str, names: list[str]) -> dict[str, list[tuple[Any, ...]]]:
         return {n: sorted(s.sql(f"SELECT * FROM {n}").fetchall()) for n in names}
 
 
-@pytest.fixture
-def s3_lake(s3_bucket: str) -> tuple[str, str, list[str]]:
-    lake = f"s3://{s3_bucket}/lakes/sales"
-    data = f"s3://{s3_bucket}/data/sales/"
+@dataclass
+class PristineLake:
+    """A churned lake built once per module; every test gets it back byte for
+    byte at the same URLs (the catalog names its data path's bucket, so the
+    copy goes back into the same bucket)."""
+
+    bucket: str
+    lake: str
+    data: str
+    names: list[str]
+    objects: dict[str, bytes]
+
+    def restore(self) -> None:
+        import boto3
+
+        s3 = boto3.client("s3")
+        pages = s3.get_paginator("list_objects_v2").paginate(Bucket=self.bucket)
+        for page in pages:
+            for obj in page.get("Contents", []):
+                s3.delete_object(Bucket=self.bucket, Key=obj["Key"])
+        for key, body in self.objects.items():
+            s3.put_object(Bucket=self.bucket, Key=key, Body=body)
+
+
+@pytest.fixture(scope="module")
+def pristine_lake(moto_endpoint: str) -> PristineLake:
+    import boto3
+
+    bucket = f"lake-{uuid.uuid4().hex[:12]}"
+    s3 = boto3.client("s3")
+    s3.create_bucket(Bucket=bucket)
+    lake, data = f"s3://{bucket}/lakes/sales", f"s3://{bucket}/data/sales/"
     names = churn(lake, data)
-    return lake, data, names
+    objects = {
+        obj["Key"]: s3.get_object(Bucket=bucket, Key=obj["Key"])["Body"].read()
+        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket)
+        for obj in page.get("Contents", [])
+    }
+    return PristineLake(bucket, lake, data, names, objects)
+
+
+@pytest.fixture
+def s3_lake(pristine_lake: PristineLake) -> tuple[str, str, list[str]]:
+    """The module's churned lake on moto's S3, fresh for this test."""
+    pristine_lake.restore()
+    return pristine_lake.lake, pristine_lake.data, list(pristine_lake.names)
 
 
 @pytest.fixture
