@@ -115,15 +115,20 @@ def _write_rounds(writer: StoreWriter, rounds: list[tuple[bytes, bytes | None]])
         writer.flush()
 
 
+@pytest.mark.parametrize("kind", ["file", "s3"])
 def test_acceptance_4_key_written_n_times_and_a_deleted_key_leave_one_version_no_tombstone(
-    tmp_path: Path, fast_compactor: None
+    kind: str, request: pytest.FixtureRequest, tmp_path: Path, fast_compactor: None
 ) -> None:
     key = encode_key(Subspace.INDEX, 1, 42)
     gone = encode_key(Subspace.INDEX, 1, 43)
     versions = [os.urandom(1024) for _ in range(6)]
     final = versions[-1]
 
-    churned_url = (tmp_path / "churned").as_uri()
+    if kind == "file":
+        churned_url, clean_url = (tmp_path / "churned").as_uri(), (tmp_path / "clean").as_uri()
+    else:
+        bucket = request.getfixturevalue("s3_bucket")
+        churned_url, clean_url = f"s3://{bucket}/churned", f"s3://{bucket}/clean"
     writer = open_writer(LakeLocation.parse(churned_url))
     try:
         # Four versions of the key: the compactor gathers them into the bottom run.
@@ -143,7 +148,6 @@ def test_acceptance_4_key_written_n_times_and_a_deleted_key_leave_one_version_no
         writer.close()
 
     # The same segment written with nothing but the key's final version.
-    clean_url = (tmp_path / "clean").as_uri()
     writer = open_writer(LakeLocation.parse(clean_url))
     try:
         _write_rounds(writer, [(key, final)] * 4)

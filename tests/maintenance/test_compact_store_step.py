@@ -175,3 +175,14 @@ def test_acceptance_7_a_failing_merge_reports_failed_and_the_lake_stays_queryabl
             folder.close()
     with Lake.open(url, read_only=True) as lake:  # a fresh handle reads the lake too
         assert lake.materialize().same_rows(final)
+
+
+def test_a_pass_out_of_time_leaves_the_merge_for_the_next_pass(lake_with_runs: str) -> None:
+    from slatelake.maintenance.runner import run_pass
+
+    options = {"MAINTENANCE_COMPACT_STORE": "true"}
+    with slatelake.connect(lake_with_runs, options=options) as s:
+        report = run_pass(s, s.options, deadline=lambda: 0.0)
+    step = report.step("compact_store")
+    assert step.status == SKIPPED and "deadline" in step.detail and "next pass" in step.detail
+    assert report.work_pending

@@ -6,7 +6,7 @@ cannot drift. Status follows the RFC's vocabulary (ran / skipped / failed);
 the merge outcome leads the detail -- ``completed: ...``, ``pending: ...``,
 ``failed: ...`` -- and a pending or failed merge marks ``work_pending``, so
 the next pass (and the status window) shows that the store still has work
-queued. The wait is ``COMPACT_STORE_TIMEOUT`` (default 300 s), cut short by
+queued. The wait is ``COMPACT_STORE_TIMEOUT`` (default 60 s), cut short by
 the pass's own deadline. Never raises for a step failure: it reports it.
 """
 
@@ -30,7 +30,7 @@ from slatelake.maintenance.progress import Progress
 from slatelake.maintenance.report import PassReport
 
 STEP = "compact_store"
-DEFAULT_TIMEOUT_S = 300.0
+DEFAULT_TIMEOUT_S = 60.0
 
 
 def run_compact_store(
