@@ -4,6 +4,7 @@ catalog counter, drops that hide entries at once and leave them for the sweep.""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import subprocess
 import sys
@@ -179,3 +180,24 @@ def test_an_insert_racing_create_index_conflicts_and_its_retry_writes_entries(la
         retry(lambda: a.sql("INSERT INTO t VALUES (7000, 'race')"))
         assert a.lookup("t", "id", 7000) == [(7000, "race")]
         assert b.lookup("t", "id", 7000) == [(7000, "race")]
+
+
+def test_lookups_render_values_through_the_column_type(tmp_path: Path) -> None:
+    """The index and the lookup cast a value the same way, whatever its type
+    (a digest of DuckDB's text for non-integers, the integer itself otherwise)."""
+    url = (tmp_path / "lake").as_uri()
+    with slatelake.connect(url, data_path=f"{tmp_path / 'data'}/") as s:
+        s.sql("CREATE TABLE m (d DATE, x DOUBLE, big UBIGINT, n BIGINT)")
+        s.sql(
+            "INSERT INTO m SELECT DATE '2026-01-01' + i::INTEGER, i / 2, "
+            "18446744073709551615 - i, -i FROM range(300) r(i)"
+        )
+        kinds = {c: s.create_index("m", c).kind for c in ("d", "x", "big", "n")}
+        assert kinds == {"d": "digest", "x": "digest", "big": "digest", "n": "exact"}
+        assert [r[3] for r in s.lookup("m", "d", dt.date(2026, 1, 11))] == [-10]
+        assert [r[3] for r in s.lookup("m", "d", "2026-01-11")] == [-10]
+        assert [r[3] for r in s.lookup("m", "x", 3)] == [-6]  # 3 is rendered as 3.0
+        assert [r[3] for r in s.lookup("m", "big", 18446744073709551615)] == [0]
+        assert [r[3] for r in s.lookup("m", "n", -299)] == [-299]
+        assert [r[3] for r in s.lookup("m", "x", 3.5)] == [-7]
+        assert s.lookup("m", "x", 3.25) == []

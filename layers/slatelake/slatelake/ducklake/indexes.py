@@ -173,13 +173,13 @@ def create_index(session: Session, table: str, column: str, name: str | None = N
                 )
         kind = idx.kind_for(target.column_type)
         changes, defn = idx.define(state, target.table_id, target.column_id, index_name, kind)
-        col = quote(column)
-        rows = session.con.cursor().execute(
-            f"SELECT rowid, {_value_sql(kind, column)} FROM {_relation(session, target)} "
-            f"WHERE {col} IS NOT NULL"
-        )
+        with session.con.cursor() as cur:
+            rows = cur.execute(
+                f"SELECT rowid, {_value_sql(kind, column)} FROM {_relation(session, target)} "
+                f"WHERE {quote(column)} IS NOT NULL"
+            ).fetchall()
         cs = build_change_set(state, changes, False, f"slatelake:create_index:{index_name}")
-        cs = replace(cs, puts=cs.puts + tuple(_entries(kind, defn.index_id, rows.fetchall())))
+        cs = replace(cs, puts=cs.puts + tuple(_entries(kind, defn.index_id, rows)))
         try:
             session.commit_change_set(cs)
         except ConflictError:
@@ -245,8 +245,19 @@ def lookup(session: Session, table: str, column: str, value: Any) -> list[Row]:
             f"no live index on {target.table}.{column}; create one with "
             f"`slatelake index create LAKE {target.table} {column}`"
         )
-    defn = found[0]
-    cur = session.con.cursor()
+    with session.con.cursor() as cur:
+        return _lookup(session, cur, state, target, found[0], value)
+
+
+def _lookup(
+    session: Session,
+    cur: Any,
+    state: CatalogState,
+    target: _Target,
+    defn: idx.IndexDef,
+    value: Any,
+) -> list[Row]:
+    column = target.column
     rel = _relation(session, target)
     ctype = cur.execute(f"DESCRIBE SELECT {quote(column)} FROM {rel}").fetchone()[1]
     (rendered,) = cur.execute(
@@ -282,17 +293,17 @@ def index_writes(session: Session, captured: Captured) -> ChangeSet:
     if captured.mints_snapshot and touched:
         snap = state.head.snapshot_id + 1
         names = _names(state)
-        cur = session.con.cursor()
-        for defn in live:
-            if defn.table_id not in touched or (defn.table_id, defn.column_id) not in names:
-                continue
-            schema, table, column = names[(defn.table_id, defn.column_id)]
-            rows = cur.execute(
-                f"SELECT rowid, {_value_sql(defn.kind, column)} FROM ducklake_table_changes("
-                f"?, ?, ?, {snap}, {snap}) WHERE {_INSERTED} AND {quote(column)} IS NOT NULL",
-                [session.alias, schema, table],
-            ).fetchall()
-            puts += _entries(defn.kind, defn.index_id, rows)
+        with session.con.cursor() as cur:
+            for defn in live:
+                if defn.table_id not in touched or (defn.table_id, defn.column_id) not in names:
+                    continue
+                schema, table, column = names[(defn.table_id, defn.column_id)]
+                rows = cur.execute(
+                    f"SELECT rowid, {_value_sql(defn.kind, column)} FROM ducklake_table_changes("
+                    f"?, ?, ?, {snap}, {snap}) WHERE {_INSERTED} AND {quote(column)} IS NOT NULL",
+                    [session.alias, schema, table],
+                ).fetchall()
+                puts += _entries(defn.kind, defn.index_id, rows)
     cs = build_change_set(state, changes, captured.mints_snapshot, captured.changes_made)
     return replace(cs, puts=cs.puts + tuple(puts)) if puts else cs
 
