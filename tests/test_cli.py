@@ -12,7 +12,19 @@ import pytest
 from slatelake.cli import build_parser, main
 from tests.conftest import subprocess_env
 
-COMMANDS = ["init", "fold", "hold", "log", "demo", "sql", "maintain", "status"]
+COMMANDS = [
+    "init",
+    "fold",
+    "hold",
+    "log",
+    "demo",
+    "sql",
+    "maintain",
+    "status",
+    "census",
+    "compact-store",
+    "index",
+]
 
 
 def test_every_subcommand_is_registered_with_help() -> None:
