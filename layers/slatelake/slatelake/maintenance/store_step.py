@@ -12,6 +12,7 @@ the pass's own deadline. Never raises for a step failure: it reports it.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 from slatelake.catalog.store_merge import (
@@ -53,10 +54,12 @@ def run_compact_store(
     timeout = options.compact_store_timeout_s or DEFAULT_TIMEOUT_S
     request = CompactStoreRequest(subspace=options.compact_store_subspace, wait_s=timeout)
     progress(f"step {STEP} start (target {request.subspace or 'whole store'}, wait {timeout:g}s)")
+    t0 = time.monotonic()
     try:
         merged = compact_store(session.lake, request, should_stop=out_of_time)
     except Exception as exc:  # the admin API refused: report, never abort the pass
-        report.add(STEP, rpt.FAILED, f"{type(exc).__name__}: {exc}")
+        row = report.add(STEP, rpt.FAILED, f"{type(exc).__name__}: {exc}")
+        row.seconds = round(time.monotonic() - t0, 3)
         report.work_pending = True
         progress(f"step {STEP} end: failed ({exc})")
         return
@@ -66,7 +69,8 @@ def run_compact_store(
         FAILED: rpt.FAILED,
         SKIPPED: rpt.SKIPPED,
     }[merged.outcome]
-    report.add(STEP, status, merged.summary(), step_counts(merged))
+    row = report.add(STEP, status, merged.summary(), step_counts(merged))
+    row.seconds = round(time.monotonic() - t0, 3)
     if merged.outcome in (PENDING, FAILED):
         report.work_pending = True
     progress(f"step {STEP} end after {merged.waited_s:.2f}s: {status} ({merged.summary()})")
