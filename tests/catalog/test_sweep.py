@@ -213,6 +213,9 @@ def test_acceptance_6_discovery_costs_one_seek_per_distinct_index(seeded_store) 
     writer, ids = seeded_store
     report = MaintenanceReport()
     state = CatalogState(head=Head(0, 0), last_seq=0)  # nothing unfolded
+    head_row = RowChanges().insert("ducklake_snapshot", (0, 0, 0, 1 << 41, 0))
+    state.apply(build_change_set(state, head_row, False))  # every seeded id is below the horizon
+    state.head = Head(0, 0)
     live = {0, 17, 99}
     dead = discover(writer, state, live, report)
     assert dead == sorted((k, i) for k, g in ids.items() for i in g if i not in live)
@@ -359,3 +362,23 @@ def test_progress_every_64_batches_and_once_per_range_and_a_stopped_sweep_resume
         assert (rest.index_entries_reclaimed, rest.stopped) == (30, None)
         fold(url)
         assert store_index_keys(url) == []
+
+
+def test_discovery_never_judges_an_index_created_after_its_view(tmp_path) -> None:  # noqa: ANN001
+    """The store reader follows the newest manifest and can be ahead of the
+    view: entries of an index created (and folded) since must not look dead."""
+    url = (tmp_path / "lake").as_uri()
+    lake, state = new_lake(url)
+    with lake, Lake.open(url) as other:
+        t = add_table(lake, state, "t")
+        old = create_index(lake, state, t, 1, 10)
+        drop_index(lake, state, old)
+        theirs = other.materialize()
+        newer = create_index(other, theirs, t, 2, 10)  # after ``state``'s view
+        fold(url)
+        reader = lake.reader(fresh=True)
+        assert next_index(reader, idx.EXACT, old.index_id + 1) == newer.index_id
+        live = idx.live_index_ids(state)
+        assert discover(reader, state, live) == [(idx.EXACT, old.index_id)]
+        lake.refresh(state)
+        assert discover(reader, state, idx.live_index_ids(state)) == [(idx.EXACT, old.index_id)]

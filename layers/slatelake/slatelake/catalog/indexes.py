@@ -134,6 +134,15 @@ def live_index_ids(state: CatalogState) -> set[int]:
     return {d.index_id for d in live_definitions(state)}
 
 
+def id_horizon(state: CatalogState) -> int:
+    """The head's next catalog id. Every id below it was handed out at or
+    before the head, so one not live there is dead forever; an id at or above
+    it may belong to an index created after this view and is never judged."""
+    snap = registry.spec("ducklake_snapshot")
+    row = state.get(row_key(snap, (state.head.snapshot_id, None, None, None, None)))
+    return 0 if row is None else row[snap.index("next_catalog_id")]
+
+
 def has_definitions(state: CatalogState) -> bool:
     """Cheap: whether any definition (live or not) exists; the write path's gate."""
     return bool(state.keys_of_kind(DEF.kind))

@@ -137,15 +137,20 @@ def discover(
     report: MaintenanceReport | None = None,
 ) -> list[tuple[int, int]]:
     """(kind, index_id) of every dead index holding entries, in key order:
-    the store by skip-scan, plus ids only the unfolded log tail wrote."""
+    the store by skip-scan, plus ids only the unfolded log tail wrote.
+
+    The store reader may be ahead of ``state`` (it follows the newest
+    manifest), so an id at or past the state's id horizon is never dead: it
+    may be an index created after this view. Past the horizon the scan stops."""
+    horizon = indexes.id_horizon(state)
     dead: set[tuple[int, int]] = set()
     for kind in indexes.INDEX_KINDS:
         at = 0
-        while True:
+        while at < horizon:
             if report is not None:
                 report.seeks += 1
             index_id = next_index(reader, kind, at)
-            if index_id is None:
+            if index_id is None or index_id >= horizon:
                 break
             if index_id not in live:
                 dead.add((kind, index_id))
@@ -153,7 +158,7 @@ def discover(
     for key, present in state.index_overlay.items():
         if present:
             _, kind, comps = decode_key(key)
-            if comps[0] not in live:
+            if comps[0] not in live and comps[0] < horizon:
                 dead.add((kind, comps[0]))
     return sorted(dead)
 
