@@ -126,6 +126,8 @@ def test_acceptance_3_batching_is_bounded_and_head_preserving(tmp_path) -> None:
             assert all(k[0] == Subspace.INDEX for k in cs.deletes)
         assert sum(len(e[0].deletes) for e in envelopes) == 1000
         assert sorted(state.rows("ducklake_snapshot")) == snapshots  # no snapshot record
+        # the view remembers one record for the swept range, not one per entry
+        assert state.index_overlay == {} and list(state.index_swept) == [defn.prefix]
 
 
 def test_acceptance_4_sweep_interleaved_with_commits_for_a_live_index(tmp_path) -> None:  # noqa: ANN001

@@ -27,6 +27,11 @@ SYS_HEAD = encode_key(Subspace.SYS, 0x02)
 SYS_FOLD = encode_key(Subspace.SYS, 0x03)
 _FORMAT_KIND, _HEAD_KIND, _FOLD_KIND = 0x01, 0x02, 0x03
 
+# The ``tables`` of a sweep batch of index entries (catalog/sweep.py), and the
+# length of one index's key prefix: subspace, kind, index id.
+SWEEP_INDEX_TABLE = "index"
+INDEX_RANGE_PREFIX = 2 + 8
+
 # The head of a lake with no DuckLake snapshot yet: the first commit mints 0.
 EMPTY_HEAD = Head(-1, 0)
 CATALOG_SUBSPACES = (Subspace.SNAPSHOT, Subspace.CURRENT, Subspace.HISTORY, Subspace.INLINE)
@@ -80,6 +85,10 @@ class CatalogState:
     # index entries written (True) or deleted (False) by change sets applied to
     # this state, i.e. not yet seen in the store it was materialized from
     index_overlay: dict[bytes, bool] = field(default_factory=dict, repr=False)
+    # per dead index range (its 18-byte prefix): the highest key a sweep batch
+    # deleted. A sweep deletes a range's stored entries in ascending order, so
+    # every stored key at or below it is gone: one record per range, not per key.
+    index_swept: dict[bytes, bytes] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         for key in self.entries:
@@ -95,6 +104,7 @@ class CatalogState:
         return self._by_kind.get(kind, set())
 
     def apply(self, cs: ChangeSet, seq: int | None = None) -> None:
+        sweep = cs.tables == (SWEEP_INDEX_TABLE,)
         for key, value in cs.puts:
             if key[0] == Subspace.SYS:
                 self.sys_overlay[key] = value
@@ -109,7 +119,12 @@ class CatalogState:
                 self.sys_overlay[key] = None
                 continue
             if key[0] == Subspace.INDEX:
-                self.index_overlay[key] = False
+                if sweep:
+                    self.index_overlay.pop(key, None)
+                    rng = key[:INDEX_RANGE_PREFIX]
+                    self.index_swept[rng] = max(self.index_swept.get(rng, key), key)
+                else:
+                    self.index_overlay[key] = False
                 continue
             if self.entries.pop(key, None) is not None:
                 self._by_kind[key[1]].discard(key)
@@ -187,6 +202,7 @@ class CatalogState:
         self.entries, self._by_kind = other.entries, other._by_kind
         self.sys_overlay = other.sys_overlay
         self.index_overlay = other.index_overlay
+        self.index_swept = other.index_swept
 
     def same_rows(self, other: CatalogState) -> bool:
         return self.head == other.head and self.entries == other.entries

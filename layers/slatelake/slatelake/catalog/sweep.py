@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from slatelake.catalog import indexes, registry
 from slatelake.catalog.rows import inline_ddl_key, inline_rows_prefix, row_key
-from slatelake.catalog.state import CatalogState
+from slatelake.catalog.state import SWEEP_INDEX_TABLE, CatalogState
 from slatelake.errors import ConflictError, MisconfigurationError, ReadOnlyError
 from slatelake.log.changeset import ChangeSet
 from slatelake.store.keys import Subspace, decode_key, encode_key
@@ -196,7 +196,7 @@ class _Sweeper:
             cs = ChangeSet(
                 base=self.state.head,
                 deletes=keys,
-                tables=(what,),
+                tables=(SWEEP_INDEX_TABLE if what == "index" else what,),
                 changes_made=f"slatelake:sweep:{what}",
             )
             try:
@@ -241,9 +241,12 @@ class _Sweeper:
         """The dead range read once (one scan, read-ahead), overlaid with the
         unfolded tail, cut into batches."""
         overlay = {k: p for k, p in self.state.index_overlay.items() if k.startswith(key_prefix)}
+        # stored keys up to an earlier batch's highest are already deleted
+        through = self.state.index_swept.get(key_prefix)
         size = self.request.batch_size
         out: list[bytes] = []
-        for rows in reader.scan_prefix_batches(key_prefix, batch=min(size, 10_000)):
+        scan = reader.scan_prefix_batches(key_prefix, start_after=through, batch=min(size, 10_000))
+        for rows in scan:
             for key, _ in rows:
                 if overlay.pop(key, True):
                     out.append(key)

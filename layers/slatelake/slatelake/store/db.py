@@ -139,12 +139,17 @@ class _ScanMixin:
         self, key_prefix: bytes, start_after: bytes | None = None, batch: int = SCAN_BATCH
     ) -> Iterator[list[tuple[bytes, bytes]]]:
         """Yield lists of (key, value) under a prefix, in key order."""
-        rng = _ALL
-        if start_after is not None:
-            rng = KeyRange(start=start_after, start_inclusive=False, end=None, end_inclusive=False)
-        it = _call(
-            f"{self._what} scan", self._handle.scan_prefix_with_options(key_prefix, rng, _BULK)
-        )
+        if start_after is None:
+            scan = self._handle.scan_prefix_with_options(key_prefix, _ALL, _BULK)
+        else:  # an absolute range: scan_prefix's subrange is relative to the prefix
+            rng = KeyRange(
+                start=max(start_after, key_prefix),
+                start_inclusive=start_after < key_prefix,
+                end=_prefix_end(key_prefix),
+                end_inclusive=False,
+            )
+            scan = self._handle.scan_with_options(rng, _BULK)
+        it = _call(f"{self._what} scan", scan)
         while True:
             rows = _call(f"{self._what} scan", it.next_batch(batch))
             if not rows:
