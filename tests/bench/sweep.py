@@ -10,7 +10,8 @@ Everything runs on a local-file lake under a temporary directory.
    The entries are written straight into the store by the folder's writer
    (what a long-folded index looks like), the definition is ended, then
    ``maintain`` runs with the default batch size (65,536) and pace 0; the
-   figure with the default 1 s pace is time + (batches - 1) s. Object PUTs:
+   figure with the default 1 s pace is time + (batches - 1) s; RSS growth is
+   measured across the call. Object PUTs:
    slot PUTs counted on the lake's ObjectClient, plus the SST objects the
    folder writes folding the batches (new ``*.sst`` files in the store).
 2. Discovery: ``discover`` (the skip-scan alone, all indexes live) over 100
@@ -31,6 +32,7 @@ from slatelake.catalog import indexes as idx
 from slatelake.catalog.folder import Folder
 from slatelake.catalog.lake import Lake
 from slatelake.catalog.sweep import MaintenanceReport, MaintenanceRequest, discover, maintain
+from slatelake.maintenance.progress import rss_mb
 from slatelake.store.location import LakeLocation
 from tests.bench.common import run_header
 from tests.bench.substrate import install_counter
@@ -73,9 +75,11 @@ def bench_sweep(root: Path, entries: int) -> dict:
         state = lake.materialize()
         counter = install_counter(lake)
         before = dict(counter.counts)
+        rss0 = rss_mb()[0]
         t0 = time.perf_counter()
         report = maintain(lake, MaintenanceRequest(pace_s=0), state)
         sweep_s = time.perf_counter() - t0
+        rss_growth = rss_mb()[0] - rss0  # the view holding the swept range stays alive
         slot_puts = counter.counts["put_if_absent:commits"] - before.get("put_if_absent:commits", 0)
     ssts = _ssts(root / "sweep-lake")
     t0 = time.perf_counter()
@@ -96,6 +100,7 @@ def bench_sweep(root: Path, entries: int) -> dict:
         "batches": report.batches,
         "batch_size": MaintenanceRequest().batch_size,
         "sweep_s_with_default_pace": round(sweep_s + max(report.batches - 1, 0) * 1.0, 2),
+        "rss_growth_mb": round(rss_growth, 1),
         "slot_puts": slot_puts,
         "fold_s": round(fold_s, 2),
         "fold_sst_puts": sst_puts,
