@@ -201,3 +201,19 @@ def test_lookups_render_values_through_the_column_type(tmp_path: Path) -> None:
         assert [r[3] for r in s.lookup("m", "n", -299)] == [-299]
         assert [r[3] for r in s.lookup("m", "x", 3.5)] == [-7]
         assert s.lookup("m", "x", 3.25) == []
+
+
+def test_one_transaction_inserting_into_two_indexed_tables_writes_both(lake: str) -> None:
+    with slatelake.connect(lake) as s:
+        s.sql("CREATE TABLE u (k VARCHAR)")
+        s.create_index("t", "id")
+        s.create_index("u", "k")
+        with s.transaction():
+            s.sql("INSERT INTO t SELECT i, 'tx' FROM range(800, 900) r(i)")
+            s.sql("INSERT INTO u VALUES ('a'), ('b')")
+            s.sql("UPDATE t SET tag = 'tx2' WHERE id = 7")
+        assert s.lookup("t", "id", 850) == [(850, "tx")]
+        assert s.lookup("t", "id", 7) == [(7, "tx2")]
+        assert s.lookup("u", "k", "b") == [("b",)]
+        s.sql("CALL ducklake_rewrite_data_files('lake', delete_threshold => 0.0)")
+        assert not [k for k, _ in _last_change_set(s).puts if k[0] == Subspace.INDEX]

@@ -46,6 +46,8 @@ if TYPE_CHECKING:
 CREATE_ATTEMPTS = 5
 NESTED = ("struct", "list", "map", "array", "union", "variant")
 _INSERTED = "change_type IN ('insert', 'update_postimage')"
+# DuckLake's changes_made entries for rows added to a table (UPDATE included)
+INSERT_CHANGES = frozenset({"inserted_into_table", "inlined_insert"})
 
 
 @dataclass(frozen=True)
@@ -289,7 +291,7 @@ def index_writes(session: Session, captured: Captured) -> ChangeSet:
     ended = {d.index_id for d in idx.cascade(state, changes)}
     live = [d for d in idx.live_definitions(state) if d.index_id not in ended]
     puts: list[tuple[bytes, bytes]] = []
-    touched = _touched_tables(changes)
+    touched = _touched_tables(captured.changes_made)
     if captured.mints_snapshot and touched:
         snap = state.head.snapshot_id + 1
         names = _names(state)
@@ -308,13 +310,13 @@ def index_writes(session: Session, captured: Captured) -> ChangeSet:
     return replace(cs, puts=cs.puts + tuple(puts)) if puts else cs
 
 
-def _touched_tables(changes: RowChanges) -> set[int]:
-    """Tables the transaction added data to: new data files or inlined rows."""
-    spec = registry.spec("ducklake_data_file")
-    tid, end = spec.index("table_id"), spec.index("end_snapshot")
-    out = {r[tid] for r in changes.inserted.get(spec.name, []) if r[end] is None}
-    for name, rows in changes.inserted.items():
-        inline = registry.inline_table(name)
-        if rows and inline is not None and inline.row_kind == registry.INLINE_ROW_KIND:
-            out.add(inline.ids[0])
+def _touched_tables(changes_made: str) -> set[int]:
+    """Tables the transaction inserted rows into (Parquet or inlined), from
+    DuckLake's own ``changes_made``. Flush, merge and rewrite keep row ids and
+    values, so their snapshots need no entries and are not read."""
+    out = set()
+    for token in changes_made.split(","):
+        change, _, table_id = token.partition(":")
+        if change in INSERT_CHANGES and table_id.isdigit():
+            out.add(int(table_id))
     return out
