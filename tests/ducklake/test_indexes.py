@@ -217,3 +217,15 @@ def test_one_transaction_inserting_into_two_indexed_tables_writes_both(lake: str
         assert s.lookup("u", "k", "b") == [("b",)]
         s.sql("CALL ducklake_rewrite_data_files('lake', delete_threshold => 0.0)")
         assert not [k for k, _ in _last_change_set(s).puts if k[0] == Subspace.INDEX]
+
+
+def test_a_renamed_column_keeps_its_index_and_a_retyped_one_ends_it(lake: str) -> None:
+    with slatelake.connect(lake) as s:
+        s.create_index("t", "id")
+        s.create_index("t", "tag")
+        s.sql("ALTER TABLE t RENAME COLUMN tag TO label")
+        assert s.lookup("t", "label", "inline") == [(501, "inline")]
+        s.sql("ALTER TABLE t ALTER COLUMN id SET DATA TYPE BIGINT")
+        assert [(i.name, i.column) for i in s.list_indexes()] == [("t_tag_idx", "label")]
+        with pytest.raises(NotFoundError, match="no live index"):
+            s.lookup("t", "id", 7)

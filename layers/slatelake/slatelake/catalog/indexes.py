@@ -190,9 +190,12 @@ def end(changes: RowChanges, defn: IndexDef, at_snapshot: int) -> IndexDef:
 
 def cascade(state: CatalogState, changes: RowChanges) -> list[IndexDef]:
     """End, in ``changes``, the live definitions whose table or column the
-    changes end (DROP TABLE, DROP COLUMN). Returns what it ended."""
+    changes end (DROP TABLE, DROP COLUMN, a column's type change; a rename
+    keeps the ids and the index). Returns what it ended."""
     gone_tables = _ended(changes, "ducklake_table", ("table_id",))
-    gone_columns = _ended(changes, "ducklake_column", ("table_id", "column_id"))
+    # a column whose type changed is gone too: its entries render the old type
+    typed = _ended(changes, "ducklake_column", ("table_id", "column_id", "column_type"))
+    gone_columns = {t[:2] for t in typed}
     if not gone_tables and not gone_columns:
         return []
     out = []
