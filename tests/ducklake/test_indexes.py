@@ -11,6 +11,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import slatelake
 from slatelake.catalog import indexes as idx
@@ -229,3 +231,41 @@ def test_a_renamed_column_keeps_its_index_and_a_retyped_one_ends_it(lake: str) -
         assert [(i.name, i.column) for i in s.list_indexes()] == [("t_tag_idx", "label")]
         with pytest.raises(NotFoundError, match="no live index"):
             s.lookup("t", "id", 7)
+
+
+_OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("insert"), st.lists(st.integers(0, 5), min_size=1, max_size=40)),
+        st.tuples(st.just("delete"), st.integers(0, 5)),
+        st.tuples(st.just("update"), st.integers(0, 5), st.integers(0, 5)),
+    ),
+    min_size=1,
+    max_size=5,
+)
+
+
+@settings(
+    max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(ops=_OPS)
+def test_lookup_agrees_with_a_plain_equality_query_after_any_writes(
+    tmp_path_factory: pytest.TempPathFactory, ops: list[tuple]
+) -> None:
+    root = tmp_path_factory.mktemp("prop")
+    with slatelake.connect(root.joinpath("lake").as_uri(), data_path=f"{root / 'data'}/") as s:
+        s.sql("CREATE TABLE p (v INTEGER, w VARCHAR)")
+        s.sql("INSERT INTO p SELECT i % 6, 'w' || (i % 6) FROM range(60) r(i)")
+        s.create_index("p", "v")
+        s.create_index("p", "w")
+        for op in ops:
+            if op[0] == "insert":
+                rows = ", ".join(f"({v}, 'w{v}')" for v in op[1])
+                s.sql(f"INSERT INTO p VALUES {rows}")
+            elif op[0] == "delete":
+                s.sql(f"DELETE FROM p WHERE v = {op[1]}")
+            else:
+                s.sql(f"UPDATE p SET v = {op[2]}, w = 'w{op[2]}' WHERE v = {op[1]}")
+        for v in range(6):
+            expected = s.sql("SELECT * FROM p WHERE v = ? ORDER BY rowid", [v]).fetchall()
+            assert s.lookup("p", "v", v) == expected
+            assert s.lookup("p", "w", f"w{v}") == expected
