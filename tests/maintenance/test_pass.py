@@ -122,6 +122,17 @@ def test_status_retains_earlier_passes_each_with_its_trigger_and_reads_read_only
     assert window[0].step("merge_adjacent_files").status == SKIPPED
     with slatelake.connect(url) as s:
         assert s.state.head.snapshot_id == head.snapshot_id  # status writes mint nothing
+    # Each record carries the head it was written against: the newest one is
+    # the current head less its own head-preserving batch.
+    assert (window[0].head_snapshot_id, window[0].head_batch_seq) == (
+        head.snapshot_id,
+        head.batch_seq - 1,
+    )
+    assert window[1].head_snapshot_id is not None
+    assert (window[1].head_snapshot_id, window[1].head_batch_seq) < (
+        window[0].head_snapshot_id,
+        window[0].head_batch_seq,
+    )
 
 
 def test_a_failed_step_skips_later_ducklake_steps_naming_it(churned) -> None:  # noqa: ANN001

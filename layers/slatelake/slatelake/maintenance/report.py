@@ -42,6 +42,9 @@ class PassReport:
     steps: list[StepReport] = field(default_factory=list)
     seconds: float = 0.0
     rss_hwm_mb: float = 0.0
+    # The head the record was written against (set by record_pass).
+    head_snapshot_id: int | None = None
+    head_batch_seq: int | None = None
 
     def add(
         self, step: str, status: str, detail: str, counts: dict[str, int] | None = None
@@ -64,6 +67,8 @@ class PassReport:
             work_pending=bool(doc["work_pending"]),
             seconds=float(doc.get("seconds") or 0.0),
             rss_hwm_mb=float(doc.get("rss_hwm_mb") or 0.0),
+            head_snapshot_id=doc.get("head_snapshot_id"),
+            head_batch_seq=doc.get("head_batch_seq"),
             steps=[
                 StepReport(
                     s["step"],

@@ -173,6 +173,8 @@ def record_pass(session: Session, report: PassReport) -> None:
         try:
             session.refresh()
             window = rpt.decode_window(session.lake.read_sys(session.state, rpt.STATUS_KEY))
+            report.head_snapshot_id = session.state.head.snapshot_id
+            report.head_batch_seq = session.state.head.batch_seq
             cs = ChangeSet(
                 base=session.state.head,
                 puts=((rpt.STATUS_KEY, rpt.encode_window([*window, report])),),

@@ -11,6 +11,7 @@ raises for a step failure: all three rows report ``failed``.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 from slatelake.catalog.sweep import DEFAULT_PACE_S, MaintenanceReport, MaintenanceRequest, maintain
@@ -43,6 +44,7 @@ def run_sweep_steps(
         report.work_pending = True
         return
     progress(f"step sweep start (batch size {options.batch_size})")
+    t0 = time.monotonic()
     try:
         request = MaintenanceRequest(batch_size=options.batch_size, pace_s=pace_s)
         session.refresh()
@@ -55,8 +57,10 @@ def run_sweep_steps(
         report.work_pending = True
         progress(f"step sweep end: failed ({exc})")
         return
-    for step, (detail, counts) in zip(STEPS, step_rows(swept), strict=True):
-        report.add(step, RAN, detail, counts)
+    rows = [
+        report.add(step, RAN, d, c) for step, (d, c) in zip(STEPS, step_rows(swept), strict=True)
+    ]
+    rows[0].seconds = round(time.monotonic() - t0, 3)  # one call does all three; timed once
     if swept.stopped is not None:
         report.work_pending = True
     progress(f"step sweep end: {swept.batches} batches, {swept.rebases} rebased")
