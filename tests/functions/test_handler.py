@@ -13,6 +13,7 @@ import boto3
 import pytest
 
 import slatelake
+from slatelake.maintenance.options import STEPS
 from slatelake.maintenance.report import FAILED, RAN, SKIPPED
 from tests.conftest import subprocess_env
 from tests.functions.conftest import (
@@ -25,16 +26,9 @@ from tests.functions.conftest import (
     load_event,
     metric_key,
 )
+from tests.maintenance.test_pass import CONFIGURED
 
-ALL_STEPS = {
-    "MAINTENANCE_EXPIRE_SNAPSHOTS_OLDER_THAN": "1 second",
-    "MAINTENANCE_FLUSH_INLINED_DATA": "true",
-    "MAINTENANCE_MERGE_ADJACENT_FILES": "true",
-    "MAINTENANCE_REWRITE_DATA_FILES_DELETE_THRESHOLD": "0.01",
-    "MAINTENANCE_CLEANUP_OLD_FILES_CLEANUP_ALL": "true",
-    "MAINTENANCE_DELETE_ORPHANED_FILES_CLEANUP_ALL": "true",
-    "MAINTENANCE_TABLE_BATCHES": "true",
-}
+ALL_STEPS = {**CONFIGURED, "MAINTENANCE_TABLE_BATCHES": "true"}
 
 
 def _objects(bucket: str, prefix: str) -> list[str]:
@@ -77,14 +71,7 @@ def test_acceptance_1_sample_pass_events_return_the_cli_report(
     assert out["action"] == "maintenance"
     report = out["result"]
     assert report["trigger"] == event.get("trigger", "manual")
-    assert [s["step"] for s in report["steps"]][:6] == [
-        "expire_snapshots",
-        "flush_inlined_data",
-        "merge_adjacent_files",
-        "rewrite_data_files",
-        "cleanup_old_files",
-        "delete_orphaned_files",
-    ]
+    assert tuple(s["step"] for s in report["steps"]) == STEPS
     assert not [s for s in report["steps"] if s["status"] == FAILED]
     assert contents(lake, names) == before
     status = app.handler(load_event("manual-status.json", lake), FakeContext())
