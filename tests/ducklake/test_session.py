@@ -172,3 +172,26 @@ def test_a_value_equal_to_the_csv_null_marker_round_trips(tmp_path: Path) -> Non
         cursor = session.sql("SELECT * FROM odd")
         assert [d[0] for d in cursor.description] == [NULL_MARK, " "]
         assert cursor.fetchall() == [(1, 2)]
+
+
+def test_a_reload_that_failed_half_way_leaves_the_session_usable(
+    lake: tuple[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A catalog load that dies after attaching the metadata database must
+    not wedge every later statement on 'database already exists'."""
+    import slatelake.ducklake.session as session_module
+
+    url, _ = lake
+    with connect(url) as s:
+        s.sql("INSERT INTO t VALUES (1, 'a')")
+        real = session_module.load_registry_table
+
+        def broken(*args: object, **kwargs: object) -> None:
+            raise RuntimeError("the load died half way")
+
+        monkeypatch.setattr(session_module, "load_registry_table", broken)
+        with pytest.raises(RuntimeError, match="half way"):
+            s._load()
+        monkeypatch.setattr(session_module, "load_registry_table", real)
+        s._load()
+        assert s.sql("SELECT id, who FROM t").fetchall() == [(1, "a")]

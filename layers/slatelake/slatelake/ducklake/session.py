@@ -86,11 +86,11 @@ class Session:
     def _load(self) -> None:
         """(Re)build the in-memory catalog from ``self.state`` and attach DuckLake."""
         con = self.con
-        if self._attached:
-            con.execute("USE memory")
-            con.execute(f"DETACH {quote(self.alias)}")
-            con.execute(f"DETACH DATABASE IF EXISTS {quote(META_DB)}")
-            self._attached = False
+        # Unconditionally: a load that failed half way leaves either attached.
+        self._attached = False
+        con.execute("USE memory")
+        con.execute(f"DETACH DATABASE IF EXISTS {quote(self.alias)}")
+        con.execute(f"DETACH DATABASE IF EXISTS {quote(META_DB)}")
         con.execute(f"ATTACH ':memory:' AS {quote(META_DB)}")
         state = self.state
         genesis = not state.entries
