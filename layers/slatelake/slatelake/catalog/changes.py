@@ -35,7 +35,8 @@ from slatelake.log.changeset import ChangeSet
 class RowChanges:
     inserted: dict[str, list[Row]] = field(default_factory=lambda: defaultdict(list))
     deleted: dict[str, list[Row]] = field(default_factory=lambda: defaultdict(list))
-    # new inlined-data tables: name -> [(column, type), ...] (user columns)
+    # new inlined-data tables: name -> [(column, type), ...], every column
+    # (row_id, begin_snapshot, end_snapshot and the user columns)
     created_inline: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
     dropped_inline: list[str] = field(default_factory=list)
 
