@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 import io
 import json
-import sys
+import os
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -158,7 +158,7 @@ def s3_lake(pristine_lake: PristineLake) -> tuple[str, str, list[str]]:
 @pytest.fixture
 def env_clean(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
     """No SLATELAKE_* / MAINTENANCE_* leaking in from the developer's shell."""
-    for key in list(sys.modules["os"].environ):
+    for key in list(os.environ):
         if key.startswith(("SLATELAKE_LAKE", "SLATELAKE_DATA_PATH", "MAINTENANCE_")):
             monkeypatch.delenv(key)
     return monkeypatch
