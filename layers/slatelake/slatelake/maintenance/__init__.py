@@ -2,8 +2,8 @@
 
 ``run_pass(session, options)`` is the one pass every surface calls (Python
 ``session.maintenance()``, ``slatelake maintain``, the scheduler thread in
-``slatelake hold``). Steps 1-6 call DuckLake; 7, 7b, 7c (sweep) and 8 (store
-merge) report ``skipped: not available yet`` until their issues land.
+``slatelake hold``, the Lambda). Steps 1-6 call DuckLake; 7, 7b and 7c run
+the core's sweep (``sweep_steps``); 8 submits store merges (``store_step``).
 """
 
 from slatelake.maintenance.options import (

@@ -2,8 +2,10 @@
 
 A report is what every surface prints (CLI ``--json``, Python, the Lambda):
 ``started_at`` (µs since the epoch), ``trigger`` (scheduled | manual),
-``work_pending``, ``seconds``, ``rss_hwm_mb`` and one row per step in the RFC's order, each ``ran``,
-``skipped`` or ``failed`` with a ``detail`` saying what happened or why not.
+``work_pending``, ``seconds``, ``rss_hwm_mb``, the head it was recorded
+against, and one row per step in the RFC's order, each ``ran``, ``skipped``
+or ``failed`` with a ``detail`` saying what happened or why not, its
+``counts`` and ``seconds``.
 The window keeps the last 16 passes in ``sys/maintenance_status``.
 """
 
