@@ -82,3 +82,6 @@ def test_demo_runs_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     out = capsys.readouterr().out
     assert "two committers landed 10 commits" in out
     assert "are identical" in out
+    assert "lookup id=42: [(42, 'Oslo', 63.0)]" in out
+    sweep = next(line for line in out.splitlines() if line.strip().startswith("sweep_indexes"))
+    assert "ran" in sweep and "of 1 dropped indexes" in sweep and "reclaimed 0 " not in sweep

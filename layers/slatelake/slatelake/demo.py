@@ -2,9 +2,11 @@
 
 Part 1, DuckLake and maintenance: churn a lake (several tables, many small
 commits, deletes, a dropped table) through sessions (every transaction a
-commit-log slot), run a configured maintenance pass with progress on, and
-print its report and the status window. Part 2, the substrate: two committers race commits into a
-second lake with no folder running; then fold, and compare materializations.
+commit-log slot), index a column and drop another index, run a configured
+maintenance pass with progress on (its sweep reclaims the dropped index's
+entries), and print its report, the status window and a store census.
+Part 2, the substrate: two committers race commits into a second lake with
+no folder running; then fold, and compare materializations.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import threading
 import time
 from pathlib import Path
 
+from slatelake.catalog.census import store_census
 from slatelake.catalog.folder import Folder
 from slatelake.catalog.lake import Lake
 from slatelake.catalog.synthetic import commit_inserts, genesis_changes
@@ -50,6 +53,11 @@ def _ducklake_part(root: Path, tables: int = 4, commits: int = 12) -> None:
         rows = sum(
             session.sql(f"SELECT count(*) FROM trips_{t}").fetchone()[0] for t in range(tables)
         )
+        session.create_index("trips_0", "id")
+        found = session.lookup("trips_0", "id", 42)
+        session.create_index("trips_1", "city", name="trips_1_city_idx")
+        session.drop_index("trips_1_city_idx")  # its entries wait for the sweep
+        print(f"indexed trips_0.id (lookup id=42: {found}); dropped an index on trips_1.city")
         print(
             f"churned lake {url}: {tables} tables, {rows} rows, head snapshot "
             f"{session.state.head.snapshot_id}"
@@ -67,6 +75,14 @@ def _ducklake_part(root: Path, tables: int = 4, commits: int = 12) -> None:
     with slatelake.connect(url, read_only=True) as reader:
         window = reader.maintenance_status()
     print(f"status window ({len(window)} pass): newest started_at={window[0].started_at}")
+    census = store_census(url)
+    print("store census (manifest only; the folder has not folded this lake yet):")
+    for row in census.to_json():
+        if row["bytes"] or row["l0_ssts"]:
+            print(f"  {row['subspace']:<9} {row['bytes']:>8} bytes, {row['l0_ssts']} L0 SSTs")
+    if census.objects is not None:
+        total = census.objects["total"]
+        print(f"  objects: {total['objects']} ({total['bytes']} bytes) under the lake root")
 
 
 def _substrate_part(root: Path, commits: int) -> None:
