@@ -62,6 +62,8 @@ assert slatelake.__file__.startswith({str(tmp_path)!r}), slatelake.__file__
 assert duckdb.__file__.startswith({str(tmp_path)!r}), duckdb.__file__
 from slatelake.ducklake.extensions import connect
 con = connect()
+spill = con.execute("SELECT current_setting('temp_directory')").fetchone()[0]
+assert spill == {str(tmp_path / "spill")!r}, spill
 loaded = sorted(r[0] for r in con.execute(
     "SELECT extension_name FROM duckdb_extensions() WHERE loaded"
 ).fetchall())
@@ -84,7 +86,11 @@ print("RESULT " + json.dumps({{"loaded": loaded, "out": out}}))
         capture_output=True,
         text=True,
         timeout=300,
-        env={**env, "HOME": str(tmp_path)},
+        env={
+            **env,
+            "HOME": str(tmp_path),
+            "SLATELAKE_DUCKDB_TEMP_DIRECTORY": str(tmp_path / "spill"),
+        },
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     line = next(x for x in proc.stdout.splitlines() if x.startswith("RESULT "))

@@ -17,6 +17,7 @@ import duckdb
 from slatelake.errors import MisconfigurationError
 
 EXTENSIONS = ("ducklake", "httpfs")
+TEMP_DIRECTORY_ENV = "SLATELAKE_DUCKDB_TEMP_DIRECTORY"
 
 
 def extension_path(name: str) -> Path:
@@ -40,12 +41,12 @@ def extension_path(name: str) -> Path:
 
 def connect() -> duckdb.DuckDBPyConnection:
     """A DuckDB connection with autoinstall/autoload off and our extensions loaded."""
-    con = duckdb.connect(
-        config={
-            "autoinstall_known_extensions": False,
-            "autoload_known_extensions": False,
-        }
-    )
+    config = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
+    # Where DuckDB spills; in Lambda the working directory is read-only.
+    spill = os.environ.get(TEMP_DIRECTORY_ENV)
+    if spill:
+        config["temp_directory"] = spill
+    con = duckdb.connect(config=config)
     for name in EXTENSIONS:
         con.execute(f"LOAD '{extension_path(name)}'")
     configure_s3(con)
