@@ -48,14 +48,15 @@ class PassLease:
     def __init__(
         self,
         location: LakeLocation,
-        ttl_s: float = DEFAULT_TTL_S,
+        ttl_s: float | None = None,
         client: ObjectClient | None = None,
     ) -> None:
         self.client = client if client is not None else ObjectClient(location)
         self.prefix = location.path(LEASE_DIR) + "/"
-        self.ttl_s = ttl_s
+        self.ttl_s = DEFAULT_TTL_S if ttl_s is None else ttl_s
         self.owner = uuid.uuid4().hex
         self.generation: int | None = None
+        self._written_at = 0.0
 
     def _path(self, generation: int) -> str:
         return f"{self.prefix}lease-{generation:020d}"
@@ -87,6 +88,7 @@ class PassLease:
         if not self.client.put_if_absent(self._path(generation), body.encode()):
             return False
         self.generation = generation
+        self._written_at = time.monotonic()
         if holder is not None:
             self.client.delete(self._path(holder.generation))
         return True
@@ -110,6 +112,12 @@ class PassLease:
     def renew(self) -> None:
         if self.generation is not None:
             self.try_acquire()
+
+    def renew_if_due(self) -> None:
+        """Extend a held lease once a third of its life is gone, so a pass
+        longer than the TTL keeps it; cheap to call at every boundary."""
+        if self.generation is not None and time.monotonic() - self._written_at > self.ttl_s / 3:
+            self.renew()
 
     def release(self) -> None:
         if self.generation is not None:

@@ -61,7 +61,7 @@ def run_pass(
         try:
             progress = Progress(options.progress, sink=on_progress)
             return _Pass(
-                session, options, trigger, stop or threading.Event(), deadline, progress
+                session, options, trigger, stop or threading.Event(), deadline, progress, lease
             ).run()
         finally:
             lease.release()
@@ -78,16 +78,21 @@ class _Pass:
         stop: threading.Event,
         deadline: Callable[[], float] | None,
         progress: Progress,
+        lease: PassLease,
     ) -> None:
         self.session = session
         self.options = options
         self.stop = stop
         self.deadline = deadline
         self.progress = progress
+        self.lease = lease
         self.report = PassReport(trigger=trigger)
         self.steps = Steps(session, stop, self.progress, self._out_of_time)
 
     def _out_of_time(self) -> str | None:
+        """Checked at every step, table and batch boundary (so the lease is
+        renewed there too)."""
+        self.lease.renew_if_due()
         if self.stop.is_set():
             return "shutdown requested"
         if self.deadline is not None and self.deadline() <= 0:
