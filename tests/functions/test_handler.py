@@ -453,3 +453,25 @@ def test_acceptance_4_a_merge_the_lambda_submits_is_executed_by_the_holder(
     assert merge["sorted_runs_after"] == 1
     after = store_census(lake, CensusRequest(list_objects=False)).row("current")
     assert after.sorted_runs == 1 and after.bytes <= runs_before.bytes
+
+
+def test_acceptance_1_census_and_compact_store_samples_return_the_cli_json(
+    app: ModuleType, s3_lake: tuple[str, str, list[str]], env_clean: pytest.MonkeyPatch
+) -> None:
+    """The census sample answers with every subspace's row and the object
+    totals; the store-merge sample on a lake no holder has compacted finds no
+    sorted runs anywhere: every tree skipped with its reason, at once."""
+    lake, data, names = s3_lake
+    before = contents(lake, names)
+    census = app.handler(load_event("manual-census.json", lake), FakeContext())
+    assert census["ok"] is True, census
+    rows = {r["subspace"]: r for r in census["result"]}
+    assert list(rows) == ["sys", "snapshot", "current", "history", "inline", "index", "unknown"]
+    assert all(r["live_keys"] is None for r in rows.values())  # "live": false
+    assert census["objects"]["total"]["objects"] > 0 and census["objects_error"] is None
+    merged = app.handler(load_event("manual-compact-store.json", lake), FakeContext())
+    assert merged["ok"] is True, merged
+    assert merged["result"]["outcome"] == "skipped"
+    assert {m["subspace"] for m in merged["result"]["merges"]} >= set(rows) - {"unknown"}
+    assert all("no sorted runs" in m["reason"] for m in merged["result"]["merges"])
+    assert contents(lake, names) == before
