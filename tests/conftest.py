@@ -32,25 +32,31 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="session")
-def moto_endpoint() -> Iterator[str]:
+def start_moto_server(env: dict[str, str] | None = None) -> tuple[subprocess.Popen, str]:
+    """moto's server on a free loopback port, once it accepts connections;
+    ``env`` adds variables (e.g. moto's request recorder)."""
     port = _free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        env={**os.environ, **(env or {})},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    endpoint = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30
     while True:
         try:
             socket.create_connection(("127.0.0.1", port), 0.2).close()
-            break
+            return proc, f"http://127.0.0.1:{port}"
         except OSError:
             if time.monotonic() > deadline or proc.poll() is not None:
                 proc.kill()
                 raise RuntimeError("moto server did not start") from None
             time.sleep(0.1)
+
+
+@pytest.fixture(scope="session")
+def moto_endpoint() -> Iterator[str]:
+    proc, endpoint = start_moto_server()
     saved = {k: os.environ.get(k) for k in (*S3_ENV, "AWS_ENDPOINT_URL")}
     os.environ.update(S3_ENV, AWS_ENDPOINT_URL=endpoint)
     try:

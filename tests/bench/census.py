@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -51,7 +50,7 @@ from slatelake.store.location import LakeLocation
 from tests.bench.common import run_header
 from tests.bench.substrate import build_lake, ducklake_extension
 from tests.catalog.test_census import Recorder
-from tests.conftest import S3_ENV
+from tests.conftest import S3_ENV, start_moto_server
 
 
 def log(msg: str) -> None:
@@ -59,27 +58,8 @@ def log(msg: str) -> None:
 
 
 def start_moto(workdir: Path) -> tuple[subprocess.Popen[bytes], Recorder]:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
     path = workdir / "moto-recording.jsonl"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-        env={**os.environ, "MOTO_RECORDER_FILEPATH": str(path)},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.2).close()
-            break
-        except OSError:
-            if time.monotonic() > deadline or proc.poll() is not None:
-                proc.kill()
-                raise SystemExit("moto server did not start") from None
-            time.sleep(0.1)
-    endpoint = f"http://127.0.0.1:{port}"
+    proc, endpoint = start_moto_server({"MOTO_RECORDER_FILEPATH": str(path)})
     os.environ.update(S3_ENV, AWS_ENDPOINT_URL=endpoint)
     return proc, Recorder(endpoint, path)
 

@@ -6,9 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
-import subprocess
-import sys
 import time
 import urllib.request
 import uuid
@@ -33,7 +30,7 @@ from slatelake.log.changeset import ChangeSet
 from slatelake.store.db import COMPACTOR_POLL_ENV, open_reader
 from slatelake.store.keys import Subspace, encode_key
 from slatelake.store.location import LakeLocation
-from tests.conftest import S3_ENV
+from tests.conftest import S3_ENV, start_moto_server
 
 FAST_POLL = "100ms"
 
@@ -224,29 +221,10 @@ class Recorder:
 @pytest.fixture(scope="module")
 def recorded_s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Recorder]:
     """A moto server of our own, so its request log holds only this test's requests."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
     log_path = tmp_path_factory.mktemp("moto") / "recording.jsonl"
-    env = {**os.environ, "MOTO_RECORDER_FILEPATH": str(log_path)}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.2).close()
-            break
-        except OSError:
-            if time.monotonic() > deadline or proc.poll() is not None:
-                proc.kill()
-                raise RuntimeError("moto server did not start") from None
-            time.sleep(0.1)
+    proc, endpoint = start_moto_server({"MOTO_RECORDER_FILEPATH": str(log_path)})
     try:
-        yield Recorder(f"http://127.0.0.1:{port}", log_path)
+        yield Recorder(endpoint, log_path)
     finally:
         proc.terminate()
         proc.wait(10)
