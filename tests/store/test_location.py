@@ -59,3 +59,65 @@ def test_s3_without_a_region_names_the_variable(monkeypatch: pytest.MonkeyPatch)
 )
 def test_containment_is_by_path_component(outer: str, inner: str, contains: bool) -> None:
     assert LakeLocation.parse(outer).contains(LakeLocation.parse(inner)) is contains
+
+
+@pytest.mark.parametrize(
+    ("spelling", "canonical"),
+    [
+        ("file:///x/sub/..", "file:///x"),
+        ("file:///x/./lake", "file:///x/lake"),
+        ("file:///a/x/../lk", "file:///a/lk"),
+        ("file:///x//lake/", "file:///x/lake"),
+        ("file:///x/my%20lake", "file:///x/my%20lake"),
+        ("/x/sub/../lake", "file:///x/lake"),
+        ("s3://b/lake/", "s3://b/lake"),
+        ("memory://demo/", "memory://demo"),
+    ],
+)
+def test_every_spelling_of_a_location_parses_to_one_canonical_url(
+    spelling: str, canonical: str
+) -> None:
+    loc = LakeLocation.parse(spelling)
+    assert loc.url == canonical
+    assert LakeLocation.parse(loc.url) == loc
+
+
+def test_file_url_dot_dot_puts_the_log_and_the_store_under_one_root() -> None:
+    loc = LakeLocation.parse("file:///a/x/../lk")
+    assert loc.root == "a/lk"
+    assert loc.store_path == "a/lk/store"
+    assert loc.path("commits") == "a/lk/commits"
+
+
+def test_percent_escapes_in_file_urls_name_the_directory_they_spell() -> None:
+    assert LakeLocation.parse("file:///x/my%20lake").root == "x/my lake"
+
+
+def test_a_symlink_to_a_lake_is_the_lake(tmp_path) -> None:  # noqa: ANN001
+    real = tmp_path / "real"
+    real.mkdir()
+    (tmp_path / "alias").symlink_to(real)
+    assert LakeLocation.parse((tmp_path / "alias" / "lake").as_uri()) == LakeLocation.parse(
+        (real / "lake").as_uri()
+    )
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "s3://b/lake/../other",
+        "s3://b/./lake",
+        "s3://b/a//lake",
+        "s3://b/lake?versionId=1",
+        "memory://a/../b",
+        "file:///",
+        "file:///x/..",
+        "file:///x/lake\x00/y",
+        "s3://b/lake\nx",
+        "",
+    ],
+)
+def test_locations_that_would_alias_or_smuggle_are_refused(url: str) -> None:
+    with pytest.raises(MisconfigurationError) as info:
+        LakeLocation.parse(url)
+    assert repr(url) in str(info.value)

@@ -20,6 +20,7 @@ from slatelake.catalog.census import store_census
 from slatelake.catalog.folder import Folder
 from slatelake.catalog.lake import Lake
 from slatelake.catalog.synthetic import commit_inserts, genesis_changes
+from slatelake.errors import MisconfigurationError
 
 DEMO_OPTIONS = {
     "MAINTENANCE_EXPIRE_SNAPSHOTS_OLDER_THAN": "1 second",
@@ -119,11 +120,30 @@ def _substrate_part(root: Path, commits: int) -> None:
     )
 
 
-def run_demo(directory: str, commits: int = 50) -> None:
+DEMO_MARK = ".slatelake-demo"
+
+
+def prepare_directory(directory: str) -> Path:
+    """An empty directory for the demo. A previous demo's (it carries
+    ``DEMO_MARK``) is wiped; anything else that holds files is refused, so a
+    mistyped path never deletes someone's data."""
     root = Path(directory).resolve()
-    if root.exists():
+    if root.exists() and not root.is_dir():
+        raise MisconfigurationError(f"demo directory {str(root)!r} is a file; name a directory")
+    if root.is_dir() and any(root.iterdir()):
+        if not (root / DEMO_MARK).is_file():
+            raise MisconfigurationError(
+                f"demo directory {str(root)!r} is not empty and was not made by "
+                "`slatelake demo`; name a new or empty directory"
+            )
         shutil.rmtree(root)
-    root.mkdir(parents=True)
+    root.mkdir(parents=True, exist_ok=True)
+    (root / DEMO_MARK).write_text("made by `slatelake demo`; the next demo run wipes it\n")
+    return root
+
+
+def run_demo(directory: str, commits: int = 50) -> None:
+    root = prepare_directory(directory)
     t0 = time.perf_counter()
     _ducklake_part(root)
     _substrate_part(root, commits)

@@ -3,7 +3,9 @@
 A lake root and a data path overlap when they are on the same object store
 (same scheme and bucket) and one contains the other by path component.
 Sibling prefixes that share text (``lake`` and ``lakehouse``), other buckets
-and other store kinds do not overlap.
+and other store kinds do not overlap. Both sides are compared after
+``LakeLocation.parse`` normalized them (``.``, ``..``, symlinks), so no
+spelling of a nested location slips past.
 """
 
 from __future__ import annotations
@@ -19,6 +21,16 @@ def data_location(data_path: str) -> LakeLocation:
             f"data path {data_path!r}: use an absolute path or a URL such as s3://bucket/data"
         )
     return LakeLocation.parse(data_path)
+
+
+def ducklake_data_path(data_path: str) -> str:
+    """The DATA_PATH to hand DuckLake: the normalized location, a plain absolute
+    path for local data (DuckLake 1.5.5 compares ``file://`` data paths wrongly
+    against the files it lists, so its orphan step would delete live files)."""
+    loc = data_location(data_path)
+    if loc.scheme == "file":
+        return "/" + loc.root + "/"
+    return loc.url.rstrip("/") + "/"
 
 
 def check_overlap(lake_url: str, data_path: str) -> None:

@@ -14,7 +14,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
+from urllib.parse import unquote, urlparse
 
 from slatedb.uniffi import ObjectStore, ObjectStoreBuilder, ObjectStoreType
 
@@ -39,6 +39,14 @@ class LakeLocation:
 
     @classmethod
     def parse(cls, url: str) -> LakeLocation:
+        """Parse and normalize once: ``url`` of the result is the canonical spelling,
+        so two spellings of one place compare (and lock, and overlap) as one."""
+        if not isinstance(url, str) or not url:
+            raise MisconfigurationError(
+                f"lake URL {url!r}: expected a URL such as s3://bucket/lake"
+            )
+        if any(ch in url for ch in "\x00\r\n"):
+            raise MisconfigurationError(f"lake URL {url!r}: contains a control character")
         parsed = urlparse(url)
         scheme = parsed.scheme
         if scheme == "file":
@@ -46,25 +54,39 @@ class LakeLocation:
                 raise MisconfigurationError(
                     f"lake URL {url!r}: file URLs need an absolute path, e.g. file:///data/lake"
                 )
-            path = parsed.path.rstrip("/")
-            if not path.startswith("/") or path == "":
+            path = unquote(parsed.path)
+            if not path.startswith("/"):
                 raise MisconfigurationError(f"lake URL {url!r}: the path must be absolute")
-            return cls(url=url, scheme="file", bucket="", root=path.strip("/"))
+            # `.`, `..` and symlinks resolved here, once: `/x/sub/..` is `/x`.
+            real = os.path.realpath(path)
+            if real == "/":
+                raise MisconfigurationError(
+                    f"lake URL {url!r}: the file system root cannot be a lake; name a directory"
+                )
+            return cls(url=Path(real).as_uri(), scheme="file", bucket="", root=real.strip("/"))
         if scheme == "memory":
             name = (parsed.netloc + parsed.path).strip("/")
             if not name:
                 raise MisconfigurationError(
                     f"lake URL {url!r}: name the memory lake, memory://name"
                 )
-            return cls(url=url, scheme="memory", bucket=name, root="")
+            _check_segments(url, name)
+            return cls(url=f"memory://{name}", scheme="memory", bucket=name, root="")
         if scheme == "s3":
             if not parsed.netloc:
                 raise MisconfigurationError(
                     f"lake URL {url!r}: name the bucket, s3://bucket/prefix"
                 )
-            return cls(url=url, scheme="s3", bucket=parsed.netloc, root=parsed.path.strip("/"))
+            if parsed.query or parsed.fragment or parsed.params:
+                raise MisconfigurationError(
+                    f"lake URL {url!r}: an S3 location takes no query or fragment"
+                )
+            root = parsed.path.strip("/")
+            _check_segments(url, root)
+            canonical = f"s3://{parsed.netloc}/{root}" if root else f"s3://{parsed.netloc}"
+            return cls(url=canonical, scheme="s3", bucket=parsed.netloc, root=root)
         if "://" not in url and url.startswith("/"):
-            return cls.parse(Path(url).resolve().as_uri())
+            return cls.parse(Path(url).as_uri())
         raise MisconfigurationError(
             f"lake URL {url!r}: unsupported scheme {scheme!r}; use file:///abs/path, "
             "memory://name or s3://bucket/prefix"
@@ -117,6 +139,19 @@ class LakeLocation:
         mine = [p for p in self.root.split("/") if p]
         theirs = [p for p in other.root.split("/") if p]
         return theirs[: len(mine)] == mine
+
+
+def _check_segments(url: str, path: str) -> None:
+    """Object keys are literal: `.`, `..` or an empty segment would name a
+    different place than it seems to (and escape the overlap guard)."""
+    if not path:
+        return
+    bad = [seg for seg in path.split("/") if seg in ("", ".", "..")]
+    if bad:
+        raise MisconfigurationError(
+            f"lake URL {url!r}: the path has an empty, '.' or '..' segment; "
+            "spell the location without them"
+        )
 
 
 def _memory_pair(name: str) -> tuple[Any, Any]:
