@@ -100,6 +100,17 @@ def shared_lake_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return f"s3://{bucket}/lakes/{uuid.uuid4().hex[:8]}"
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test that talks to moto's server ``s3`` (its fixtures, or an
+    ``s3`` parameter of the lake fixtures), so ``scripts/test --fast`` can leave
+    them out without anyone remembering to mark them."""
+    for item in items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        uses_moto = "moto_endpoint" in getattr(item, "fixturenames", ())
+        if uses_moto or "s3" in (params.get("lake_url"), params.get("shared_lake_url")):
+            item.add_marker(pytest.mark.s3)
+
+
 def subprocess_env() -> dict[str, str]:
     env = dict(os.environ)
     root = str(Path(__file__).resolve().parents[1])
