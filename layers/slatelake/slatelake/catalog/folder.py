@@ -3,7 +3,9 @@
 It folds log slots into the store, whole slots per WriteBatch, each batch
 also advancing ``sys/head`` and ``sys/fold``; flushes (the WAL is off: the
 log is the WAL); then truncates slots that are folded, flushed, past every
-live reader lease and older than the margin. ``hold`` repeats this while
+live reader lease and older than the margin, always keeping the newest slot
+and raising the truncation mark (log/slots.py) before deleting any, so a view
+whose lease lapsed finds out it is stale. ``hold`` repeats this while
 SlateDB's compactor runs in the same handle, which is what executes store
 merges others submit. Opening a folder fences the previous one; a fenced
 folder's next flush raises FencedError.
@@ -83,6 +85,50 @@ class Folder:
         self._folded_at: dict[int, float] = {}
         self._started = time.monotonic()
         self._fault = fault or (lambda boundary: None)
+        self._mark = 0  # the truncation mark this folder last saw or wrote
+        try:
+            self._seed_mark()
+        except BaseException:
+            self.writer.close()
+            raise
+
+    def _seed_mark(self) -> None:
+        """Give a lake truncated before the mark existed one: the highest slot
+        at or below the fold cursor that is gone was truncated, so a view from
+        before then must be found stale. One GET (and a LIST when unmarked)."""
+        try:
+            self._mark = self.log.truncated_upto()
+        except CorruptionError as exc:
+            log.warning("%s; rewriting it at the fold cursor %d", exc, self.flushed_seq)
+            self._write_mark(self.flushed_seq)
+            return
+        if self._mark or not self.seq:
+            return
+        kept = {info.seq for info in self.log.list_after(0) if info.seq <= self.seq}
+        if len(kept) == self.seq:
+            return  # never truncated
+        self._write_mark(next(s for s in range(self.seq, 0, -1) if s not in kept))
+
+    def _write_mark(self, upto: int) -> None:
+        self.log.mark_truncated(upto)
+        self._mark = upto
+
+    def _raise_mark(self, upto: int) -> None:
+        """Make the mark cover ``upto`` before anything up to it is deleted.
+
+        Never lowers it: the stored value wins when higher (a newer folder's);
+        rewritten when lower than what this folder wrote (a fenced folder's).
+        """
+        target = max(upto, self._mark)
+        try:
+            stored = self.log.truncated_upto()
+        except CorruptionError as exc:
+            log.warning("%s; rewriting it at the fold cursor %d", exc, self.flushed_seq)
+            stored, target = -1, max(target, self.flushed_seq)
+        if stored >= target:
+            self._mark = stored
+            return
+        self._write_mark(target)
 
     def fold_once(self, truncate: bool = True) -> FoldReport:
         t0 = time.perf_counter()
@@ -142,21 +188,29 @@ class Folder:
         self.seq, self.head = slot, head
 
     def truncate(self) -> int:
-        """Delete slots the rule allows; returns how many were deleted."""
+        """Delete slots the rule allows, never the newest; returns how many.
+
+        Keeping the newest slot is what makes an empty listing past a view's
+        cursor mean "nothing new" rather than "all of it truncated".
+        """
         bound = truncation_bound(self.flushed_seq, self.leases.live())
         now = time.monotonic()
-        deleted = 0
-        for info in self.log.list_after(0):
-            if info.seq > bound:
+        slots = [info.seq for info in self.log.list_after(0)]
+        doomed = []
+        for seq in slots[:-1]:
+            if seq > bound:
                 break
-            folded = self._folded_at.get(info.seq, self._started)
-            if now - folded < self.margin_s:
+            if now - self._folded_at.get(seq, self._started) < self.margin_s:
                 break
-            self.log.delete(info.seq)
+            doomed.append(seq)
+        if not doomed:
+            return 0
+        self._raise_mark(doomed[-1])
+        for seq in doomed:
+            self.log.delete(seq)
             self._fault("after_delete")
-            self._folded_at.pop(info.seq, None)
-            deleted += 1
-        return deleted
+            self._folded_at.pop(seq, None)
+        return len(doomed)
 
     def hold(
         self,

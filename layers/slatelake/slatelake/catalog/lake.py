@@ -76,6 +76,7 @@ class Lake:
         self.log = SlotLog(location)
         self.committer = Committer(self.log, max_operations)
         self.lease = ReaderLease(LeaseBook(location, self.log.client))
+        self._lease_refused = False  # a read-only role that may not write readers/
         self._reader: StoreReader | None = None
 
     # -- lifecycle -------------------------------------------------------
@@ -170,9 +171,11 @@ class Lake:
         truncation margin then covers a short read."""
         try:
             self.lease.hold(seq)
+            self._lease_refused = False
         except Exception as exc:
             if not self.read_only:
                 raise
+            self._lease_refused = True
             log.warning(
                 "reader lease not written for %s (%s); relying on the truncation margin",
                 self.location.url,
@@ -180,7 +183,14 @@ class Lake:
             )
 
     def refresh(self, state: CatalogState) -> CatalogState:
-        """Bring ``state`` to the log's head in place; one LIST when nothing changed."""
+        """Bring ``state`` to the log's head in place; one LIST when nothing changed.
+
+        Renews the reader lease first (a PUT only past half its life), so a view
+        that idles and refreshes keeps its slots; one whose lease lapsed anyway
+        is found stale by ``read_tail`` and re-materialized.
+        """
+        if not self._lease_refused:
+            self._hold_lease(state.last_seq)
         try:
             tail = read_tail(self.log, state.head, state.last_seq)
         except StaleViewError:

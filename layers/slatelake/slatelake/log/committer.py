@@ -8,17 +8,22 @@
 - Ambiguous (the PUT failed after it may have landed): re-read the slot and
   look for our txn id. Every outcome is durable-and-discoverable or
   never-happened; nothing is applied twice.
+- Truncated: a won slot at or below the folder's truncation mark was
+  re-created after the folder deleted it, below the fold cursor, where nothing
+  folds it: the view was stale. The slot is removed and ConflictError raised;
+  no commit is ever acknowledged there.
 - Over the operation limit: OperationLimitError before anything is written.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import time
 from dataclasses import dataclass
 
-from slatelake.errors import ConflictError, OperationLimitError
+from slatelake.errors import ConflictError, OperationLimitError, SlatelakeError
 from slatelake.log.changeset import ChangeSet, Head, encode_envelope
 from slatelake.log.slots import SlotLog
 from slatelake.store.objects import AmbiguousWriteError
@@ -75,6 +80,7 @@ class Committer:
         for attempt in range(1, self.max_attempts + 1):
             outcome, winner = self._attempt(cs, seq)
             if outcome:
+                self._refuse_if_truncated(cs, seq)
                 return Committed(seq, cs.result, cs, attempt)
             cs = self._rebase_or_raise(cs, seq, winner)
             seq += 1
@@ -108,6 +114,42 @@ class Committer:
             f"{self.ambiguous_rereads} attempts; the change set {cs.txn_id} was not applied twice "
             "and can be looked up by its txn id"
         )
+
+    def _refuse_if_truncated(self, cs: ChangeSet, seq: int) -> None:
+        """Withdraw a slot the folder had already truncated (one GET of the mark).
+
+        The folder raises the mark before deleting, so a slot this commit
+        created at a truncated seq is seen as such here.
+        """
+        upto = self._truncation_mark(cs, seq)
+        if upto < seq:
+            return
+        # Best effort: left behind, readers still refuse it and the folder deletes it.
+        with contextlib.suppress(Exception):
+            self.log.delete(seq)
+        raise ConflictError(
+            f"commit log slot {seq} was already truncated by the folder (up to slot {upto}): "
+            "this view is stale (its reader lease lapsed); nothing was committed, "
+            "re-run on a fresh view"
+        )
+
+    def _truncation_mark(self, cs: ChangeSet, seq: int) -> int:
+        last: Exception | None = None
+        for _ in range(self.ambiguous_rereads):
+            try:
+                return self.log.truncated_upto()
+            except SlatelakeError as exc:
+                last = exc
+                if not exc.retryable:
+                    break
+            except Exception as exc:  # transport trouble: look again
+                last = exc
+            time.sleep(self.backoff_s)
+        raise AmbiguousWriteError(
+            f"commit log slot {seq}: written, but the truncation mark could not be read "
+            f"({last}), so whether it landed below the fold is unknown; the change set "
+            f"{cs.txn_id} can be looked up by its txn id"
+        ) from last
 
     def _reread(self, seq: int) -> list[ChangeSet] | None:
         last: Exception | None = None

@@ -8,9 +8,12 @@ The folder deletes a slot only when all hold:
 - it is at or below the *flushed* fold cursor (the store has it durably);
 - it is at or below every live lease's cursor;
 - it was folded at least ``margin`` ago (covers a view opened but not yet
-  leased, and a lease write still in flight).
+  leased, and a lease write still in flight);
+- it is not the newest slot (so an empty listing means "nothing new").
 Expired leases are ignored (and removed): a holder that vanished cannot pin
-the log forever.
+the log forever; its view then finds itself stale through the truncation mark
+(log/slots.py) instead of missing slots. ``Lake.refresh`` renews the lease, so
+only a view that neither refreshes nor materializes for a TTL loses it.
 """
 
 from __future__ import annotations

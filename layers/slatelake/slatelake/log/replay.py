@@ -3,8 +3,15 @@
 Integrity rules: slots past the cursor must be contiguous (a hole below a
 present slot is corruption, never an end of log); each change set's base head
 must equal the running view (apply), be behind it (already folded: skip), and
-never be ahead (corruption). A first slot beyond cursor+1 means the view is
-older than the log's truncation point: StaleViewError, re-read the store.
+never be ahead (corruption).
+
+Staleness: a view whose needed slots were truncated (its lease lapsed) is
+stale, StaleViewError: re-read the store. An empty listing is truly "nothing
+new" because the folder always keeps the newest slot. A non-empty one is
+checked against the truncation mark, read *after* the slots' bytes: any slot
+read that was deleted and re-created (an orphan of another history) had its
+seq truncated before that, so the mark already covers it and the view is
+declared stale instead of applying it.
 """
 
 from __future__ import annotations
@@ -13,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from slatelake.errors import CorruptionError, SlatelakeError
-from slatelake.log.changeset import ChangeSet, Head
+from slatelake.log.changeset import ChangeSet, Head, decode_envelope
 from slatelake.log.slots import SlotLog
 
 READ_PARALLELISM = 8
@@ -45,15 +52,22 @@ def read_tail(log: SlotLog, head: Head, cursor: int, upto: int | None = None) ->
         raise StaleViewError(
             f"commit log starts at slot {seqs[0]} but the view needs slot {cursor + 1}"
         )
+    raws = _read_all(log, seqs)
+    truncated = log.truncated_upto()  # after the reads: see the module docstring
+    if truncated > cursor:
+        raise StaleViewError(
+            f"the folder truncated the commit log up to slot {truncated}, past this view's "
+            f"slot {cursor}"
+        )
     for prev, seq in zip(seqs, seqs[1:], strict=False):
         if seq != prev + 1:
             raise CorruptionError(
                 f"commit log hole: slot {prev + 1} is missing below present slot {seq}"
             )
-    for seq, envelope in zip(seqs, _read_all(log, seqs), strict=True):
-        if envelope is None:
+    for seq, raw in zip(seqs, raws, strict=True):
+        if raw is None:
             raise CorruptionError(f"commit log hole: slot {seq} vanished while being read")
-        for cs in envelope:
+        for cs in decode_envelope(raw, f"commit log slot {seq}"):
             apply_continuity(tail, seq, cs)
         tail.last_seq = seq
     return tail
@@ -74,8 +88,8 @@ def apply_continuity(tail: Tail, seq: int, cs: ChangeSet) -> None:
         )
 
 
-def _read_all(log: SlotLog, seqs: list[int]) -> list[list[ChangeSet] | None]:
+def _read_all(log: SlotLog, seqs: list[int]) -> list[bytes | None]:
     if len(seqs) == 1:
-        return [log.read(seqs[0])]
+        return [log.read_raw(seqs[0])]
     with ThreadPoolExecutor(min(READ_PARALLELISM, len(seqs))) as pool:
-        return list(pool.map(log.read, seqs))
+        return list(pool.map(log.read_raw, seqs))

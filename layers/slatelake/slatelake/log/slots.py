@@ -2,10 +2,17 @@
 
 The object store picks exactly one winner per seq. Listing returns seqs in
 order; slot names are zero-padded so path order is numeric order.
+
+The truncation mark ``log/truncated`` ({"upto": T}) is how a view tells "no
+slot is new" from "the slots it needed were truncated": the folder raises it
+to T *before* deleting any slot at or below T, and never lowers it. A slot
+found at or below T was re-created after its truncation by a stale committer
+(an orphan): no reader applies it and no commit there is acknowledged.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -15,6 +22,7 @@ from slatelake.store.location import COMMITS_DIR, LakeLocation
 from slatelake.store.objects import ObjectClient
 
 SEQ_WIDTH = 20
+TRUNCATION_MARK = "log/truncated"
 
 
 @dataclass(frozen=True)
@@ -29,6 +37,7 @@ class SlotLog:
         self.location = location
         self.client = client if client is not None else ObjectClient(location)
         self.prefix = location.path(COMMITS_DIR) + "/"
+        self.mark_path = location.path(TRUNCATION_MARK)
 
     def path(self, seq: int) -> str:
         return f"{self.prefix}{seq:0{SEQ_WIDTH}d}"
@@ -66,3 +75,23 @@ class SlotLog:
 
     def delete(self, seq: int) -> None:
         self.client.delete(self.path(seq))
+
+    def truncated_upto(self) -> int:
+        """The highest seq the folder may have truncated; 0 when it never did."""
+        raw = self.client.get(self.mark_path)
+        if raw is None:
+            return 0
+        try:
+            upto = json.loads(raw)["upto"]
+        except (ValueError, KeyError, TypeError):
+            upto = None
+        if not isinstance(upto, int) or isinstance(upto, bool) or upto < 0:
+            raise CorruptionError(
+                f"the truncation mark {self.mark_path} is unreadable ({bytes(raw[:64])!r}); "
+                "run the folder (`slatelake fold`), which rewrites it at its fold cursor"
+            )
+        return upto
+
+    def mark_truncated(self, upto: int) -> None:
+        """Record that slots up to ``upto`` may be deleted (before deleting them)."""
+        self.client.put(self.mark_path, json.dumps({"upto": upto}).encode())
