@@ -21,6 +21,7 @@ from slatelake.catalog.census import (
     SCHEDULED_DELETION_KIND,
     SUBSPACE_NAMES,
     CensusRequest,
+    classify_object,
     store_census,
 )
 from slatelake.catalog.folder import Folder
@@ -327,3 +328,10 @@ def test_acceptance_3_live_leg_matches_an_independent_scan(lake_url: str) -> Non
     assert current is not None and current.split is not None
     assert {p: [v["keys"], v["bytes"]] for p, v in current.split.items()} == split
     assert current.split["scheduled_deletion"]["keys"] == k
+
+
+def test_census_counts_the_truncation_mark_with_the_log() -> None:
+    loc = LakeLocation.parse("s3://b/lakes/sales")
+    assert classify_object(loc, "lakes/sales/log/truncated") == "log"
+    assert classify_object(loc, "lakes/sales/commits/00000000000000000001") == "log"
+    assert classify_object(loc, "lakes/sales/readers/abc") == "other"

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from slatelake.catalog import registry
 from slatelake.errors import NotFoundError
+from slatelake.log.slots import TRUNCATION_MARK
 from slatelake.store.db import StoreReader, open_admin, open_reader
 from slatelake.store.keys import Subspace, subspace_label
 from slatelake.store.location import COMMITS_DIR, STORE_DIR, LakeLocation
@@ -242,7 +243,7 @@ def classify_object(location: LakeLocation, path: str) -> str:
     root = location.root
     if root and rel.startswith(root + "/"):
         rel = rel[len(root) + 1 :]
-    if rel.startswith(COMMITS_DIR + "/"):
+    if rel.startswith(COMMITS_DIR + "/") or rel == TRUNCATION_MARK:
         return "log"
     if rel.startswith(STORE_DIR + "/"):
         inner = rel[len(STORE_DIR) + 1 :]
