@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import duckdb
 import pytest
 
 from slatelake.ducklake import extensions
@@ -15,7 +16,7 @@ from slatelake.store.keys import Subspace
 
 
 @pytest.fixture(scope="module")
-def signatures() -> dict[str, set[str]]:
+def signatures() -> dict[str, dict[str, str]]:
     con = extensions.connect()
     try:
         return ducklake_signatures(con)
@@ -23,15 +24,20 @@ def signatures() -> dict[str, set[str]]:
         con.close()
 
 
-def test_signatures_of_the_pinned_extension(signatures: dict[str, set[str]]) -> None:
-    # A DuckLake bump that changes any of these must fail here, loudly.
+def test_signatures_of_the_pinned_extension(signatures: dict[str, dict[str, str]]) -> None:
+    # A DuckLake bump that changes any name or type must fail here, loudly.
+    tz = "TIMESTAMP WITH TIME ZONE"
     assert signatures == {
-        "expire_snapshots": {"dry_run", "versions", "older_than"},
-        "flush_inlined_data": set(),
-        "merge_adjacent_files": {"max_compacted_files", "max_file_size", "min_file_size"},
-        "rewrite_data_files": {"delete_threshold"},
-        "cleanup_old_files": {"dry_run", "cleanup_all", "older_than"},
-        "delete_orphaned_files": {"dry_run", "cleanup_all", "older_than"},
+        "expire_snapshots": {"dry_run": "BOOLEAN", "versions": "UBIGINT[]", "older_than": tz},
+        "flush_inlined_data": {},
+        "merge_adjacent_files": {
+            "max_compacted_files": "UBIGINT",
+            "max_file_size": "UBIGINT",
+            "min_file_size": "UBIGINT",
+        },
+        "rewrite_data_files": {"delete_threshold": "DOUBLE"},
+        "cleanup_old_files": {"dry_run": "BOOLEAN", "cleanup_all": "BOOLEAN", "older_than": tz},
+        "delete_orphaned_files": {"dry_run": "BOOLEAN", "cleanup_all": "BOOLEAN", "older_than": tz},
     }
 
 
@@ -42,6 +48,8 @@ def test_nothing_configured_configures_no_ducklake_step(signatures) -> None:  # 
 
 
 def test_derivation_rule_enables_and_parameterizes(signatures) -> None:  # noqa: ANN001
+    from slatelake.maintenance.options import Interval
+
     opts = parse_options(
         {
             "MAINTENANCE_EXPIRE_SNAPSHOTS_OLDER_THAN": "7 days",
@@ -52,7 +60,7 @@ def test_derivation_rule_enables_and_parameterizes(signatures) -> None:  # noqa:
         },
         signatures,
     )
-    assert opts.steps["expire_snapshots"].params == {"older_than": "7 days"}
+    assert opts.steps["expire_snapshots"].params == {"older_than": Interval("7 days", 604800.0)}
     assert opts.configured("expire_snapshots") and opts.configured("cleanup_old_files")
     assert opts.configured("flush_inlined_data") and not opts.configured("merge_adjacent_files")
     assert opts.interval_s == 300
@@ -100,13 +108,184 @@ def test_misconfiguration_fails_at_bind_naming_the_option(
         parse_options(raw, signatures)
 
 
-def test_values_pass_through_unvalidated(signatures) -> None:  # noqa: ANN001
+# Spellings to hold against DuckDB's own BOOLEAN cast: what it reads, what it refuses.
+BOOLEAN_SPELLINGS = (
+    *("true", "TRUE", "True", "t", "T", "yes", "YES", "y", "Y", "1"),
+    *("false", "FALSE", "f", "F", "no", "NO", "n", "N", "0"),
+    *(" true", "true ", "\t1\n", " f "),
+    *("on", "off", "2", "-1", "01", "1.0", "tru", "ye", "nope", "", " ", "null", "+1"),
+)
+
+
+def test_booleans_are_read_exactly_as_duckdb_casts_them(signatures) -> None:  # noqa: ANN001
+    # The real DuckDB decides: a spelling it casts (trimmed) is that boolean;
+    # one it refuses is refused at bind, naming the option.
+    con = duckdb.connect()
+    try:
+        for spelling in BOOLEAN_SPELLINGS:
+            cast = con.execute("SELECT TRY_CAST(trim(?, ' \t\n\r') AS BOOLEAN)", [spelling])
+            expected = cast.fetchone()[0]
+            for option, step, param in (
+                ("MAINTENANCE_EXPIRE_SNAPSHOTS_DRY_RUN", "expire_snapshots", "dry_run"),
+                ("MAINTENANCE_CLEANUP_OLD_FILES_CLEANUP_ALL", "cleanup_old_files", "cleanup_all"),
+            ):
+                if expected is None:
+                    with pytest.raises(MaintenanceConfigError, match=option):
+                        parse_options({option: spelling}, signatures)
+                    continue
+                value = parse_options({option: spelling}, signatures).steps[step].params[param]
+                assert value is expected, (option, spelling)
+            if expected is not None:  # slatelake's own switches read the same set
+                opts = parse_options({"MAINTENANCE_TABLE_BATCHES": spelling}, signatures)
+                assert opts.table_batches is expected, spelling
+    finally:
+        con.close()
+
+
+def test_parameter_values_are_typed_at_bind(signatures) -> None:  # noqa: ANN001
+    from slatelake.maintenance.options import Instant, Interval, Versions
+
     opts = parse_options(
         {
-            "MAINTENANCE_REWRITE_DATA_FILES_DELETE_THRESHOLD": "not-a-number",
-            "MAINTENANCE_EXPIRE_SNAPSHOTS_VERSIONS": "[2,3]",
+            "MAINTENANCE_EXPIRE_SNAPSHOTS_DRY_RUN": "1",
+            "MAINTENANCE_EXPIRE_SNAPSHOTS_VERSIONS": "[3, 2,3]",
+            "MAINTENANCE_MERGE_ADJACENT_FILES_MAX_COMPACTED_FILES": " 10 ",
+            "MAINTENANCE_MERGE_ADJACENT_FILES_MIN_FILE_SIZE": "0",
+            "MAINTENANCE_REWRITE_DATA_FILES_DELETE_THRESHOLD": "0.25",
+            "MAINTENANCE_CLEANUP_OLD_FILES_OLDER_THAN": "1 hour 30 minutes",
+            "MAINTENANCE_DELETE_ORPHANED_FILES_OLDER_THAN": "2024-01-01T10:00:00+09:00",
         },
         signatures,
     )
-    assert opts.steps["rewrite_data_files"].params == {"delete_threshold": "not-a-number"}
-    assert opts.steps["expire_snapshots"].params == {"versions": "[2,3]"}
+    expire = opts.steps["expire_snapshots"].params
+    assert expire["dry_run"] is True
+    # A list spelled as a string stays a list of exactly the named versions.
+    assert expire["versions"] == Versions((2, 3)) and expire["versions"].text == "[2,3]"
+    merge = opts.steps["merge_adjacent_files"].params
+    assert merge == {"max_compacted_files": 10, "min_file_size": 0}
+    assert type(merge["max_compacted_files"]) is int
+    assert opts.steps["rewrite_data_files"].params == {"delete_threshold": 0.25}
+    assert opts.steps["cleanup_old_files"].params["older_than"] == Interval("01:30:00", 5400.0)
+    # A point in time is pinned to UTC at bind, whatever zone the host runs in.
+    orphans = opts.steps["delete_orphaned_files"].params["older_than"]
+    assert orphans == Instant("2024-01-01 01:00:00+00")
+
+
+def test_a_timestamp_without_an_offset_is_read_as_utc(signatures) -> None:  # noqa: ANN001
+    from slatelake.maintenance.options import Instant
+
+    raw = {"MAINTENANCE_CLEANUP_OLD_FILES_OLDER_THAN": "2024-03-10 02:30"}
+    opts = parse_options(raw, signatures)
+    assert opts.steps["cleanup_old_files"].params["older_than"] == Instant("2024-03-10 02:30:00+00")
+
+
+@pytest.mark.parametrize(
+    ("raw", "names"),
+    [
+        # integers: DuckLake's UBIGINT, and its own lower bounds
+        (
+            {"MAINTENANCE_MERGE_ADJACENT_FILES_MAX_COMPACTED_FILES": "-1"},
+            "MAX_COMPACTED_FILES='-1'",
+        ),
+        (
+            {"MAINTENANCE_MERGE_ADJACENT_FILES_MAX_COMPACTED_FILES": str(2**64)},
+            "MAX_COMPACTED_FILES='18446744073709551616'",
+        ),
+        ({"MAINTENANCE_MERGE_ADJACENT_FILES_MAX_COMPACTED_FILES": "0"}, "MAX_COMPACTED_FILES='0'"),
+        ({"MAINTENANCE_MERGE_ADJACENT_FILES_MAX_FILE_SIZE": "0"}, "MAX_FILE_SIZE='0'"),
+        ({"MAINTENANCE_MERGE_ADJACENT_FILES_MIN_FILE_SIZE": str(2**64 - 1)}, "MIN_FILE_SIZE="),
+        ({"MAINTENANCE_MERGE_ADJACENT_FILES_MAX_COMPACTED_FILES": "1.5"}, "MAX_COMPACTED_FILES"),
+        ({"MAINTENANCE_MERGE_ADJACENT_FILES_MAX_COMPACTED_FILES": "1e3"}, "MAX_COMPACTED_FILES"),
+        ({"MAINTENANCE_MERGE_ADJACENT_FILES_MAX_COMPACTED_FILES": "ten"}, "MAX_COMPACTED_FILES"),
+        (
+            {
+                "MAINTENANCE_MERGE_ADJACENT_FILES_MIN_FILE_SIZE": "100",
+                "MAINTENANCE_MERGE_ADJACENT_FILES_MAX_FILE_SIZE": "100",
+            },
+            "MIN_FILE_SIZE=100 must be below MAINTENANCE_MERGE_ADJACENT_FILES_MAX_FILE_SIZE=100",
+        ),
+        # doubles: finite, and delete_threshold within DuckLake's 0..1
+        ({"MAINTENANCE_REWRITE_DATA_FILES_DELETE_THRESHOLD": "nan"}, "DELETE_THRESHOLD='nan'"),
+        ({"MAINTENANCE_REWRITE_DATA_FILES_DELETE_THRESHOLD": "inf"}, "DELETE_THRESHOLD='inf'"),
+        ({"MAINTENANCE_REWRITE_DATA_FILES_DELETE_THRESHOLD": "-inf"}, "DELETE_THRESHOLD"),
+        ({"MAINTENANCE_REWRITE_DATA_FILES_DELETE_THRESHOLD": "1e999"}, "DELETE_THRESHOLD"),
+        ({"MAINTENANCE_REWRITE_DATA_FILES_DELETE_THRESHOLD": "1.5"}, "between 0 and 1"),
+        ({"MAINTENANCE_REWRITE_DATA_FILES_DELETE_THRESHOLD": "-0.1"}, "between 0 and 1"),
+        ({"MAINTENANCE_REWRITE_DATA_FILES_DELETE_THRESHOLD": "not-a-number"}, "DELETE_THRESHOLD"),
+        # older_than: an interval (not negative, bounded) or a finite timestamp
+        ({"MAINTENANCE_EXPIRE_SNAPSHOTS_OLDER_THAN": "not a timestamp"}, "OLDER_THAN='not a"),
+        ({"MAINTENANCE_EXPIRE_SNAPSHOTS_OLDER_THAN": "-1 hour"}, "OLDER_THAN='-1 hour'"),
+        ({"MAINTENANCE_EXPIRE_SNAPSHOTS_OLDER_THAN": "1 month -40 days"}, "OLDER_THAN"),
+        ({"MAINTENANCE_EXPIRE_SNAPSHOTS_OLDER_THAN": "999999 years"}, "OLDER_THAN='999999"),
+        ({"MAINTENANCE_CLEANUP_OLD_FILES_OLDER_THAN": "infinity"}, "OLDER_THAN='infinity'"),
+        ({"MAINTENANCE_CLEANUP_OLD_FILES_OLDER_THAN": ""}, "OLDER_THAN=''"),
+        # versions: a non-empty list of snapshot ids, nothing DuckDB would round or null
+        ({"MAINTENANCE_EXPIRE_SNAPSHOTS_VERSIONS": "[]"}, "VERSIONS='\\[\\]'"),
+        ({"MAINTENANCE_EXPIRE_SNAPSHOTS_VERSIONS": "[-1]"}, "VERSIONS"),
+        ({"MAINTENANCE_EXPIRE_SNAPSHOTS_VERSIONS": "[1.5]"}, "VERSIONS"),
+        ({"MAINTENANCE_EXPIRE_SNAPSHOTS_VERSIONS": "['2']"}, "VERSIONS"),
+        ({"MAINTENANCE_EXPIRE_SNAPSHOTS_VERSIONS": "2,3"}, "VERSIONS"),
+        ({"MAINTENANCE_EXPIRE_SNAPSHOTS_VERSIONS": f"[{2**64}]"}, "VERSIONS"),
+        # a NUL byte, in a value or in a name
+        ({"MAINTENANCE_EXPIRE_SNAPSHOTS_OLDER_THAN": "1 day\x00'; DROP"}, "NUL byte"),
+        ({"MAINTENANCE_COMPACT_STORE_SUBSPACE": "history\x00"}, "NUL byte"),
+        ({"MAINTENANCE_FLUSH_INLINED_DATA\x00": "true"}, "NUL byte"),
+        # durations: bounded, so no timer ever overflows
+        ({"MAINTENANCE_INTERVAL": "99999999999 days"}, "MAINTENANCE_INTERVAL='99999999999 days'"),
+        ({"MAINTENANCE_INTERVAL": "400 days"}, "at most 365 days"),
+        ({"MAINTENANCE_INTERVAL": "1" * 400}, "MAINTENANCE_INTERVAL"),
+        ({"MAINTENANCE_COMPACT_STORE_TIMEOUT": "9999999999"}, "MAINTENANCE_COMPACT_STORE_TIMEOUT"),
+        ({"MAINTENANCE_BATCH_SIZE": str(2**64)}, "MAINTENANCE_BATCH_SIZE"),
+    ],
+)
+def test_bad_values_are_refused_at_bind_naming_the_option(
+    signatures: dict[str, dict[str, str]], raw: dict[str, str], names: str
+) -> None:
+    with pytest.raises(MaintenanceConfigError, match=names):
+        parse_options(raw, signatures)
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        {
+            "MAINTENANCE_EXPIRE_SNAPSHOTS_DRY_RUN": "true",
+            "META_MAINTENANCE_EXPIRE_SNAPSHOTS_DRY_RUN": "0",
+        },
+        {"MAINTENANCE_INTERVAL": "5m", "maintenance_interval": "10m"},
+        {"MAINTENANCE_CLEANUP_OLD_FILES": "true", "Meta_Maintenance_Cleanup_Old_Files": "false"},
+        {
+            "MAINTENANCE_MERGE_ADJACENT_FILES_MAX_COMPACTED_FILES": "10",
+            " MAINTENANCE_MERGE_ADJACENT_FILES_MAX_COMPACTED_FILES": "20",
+        },
+    ],
+)
+def test_two_spellings_of_one_option_that_disagree_are_refused_naming_both(
+    signatures: dict[str, dict[str, str]], raw: dict[str, str]
+) -> None:
+    first, second = raw
+    with pytest.raises(MaintenanceConfigError) as caught:
+        parse_options(raw, signatures)
+    assert repr(first) in str(caught.value) and repr(second) in str(caught.value)
+
+
+def test_two_spellings_that_agree_are_one_option(signatures) -> None:  # noqa: ANN001
+    opts = parse_options(
+        {
+            "MAINTENANCE_EXPIRE_SNAPSHOTS_DRY_RUN": "true",
+            "META_MAINTENANCE_EXPIRE_SNAPSHOTS_DRY_RUN": "1",
+            "MAINTENANCE_INTERVAL": "300",
+            "maintenance_interval": "5m",
+        },
+        signatures,
+    )
+    assert opts.steps["expire_snapshots"].params == {"dry_run": True}
+    assert opts.interval_s == 300
+
+
+def test_a_duration_up_to_the_bound_is_accepted(signatures) -> None:  # noqa: ANN001
+    opts = parse_options(
+        {"MAINTENANCE_INTERVAL": "365 days", "MAINTENANCE_EXPIRE_SNAPSHOTS_OLDER_THAN": "0 s"},
+        signatures,
+    )
+    assert opts.interval_s == 365 * 86400

@@ -135,10 +135,16 @@ def test_status_retains_earlier_passes_each_with_its_trigger_and_reads_read_only
     )
 
 
-def test_a_failed_step_skips_later_ducklake_steps_naming_it(churned) -> None:  # noqa: ANN001
+def test_a_failed_step_skips_later_ducklake_steps_naming_it(
+    churned,
+    monkeypatch: pytest.MonkeyPatch,  # noqa: ANN001
+) -> None:
     url, _ = churned
-    options = {**CONFIGURED, "MAINTENANCE_EXPIRE_SNAPSHOTS_OLDER_THAN": "not a timestamp"}
-    with slatelake.connect(url, options=options) as s:
+    time.sleep(1.1)
+    # A bad value no longer reaches a step (it is refused at bind); a change-set
+    # cap no snapshot fits under fails expiry inside the step instead.
+    monkeypatch.setenv("SLATELAKE_MAX_CHANGESET_OPS", "1")
+    with slatelake.connect(url, options=CONFIGURED) as s:
         report = s.maintenance()
         assert report.step("expire_snapshots").status == FAILED
         for step in DUCKLAKE_STEPS[1:]:
@@ -355,3 +361,126 @@ def test_a_failed_status_write_is_logged_and_keeps_the_outcome(
         report = s.maintenance()
     assert report.step("merge_adjacent_files").status == RAN and not report.work_pending
     assert "maintenance status not recorded" in caplog.text
+
+
+def _snapshot_ids(session) -> set[int]:  # noqa: ANN001
+    return {r[0] for r in session.sql("SELECT snapshot_id FROM lake.snapshots()").fetchall()}
+
+
+@pytest.mark.parametrize("spelling", ["1", "t", " true", "YES"])
+def test_a_dry_run_spelled_as_duckdb_reads_it_expires_nothing(churned, spelling: str) -> None:  # noqa: ANN001
+    url, _ = churned
+    time.sleep(1.1)
+    options = {
+        "MAINTENANCE_EXPIRE_SNAPSHOTS_OLDER_THAN": "1 second",
+        "MAINTENANCE_EXPIRE_SNAPSHOTS_DRY_RUN": spelling,
+    }
+    with slatelake.connect(url, options=options) as s:
+        before = _snapshot_ids(s)
+        report = s.maintenance()
+        after = _snapshot_ids(s)
+    step = report.step("expire_snapshots")
+    assert after == before, "a dry run expired snapshots"
+    assert step.status == RAN
+    assert step.detail == f"would expire {len(before) - 1} snapshots (dry run)"
+    assert step.counts == {}  # nothing published as expired
+
+
+def _data_files(data_path: str) -> set[str]:
+    if data_path.startswith("s3://"):
+        import boto3
+
+        bucket, _, prefix = data_path[len("s3://") :].partition("/")
+        pages = (
+            boto3.client("s3")
+            .get_paginator("list_objects_v2")
+            .paginate(Bucket=bucket, Prefix=prefix)
+        )
+        return {o["Key"] for page in pages for o in page.get("Contents", [])}
+    return {str(p) for p in Path(data_path).rglob("*") if p.is_file()}
+
+
+def _plant(data_path: str, name: str) -> None:
+    if data_path.startswith("s3://"):
+        import boto3
+
+        bucket, _, prefix = data_path[len("s3://") :].partition("/")
+        boto3.client("s3").put_object(Bucket=bucket, Key=prefix + name, Body=b"PAR1 stray")
+        return
+    Path(data_path, name).write_bytes(b"PAR1 stray")
+
+
+@pytest.mark.parametrize("store", ["file", "s3"])
+def test_a_cleanup_dry_run_reports_what_it_would_delete_and_deletes_nothing(
+    store: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    if store == "s3":
+        bucket = request.getfixturevalue("s3_bucket")
+        url, data = f"s3://{bucket}/lake", f"s3://{bucket}/data/"
+    else:
+        url, data = (tmp_path / "lake").as_uri(), f"{tmp_path / 'data'}/"
+    with slatelake.connect(url, data_path=data) as s:
+        s.sql("CREATE TABLE t (id INTEGER)")
+        for i in range(3):
+            s.sql(f"INSERT INTO t SELECT * FROM range({i * 100}, {i * 100 + 100})")
+    merge = {"MAINTENANCE_MERGE_ADJACENT_FILES": "true"}
+    with slatelake.connect(url, options=merge) as s:
+        assert s.maintenance().step("merge_adjacent_files").counts["files_processed"] == 3
+    _plant(data, "stray.parquet")
+    dry = {
+        "MAINTENANCE_CLEANUP_OLD_FILES_CLEANUP_ALL": "1",
+        "MAINTENANCE_CLEANUP_OLD_FILES_DRY_RUN": "1",
+        "MAINTENANCE_DELETE_ORPHANED_FILES_CLEANUP_ALL": "y",
+        "MAINTENANCE_DELETE_ORPHANED_FILES_DRY_RUN": "t",
+    }
+    files = _data_files(data)
+    with slatelake.connect(url, options=dry) as s:
+        report = s.maintenance()
+        rows = sorted(s.sql("SELECT * FROM t").fetchall())
+    assert _data_files(data) == files, "a dry run deleted files"
+    cleanup, orphans = report.step("cleanup_old_files"), report.step("delete_orphaned_files")
+    assert (cleanup.status, cleanup.detail) == (RAN, "would delete 3 files (dry run)")
+    assert (orphans.status, orphans.detail) == (RAN, "would delete 1 files (dry run)")
+    assert cleanup.counts == {} and orphans.counts == {}  # no FilesDeleted published
+    wet = {k: v for k, v in dry.items() if not k.endswith("DRY_RUN")}
+    with slatelake.connect(url, options=wet) as s:
+        report = s.maintenance()
+        assert sorted(s.sql("SELECT * FROM t").fetchall()) == rows
+    assert report.step("cleanup_old_files").counts == {"files_deleted": 3}
+    assert report.step("delete_orphaned_files").counts == {"files_deleted": 1}
+    assert len(_data_files(data)) == len(files) - 4
+
+
+def test_interval_older_than_counts_back_from_now_in_any_zone(churned) -> None:  # noqa: ANN001
+    # Run under TZ=Asia/Tokyo and America/Los_Angeles by test_time_zones.py.
+    url, _ = churned
+    with slatelake.connect(url, options={"MAINTENANCE_EXPIRE_SNAPSHOTS_OLDER_THAN": "1 hour"}) as s:
+        before = _snapshot_ids(s)
+        s.maintenance()
+        assert _snapshot_ids(s) == before, "seconds-old snapshots expired by a 1-hour window"
+    time.sleep(1.1)
+    with slatelake.connect(
+        url, options={"MAINTENANCE_EXPIRE_SNAPSHOTS_OLDER_THAN": "1 second"}
+    ) as s:
+        s.maintenance()
+        assert _snapshot_ids(s) == {max(before)}, "a 1-second window kept older snapshots"
+
+
+def test_a_timestamp_older_than_names_a_utc_instant_in_any_zone(churned) -> None:  # noqa: ANN001
+    url, _ = churned
+    with slatelake.connect(url, read_only=True) as s:
+        times = s.sql(
+            "SELECT snapshot_id, strftime(timezone('UTC', snapshot_time), '%Y-%m-%d %H:%M:%S.%f') "
+            "FROM lake.snapshots() ORDER BY snapshot_id"
+        ).fetchall()
+    # Between the 4th and 5th snapshot, written without an offset: read as UTC.
+    (_, earlier), (_, later) = times[3], times[4]
+    assert earlier < later
+    cut = later
+    options = {
+        "MAINTENANCE_EXPIRE_SNAPSHOTS_OLDER_THAN": cut,
+        "MAINTENANCE_EXPIRE_SNAPSHOTS_DRY_RUN": "true",
+    }
+    with slatelake.connect(url, options=options) as s:
+        report = s.maintenance()
+    assert report.step("expire_snapshots").detail == "would expire 4 snapshots (dry run)"

@@ -21,6 +21,8 @@ def add_lake_command(sub: Any, name: str, func: Handler, help_: str) -> argparse
 
 
 def parse_kv(pairs: list[str] | None) -> dict[str, str]:
+    """``--option K=V`` pairs. A key given twice is refused, never last-wins:
+    which of two values an operator meant is not ours to guess."""
     from slatelake.maintenance.options import MaintenanceConfigError
 
     out: dict[str, str] = {}
@@ -28,6 +30,10 @@ def parse_kv(pairs: list[str] | None) -> dict[str, str]:
         key, sep, value = pair.partition("=")
         if not sep or not key:
             raise MaintenanceConfigError(f"--option {pair!r}: expected KEY=VALUE")
+        if key in out:
+            raise MaintenanceConfigError(
+                f"--option {key} is given twice ({out[key]!r} and {value!r}); give it once"
+            )
         out[key] = value
     return out
 

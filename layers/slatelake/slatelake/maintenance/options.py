@@ -3,20 +3,30 @@
 ``MAINTENANCE_<step>`` enables a DuckLake step, where <step> is the function
 name minus ``ducklake_``; ``MAINTENANCE_<step>_<parameter>`` passes one of
 DuckLake's own parameters (and implies the step). The accepted parameters
-per step are read from the pinned extension's ``duckdb_functions()``, so a
-version bump that changes a signature fails loudly here. slatelake's own
-options: INTERVAL, SWEEP_INDEXES (default true), BATCH_SIZE, COMPACT_STORE
-(default false), COMPACT_STORE_SUBSPACE, COMPACT_STORE_TIMEOUT,
-TABLE_BATCHES, PROGRESS. ``META_MAINTENANCE_*`` (the RFC's spelling) is an
-alias. Every mistake is a MaintenanceConfigError naming the option, raised
-before any work: nothing configured wrong ever runs unattended.
+per step, and their types, are read from the pinned extension's
+``duckdb_functions()``, so a version bump that changes a signature fails
+loudly here. slatelake's own options: INTERVAL, SWEEP_INDEXES (default
+true), BATCH_SIZE, COMPACT_STORE (default false), COMPACT_STORE_SUBSPACE,
+COMPACT_STORE_TIMEOUT, TABLE_BATCHES, PROGRESS. ``META_MAINTENANCE_*`` (the
+RFC's spelling) is an alias; two spellings of one option that disagree are
+refused, naming both.
+
+Every value is parsed here, once, to the type DuckLake declares (a real
+bool, an integer in range, a finite number, an interval or a UTC instant, a
+list of snapshot ids), so the steps render typed SQL and never re-read text.
+Booleans read exactly DuckDB's own spellings. Every mistake is a
+MaintenanceConfigError naming the option, raised before any work: nothing
+configured wrong ever runs unattended, and nothing DuckLake would reject
+mid-pass gets past bind.
 """
 
 from __future__ import annotations
 
+import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import duckdb
 
@@ -43,18 +53,13 @@ STEPS = (
 # Parameters the pass owns (it scopes calls to a table itself) or positional ones.
 _SCOPE_PARAMS = {"table_name", "schema_name", "schema"}
 DEFAULT_BATCH_SIZE = 65_536
-_OWN = {
-    "INTERVAL",
-    "SWEEP_INDEXES",
-    "BATCH_SIZE",
-    "COMPACT_STORE",
-    "COMPACT_STORE_SUBSPACE",
-    "COMPACT_STORE_TIMEOUT",
-    "TABLE_BATCHES",
-    "PROGRESS",
-}
-_TRUE = {"true", "1", "yes", "on"}
-_FALSE = {"false", "0", "no", "off"}
+_OWN_BOOLS = ("SWEEP_INDEXES", "COMPACT_STORE", "TABLE_BATCHES", "PROGRESS")
+_OWN = {*_OWN_BOOLS, "INTERVAL", "BATCH_SIZE", "COMPACT_STORE_SUBSPACE", "COMPACT_STORE_TIMEOUT"}
+_WS = " \t\r\n"
+# DuckDB's BOOLEAN cast from text, case-insensitive (tests hold it to DuckDB's).
+_TRUE = frozenset({"true", "t", "yes", "y", "1"})
+_FALSE = frozenset({"false", "f", "no", "n", "0"})
+_SPELLINGS = "true, t, yes, y, 1 or false, f, no, n, 0"
 _UNITS = {
     "s": 1,
     "sec": 1,
@@ -71,6 +76,20 @@ _UNITS = {
     "day": 86400,
     "days": 86400,
 }
+# Durations slatelake waits on (timers, timeouts): well inside threading's TIMEOUT_MAX.
+MAX_DURATION_S = 365 * 86400
+# A retention window over a century is a typo (far beyond, now() minus it leaves
+# DuckDB's timestamp range and the step would fail mid-pass).
+MAX_WINDOW_S = 100 * 365 * 86400
+MAX_OWN_INT = 2**63 - 1
+# DuckLake reads UBIGINT 2**64-1 as "unset" and fails internally on it.
+_INT_RANGES = {"UBIGINT": (0, 2**64 - 2), "BIGINT": (-(2**63), 2**63 - 1)}
+# DuckLake's own bounds on particular parameters (checked by it only at the call).
+_AT_LEAST_ONE = {"max_compacted_files", "max_file_size"}
+_FRACTION = {"delete_threshold"}
+_DECIMAL = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
+_VERSIONS = re.compile(r"\[\s*(\d+(?:\s*,\s*\d+)*)\s*\]")
+_TIMESTAMPTZ = "TIMESTAMP WITH TIME ZONE"
 
 
 class MaintenanceConfigError(MisconfigurationError):
@@ -78,9 +97,41 @@ class MaintenanceConfigError(MisconfigurationError):
 
 
 @dataclass(frozen=True)
+class Interval:
+    """An ``older_than`` given as a duration: a window ending at each call's now()."""
+
+    text: str  # DuckDB's own spelling of the interval, e.g. '7 days' or '01:30:00'
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Instant:
+    """An ``older_than`` given as a point in time, as UTC text ('... +00'): the
+    same instant on every host (a timestamp without an offset is read as UTC)."""
+
+    utc: str
+
+
+@dataclass(frozen=True)
+class Versions:
+    """Snapshot ids for ``versions``, sorted and distinct."""
+
+    ids: tuple[int, ...]
+
+    @property
+    def text(self) -> str:
+        """The string spelling DuckLake casts to UBIGINT[] (the RFC's passthrough)."""
+        return "[" + ",".join(str(i) for i in self.ids) + "]"
+
+
+# What a DuckLake parameter holds once bound.
+Value = bool | int | float | Interval | Instant | Versions
+
+
+@dataclass(frozen=True)
 class StepConfig:
     enabled: bool = False
-    params: dict[str, str] = field(default_factory=dict)
+    params: dict[str, Value] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -99,19 +150,28 @@ class MaintenanceOptions:
         return self.steps.get(step, StepConfig()).enabled
 
 
-def ducklake_signatures(con: duckdb.DuckDBPyConnection) -> dict[str, set[str]]:
-    """Named parameters per maintenance step, from the loaded extension."""
-    out: dict[str, set[str]] = {step: set() for step in DUCKLAKE_STEPS}
+def ducklake_signatures(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, str]]:
+    """Named parameters per maintenance step and their DuckDB types, from the
+    loaded extension."""
+    out: dict[str, dict[str, str]] = {step: {} for step in DUCKLAKE_STEPS}
     rows = con.execute(
-        "SELECT function_name, parameters FROM duckdb_functions() WHERE function_name IN ("
-        + ", ".join(f"'ducklake_{s}'" for s in DUCKLAKE_STEPS)
-        + ")"
+        "SELECT function_name, parameters, parameter_types FROM duckdb_functions() "
+        "WHERE list_contains(?, function_name)",
+        [[f"ducklake_{s}" for s in DUCKLAKE_STEPS]],
     ).fetchall()
     found = set()
-    for name, params in rows:
+    for name, params, types in rows:
         step = name.removeprefix("ducklake_")
         found.add(step)
-        out[step] |= {p for p in params if not re.fullmatch(r"col\d+", p)} - _SCOPE_PARAMS
+        for param, type_ in zip(params, types, strict=True):
+            if re.fullmatch(r"col\d+", param) or param in _SCOPE_PARAMS:
+                continue
+            if out[step].setdefault(param, type_) != type_:
+                raise MaintenanceConfigError(
+                    f"the pinned DuckLake extension declares {name}'s {param} as both "
+                    f"{out[step][param]} and {type_}; this slatelake build needs the DuckLake "
+                    "version it pins"
+                )
     missing = sorted(set(DUCKLAKE_STEPS) - found)
     if missing:
         raise MaintenanceConfigError(
@@ -121,18 +181,20 @@ def ducklake_signatures(con: duckdb.DuckDBPyConnection) -> dict[str, set[str]]:
     return out
 
 
-def parse_bool(option: str, value: str) -> bool:
-    text = str(value).strip().lower()
+# -- values ------------------------------------------------------------------
+def parse_bool(option: str, value: object) -> bool:
+    """True or false as DuckDB reads text (trimmed, any case); anything else refused."""
+    text = str(value).strip(_WS).lower()
     if text in _TRUE:
         return True
     if text in _FALSE:
         return False
-    raise MaintenanceConfigError(f"{option}={value!r}: expected true or false")
+    raise MaintenanceConfigError(f"{option}={value!r}: expected true or false ({_SPELLINGS})")
 
 
-def parse_seconds(option: str, value: str) -> float:
-    """Seconds from '30', '30s', '5m', '2 hours', '1d'; must be positive."""
-    text = str(value).strip().lower()
+def parse_seconds(option: str, value: object) -> float:
+    """Seconds from '30', '30s', '5m', '2 hours', '1d'; positive, at most 365 days."""
+    text = str(value).strip(_WS).lower()
     m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([a-z]*)", text)
     if not m or (m.group(2) and m.group(2) not in _UNITS):
         raise MaintenanceConfigError(
@@ -141,21 +203,137 @@ def parse_seconds(option: str, value: str) -> float:
     seconds = float(m.group(1)) * _UNITS.get(m.group(2) or "s", 1)
     if seconds <= 0:
         raise MaintenanceConfigError(f"{option}={value!r}: must be positive")
+    if not seconds <= MAX_DURATION_S:
+        raise MaintenanceConfigError(f"{option}={value!r}: must be at most 365 days")
     return seconds
 
 
-def parse_positive_int(option: str, value: str) -> int:
-    try:
-        number = int(str(value).strip())
-    except ValueError:
-        raise MaintenanceConfigError(f"{option}={value!r}: expected a positive integer") from None
+def _whole(text: str) -> int | None:
+    """An integer from decimal digits (optional sign), or None; never a huge parse."""
+    if not re.fullmatch(r"[+-]?\d{1,40}", text):
+        return None
+    return int(text)
+
+
+def parse_positive_int(option: str, value: object) -> int:
+    number = _whole(str(value).strip(_WS))
+    if number is None:
+        raise MaintenanceConfigError(f"{option}={value!r}: expected a positive integer")
     if number <= 0:
         raise MaintenanceConfigError(f"{option}={value!r}: must be positive")
+    if number > MAX_OWN_INT:
+        raise MaintenanceConfigError(f"{option}={value!r}: must be at most {MAX_OWN_INT}")
     return number
 
 
+def _parse_int(option: str, param: str, type_: str, value: object) -> int:
+    low, high = _INT_RANGES[type_]
+    if param in _AT_LEAST_ONE:
+        low = max(low, 1)
+    number = _whole(str(value).strip(_WS))
+    if number is None or not low <= number <= high:
+        raise MaintenanceConfigError(
+            f"{option}={value!r}: DuckLake takes a whole number from {low} to {high}"
+        )
+    return number
+
+
+def _parse_double(option: str, param: str, value: object) -> float:
+    text = str(value).strip(_WS)
+    number = float(text) if _DECIMAL.fullmatch(text) else math.nan
+    if not math.isfinite(number):
+        raise MaintenanceConfigError(f"{option}={value!r}: expected a finite number")
+    if param in _FRACTION and not 0.0 <= number <= 1.0:
+        raise MaintenanceConfigError(f"{option}={value!r}: must be between 0 and 1")
+    return number
+
+
+def _parse_versions(option: str, value: object) -> Versions:
+    m = _VERSIONS.fullmatch(str(value).strip(_WS))
+    ids = [_whole(d) for d in re.findall(r"\d+", m.group(1))] if m else []
+    high = _INT_RANGES["UBIGINT"][1]
+    if not ids or any(i is None or i > high for i in ids):
+        raise MaintenanceConfigError(
+            f"{option}={value!r}: expected a non-empty list of snapshot ids such as '[2,3]'"
+        )
+    return Versions(tuple(sorted({i for i in ids if i is not None})))
+
+
+class _Casts:
+    """DuckDB's own reading of intervals and timestamps, on a private in-memory
+    connection pinned to UTC so a value means the same on every host."""
+
+    def __init__(self) -> None:
+        self._con: duckdb.DuckDBPyConnection | None = None
+
+    def older_than(self, option: str, value: object) -> Interval | Instant:
+        if self._con is None:
+            self._con = duckdb.connect(
+                config={"autoinstall_known_extensions": False, "autoload_known_extensions": False}
+            )
+            self._con.execute("SET TimeZone = 'UTC'")
+        text = str(value).strip(_WS)
+        interval, seconds, instant, finite = self._con.execute(
+            "SELECT CAST(TRY_CAST($1 AS INTERVAL) AS VARCHAR), epoch(TRY_CAST($1 AS INTERVAL)), "
+            "CAST(TRY_CAST($1 AS TIMESTAMPTZ) AS VARCHAR), isfinite(TRY_CAST($1 AS TIMESTAMPTZ))",
+            [text],
+        ).fetchone()
+        if interval is not None:
+            if not 0 <= seconds <= MAX_WINDOW_S:
+                raise MaintenanceConfigError(
+                    f"{option}={value!r}: a window must be zero or more and at most 100 years"
+                )
+            return Interval(interval, float(seconds))
+        if instant is None or not finite:
+            raise MaintenanceConfigError(
+                f"{option}={value!r}: expected an interval such as '7 days' or a finite "
+                "timestamp such as '2024-01-01 00:00:00+00' (no offset means UTC)"
+            )
+        return Instant(instant)
+
+    def close(self) -> None:
+        if self._con is not None:
+            self._con.close()
+
+
+def _param_parser(step: str, param: str, type_: str, casts: _Casts) -> Callable[[str, Any], Any]:
+    """How one DuckLake parameter's text becomes its value, by its declared type."""
+    if type_ == "BOOLEAN":
+        return parse_bool
+    if type_ in _INT_RANGES:
+        return lambda option, value: _parse_int(option, param, type_, value)
+    if type_ == "DOUBLE":
+        return lambda option, value: _parse_double(option, param, value)
+    if type_ == _TIMESTAMPTZ:
+        return casts.older_than
+    if type_ == "UBIGINT[]":
+        return _parse_versions
+    raise MaintenanceConfigError(
+        f"ducklake_{step}'s parameter {param} is {type_}, which this slatelake build cannot "
+        "validate; use the DuckLake version it pins"
+    )
+
+
+def _own_parser(name: str) -> Callable[[str, Any], Any]:
+    if name in _OWN_BOOLS:
+        return parse_bool
+    if name in ("INTERVAL", "COMPACT_STORE_TIMEOUT"):
+        return parse_seconds
+    if name == "BATCH_SIZE":
+        return parse_positive_int
+    return _parse_subspace
+
+
+def _parse_subspace(option: str, value: object) -> Subspace:
+    try:
+        return Subspace.from_label(str(value).strip(_WS))
+    except ValueError as exc:
+        raise MaintenanceConfigError(f"{option}={value!r}: {exc}") from None
+
+
+# -- names ---------------------------------------------------------------------
 def _canonical(key: str) -> str:
-    upper = key.strip().upper()
+    upper = key.strip(_WS).upper()
     if upper.startswith(ALIAS_PREFIX):
         return PREFIX + upper[len(ALIAS_PREFIX) :]
     return upper
@@ -172,85 +350,117 @@ def _split_step(rest: str) -> tuple[str, str] | None:
     return None
 
 
-def parse_options(raw: Mapping[str, str], signatures: Mapping[str, set[str]]) -> MaintenanceOptions:
-    """Validate every option (bind time) and build the pass configuration."""
-    enabled: dict[str, bool | None] = {step: None for step in DUCKLAKE_STEPS}
-    params: dict[str, dict[str, str]] = {step: {} for step in DUCKLAKE_STEPS}
-    own: dict[str, tuple[str, str]] = {}
+def _refuse_nul(key: str, value: object) -> None:
+    if "\x00" in key or "\x00" in str(value):
+        raise MaintenanceConfigError(f"option {key!r}={value!r} contains a NUL byte; remove it")
+
+
+def _target(option: str, key: str, signatures: Mapping[str, Mapping[str, str]]) -> tuple:
+    """What a canonical option sets: ('own', NAME), ('step', step) or ('param', step, param)."""
+    if not option.startswith(PREFIX):
+        raise MaintenanceConfigError(
+            f"unknown option {key!r}: maintenance options start with {PREFIX}"
+        )
+    rest = option[len(PREFIX) :]
+    if rest in _OWN:
+        return ("own", rest)
+    split = _split_step(rest)
+    if split is None:
+        raise MaintenanceConfigError(
+            f"unknown option {option}; steps are "
+            + ", ".join(PREFIX + s.upper() for s in DUCKLAKE_STEPS)
+            + " and slatelake's own are "
+            + ", ".join(PREFIX + o for o in sorted(_OWN))
+        )
+    step, param = split
+    if not param:
+        return ("step", step)
+    accepted = signatures.get(step, {})
+    if param not in accepted:
+        raise MaintenanceConfigError(
+            f"unknown option {option}: ducklake_{step} on this DuckLake pin has no "
+            f"parameter {param!r} (it takes {', '.join(sorted(accepted)) or 'none'})"
+        )
+    return ("param", step, param)
+
+
+def _bind(
+    raw: Mapping[str, object], signatures: Mapping[str, Mapping[str, str]], casts: _Casts
+) -> dict[tuple, Any]:
+    """Each option's target -> its parsed value. Two spellings of one option
+    (an alias, another case) must agree."""
+    bound: dict[tuple, Any] = {}
+    given: dict[tuple, tuple[str, object]] = {}
     for key, value in raw.items():
-        option = _canonical(key)
-        if not option.startswith(PREFIX):
+        _refuse_nul(str(key), value)
+        option = _canonical(str(key))
+        target = _target(option, str(key), signatures)
+        if target[0] == "own":
+            parser = _own_parser(target[1])
+        elif target[0] == "step":
+            parser = parse_bool
+        else:
+            parser = _param_parser(target[1], target[2], signatures[target[1]][target[2]], casts)
+        parsed = parser(option, value)
+        if target in bound and bound[target] != parsed:
+            first, earlier = given[target]
             raise MaintenanceConfigError(
-                f"unknown option {key!r}: maintenance options start with {PREFIX}"
+                f"{first!r}={earlier!r} and {key!r}={value!r} both set {option} and disagree; "
+                "give it once"
             )
-        rest = option[len(PREFIX) :]
-        if rest in _OWN:
-            own[rest] = (option, value)
-            continue
-        split = _split_step(rest)
-        if split is None:
-            raise MaintenanceConfigError(
-                f"unknown option {option}; steps are "
-                + ", ".join(PREFIX + s.upper() for s in DUCKLAKE_STEPS)
-                + " and slatelake's own are "
-                + ", ".join(PREFIX + o for o in sorted(_OWN))
-            )
-        step, param = split
-        if not param:
-            enabled[step] = parse_bool(option, value)
-            continue
-        accepted = signatures.get(step, set())
-        if param not in accepted:
-            raise MaintenanceConfigError(
-                f"unknown option {option}: ducklake_{step} on this DuckLake pin has no "
-                f"parameter {param!r} (it takes {', '.join(sorted(accepted)) or 'none'})"
-            )
-        params[step][param] = str(value)
+        bound[target], given[target] = parsed, (key, value)
+    return bound
+
+
+def parse_options(
+    raw: Mapping[str, object], signatures: Mapping[str, Mapping[str, str]]
+) -> MaintenanceOptions:
+    """Validate and type every option (bind time) and build the pass configuration."""
+    casts = _Casts()
+    try:
+        bound = _bind(raw, signatures, casts)
+    finally:
+        casts.close()
+    own = {t[1]: v for t, v in bound.items() if t[0] == "own"}
     steps: dict[str, StepConfig] = {}
     for step in DUCKLAKE_STEPS:
-        if enabled[step] is False and params[step]:
-            given = ", ".join(f"{PREFIX}{step.upper()}_{p.upper()}" for p in params[step])
+        params = {t[2]: v for t, v in bound.items() if t[0] == "param" and t[1] == step}
+        enabled = bound.get(("step", step))
+        if enabled is False and params:
+            given = ", ".join(f"{PREFIX}{step.upper()}_{p.upper()}" for p in params)
             raise MaintenanceConfigError(
                 f"{PREFIX}{step.upper()} is false but its parameter {given} is given; "
                 "drop the parameter or enable the step"
             )
-        steps[step] = StepConfig(bool(enabled[step]) or bool(params[step]), params[step])
-
-    def opt(name: str) -> tuple[str, str] | None:
-        return own.get(name)
-
+        steps[step] = StepConfig(bool(enabled) or bool(params), params)
+    merge = steps["merge_adjacent_files"].params
+    if merge.get("min_file_size", -1) >= merge.get("max_file_size", math.inf):
+        name = f"{PREFIX}MERGE_ADJACENT_FILES"
+        raise MaintenanceConfigError(
+            f"{name}_MIN_FILE_SIZE={merge['min_file_size']} must be below "
+            f"{name}_MAX_FILE_SIZE={merge['max_file_size']}"
+        )
     for switch, dependents in (
         ("COMPACT_STORE", ("COMPACT_STORE_SUBSPACE", "COMPACT_STORE_TIMEOUT")),
         ("SWEEP_INDEXES", ("BATCH_SIZE",)),
     ):
-        given = [own[d][0] for d in dependents if d in own]
-        if switch in own and given and not parse_bool(*own[switch]):
+        given = [PREFIX + d for d in dependents if d in own]
+        if own.get(switch) is False and given:
             raise MaintenanceConfigError(
-                f"{own[switch][0]} is false but its parameter {', '.join(given)} is given; "
+                f"{PREFIX}{switch} is false but its parameter {', '.join(given)} is given; "
                 "drop the parameter or enable the step"
             )
-
-    subspace = None
-    if opt("COMPACT_STORE_SUBSPACE"):
-        option, value = own["COMPACT_STORE_SUBSPACE"]
-        try:
-            subspace = Subspace.from_label(str(value))
-        except ValueError as exc:
-            raise MaintenanceConfigError(f"{option}={value!r}: {exc}") from None
+    subspace = own.get("COMPACT_STORE_SUBSPACE")
     return MaintenanceOptions(
         steps=steps,
-        interval_s=parse_seconds(*own["INTERVAL"]) if opt("INTERVAL") else None,
-        sweep_indexes=parse_bool(*own["SWEEP_INDEXES"]) if opt("SWEEP_INDEXES") else True,
-        batch_size=(
-            parse_positive_int(*own["BATCH_SIZE"]) if opt("BATCH_SIZE") else DEFAULT_BATCH_SIZE
-        ),
-        compact_store=(parse_bool(*own["COMPACT_STORE"]) if opt("COMPACT_STORE") else False)
+        interval_s=own.get("INTERVAL"),
+        sweep_indexes=own.get("SWEEP_INDEXES", True),
+        batch_size=own.get("BATCH_SIZE", DEFAULT_BATCH_SIZE),
+        compact_store=own.get("COMPACT_STORE", False)
         or subspace is not None
-        or opt("COMPACT_STORE_TIMEOUT") is not None,
+        or "COMPACT_STORE_TIMEOUT" in own,
         compact_store_subspace=subspace,
-        compact_store_timeout_s=(
-            parse_seconds(*own["COMPACT_STORE_TIMEOUT"]) if opt("COMPACT_STORE_TIMEOUT") else None
-        ),
-        table_batches=parse_bool(*own["TABLE_BATCHES"]) if opt("TABLE_BATCHES") else False,
-        progress=parse_bool(*own["PROGRESS"]) if opt("PROGRESS") else False,
+        compact_store_timeout_s=own.get("COMPACT_STORE_TIMEOUT"),
+        table_batches=own.get("TABLE_BATCHES", False),
+        progress=own.get("PROGRESS", False),
     )

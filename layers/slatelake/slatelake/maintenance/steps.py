@@ -6,7 +6,19 @@ view after a recognized conflict, at most 3 attempts with 100 ms and 200 ms
 waits (a stop request cuts the wait); cleanup and orphan deletion are never
 retried; other errors are not retried. Expiry selects its snapshots with a
 dry run, then expires at most 64 per transaction, oldest first, halving on
-the operation-limit refusal.
+the operation-limit refusal. A dry run (expiry, cleanup, orphans) reports
+what it would do, marked as such, and counts nothing as done.
+
+Options arrive typed (options.py parsed them at bind); every name and value
+reaches SQL through ``ident``/``literal`` or as a rendered typed value. An
+interval ``older_than`` is a TIMESTAMPTZ computed in UTC, so the window is
+the same on every host whatever its time zone.
+
+Inline flush cannot be split: DuckLake 1.5.5 flushes each table's inlined
+rows in one transaction that deletes every one of them from the catalog, and
+offers no bound on how many. A table whose inlined rows exceed the
+change-set cap (SLATELAKE_MAX_CHANGESET_OPS) is therefore reported by name,
+with its row count and the cap, after the other tables flushed.
 """
 
 from __future__ import annotations
@@ -18,9 +30,11 @@ from typing import Any, TypeVar
 
 import duckdb
 
-from slatelake.ducklake.session import Session
+from slatelake.catalog import registry
+from slatelake.ducklake.session import META_DB, Session
+from slatelake.ducklake.sql import ident, literal
 from slatelake.errors import ConflictError, OperationLimitError
-from slatelake.maintenance.options import StepConfig
+from slatelake.maintenance.options import Instant, Interval, StepConfig, Value, Versions
 
 T = TypeVar("T")
 RETRY_WAITS = (0.1, 0.2)
@@ -42,6 +56,7 @@ class StepOutcome:
     pending: bool = False
     failed_tables: list[TableName] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=dict)
+    dry_run: bool = False  # the step only reported what it would do
 
 
 def is_conflict(exc: BaseException) -> bool:
@@ -69,29 +84,42 @@ class Steps:
         self.lake = session.alias
 
     # -- plumbing ------------------------------------------------------------
-    def render(self, name: str, value: str) -> str:
-        """A parameter as SQL; an interval older_than becomes a rolling window."""
-        literal = "'" + str(value).replace("'", "''") + "'"
-        if name == "older_than":
-            is_interval = self.session.con.execute(
-                "SELECT TRY_CAST(? AS INTERVAL) IS NOT NULL", [str(value)]
-            ).fetchone()[0]
-            if is_interval:
-                return f"now()::TIMESTAMP - INTERVAL {literal}"
-        return literal
+    @staticmethod
+    def render(value: Value) -> str:
+        """A bound option value as typed SQL. An interval older_than becomes a
+        rolling window, now() less the interval, computed on UTC wall time and
+        typed TIMESTAMPTZ: the host's zone never shifts it."""
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        if isinstance(value, int):
+            return f"CAST({literal(str(int(value)))} AS HUGEINT)"
+        if isinstance(value, float):
+            return f"CAST({literal(repr(float(value)))} AS DOUBLE)"
+        if isinstance(value, Interval):
+            window = f"CAST({literal(value.text)} AS INTERVAL)"
+            return f"timezone('UTC', timezone('UTC', now()) - {window})"
+        if isinstance(value, Instant):
+            return f"CAST({literal(value.utc)} AS TIMESTAMPTZ)"
+        if isinstance(value, Versions):
+            return literal(value.text)  # the string spelling DuckLake casts itself
+        raise TypeError(f"unbound option value {value!r}")
 
     def call(
-        self, function: str, columns: str, args: dict[str, str], scope: TableName | None = None
+        self,
+        function: str,
+        columns: tuple[str, ...],
+        args: dict[str, Value],
+        scope: TableName | None = None,
     ) -> list[tuple[Any, ...]]:
-        parts = [f"'{self.lake}'"]
+        parts = [literal(self.lake)]
         if scope is not None and function in ("merge_adjacent_files", "rewrite_data_files"):
-            parts.append("'" + scope[1].replace("'", "''") + "'")
-            parts.append("schema => '" + scope[0].replace("'", "''") + "'")
+            parts += [literal(scope[1]), f"{ident('schema')} => {literal(scope[0])}"]
         elif scope is not None:
-            parts.append("table_name => '" + scope[1].replace("'", "''") + "'")
-            parts.append("schema_name => '" + scope[0].replace("'", "''") + "'")
-        parts += [f"{k} => {v}" for k, v in args.items()]
-        sql = f"SELECT {columns} FROM ducklake_{function}({', '.join(parts)})"
+            parts.append(f"{ident('table_name')} => {literal(scope[1])}")
+            parts.append(f"{ident('schema_name')} => {literal(scope[0])}")
+        parts += [f"{ident(k)} => {self.render(v)}" for k, v in args.items()]
+        select = ", ".join(ident(c) for c in columns)
+        sql = f"SELECT {select} FROM {ident('ducklake_' + function)}({', '.join(parts)})"
         return self.session.sql(sql, writes=True).fetchall()
 
     def with_retry(self, what: str, fn: Callable[[], T]) -> T:
@@ -117,18 +145,22 @@ class Steps:
 
     # -- the steps -------------------------------------------------------------
     def expire_snapshots(self, cfg: StepConfig) -> StepOutcome:
-        args = {k: self.render(k, v) for k, v in cfg.params.items()}
-        if "versions" in args or args.get("dry_run", "'false'").strip("'").lower() == "true":
+        args = dict(cfg.params)
+        column = ("snapshot_id",)
+        if args.get("dry_run") is True:
             rows = self.with_retry(
-                "expire_snapshots", lambda: self.call("expire_snapshots", "snapshot_id", args)
+                "expire_snapshots", lambda: self.call("expire_snapshots", column, args)
             )
-            verb = "would expire" if "dry_run" in args else "expired"
+            return StepOutcome(f"would expire {len(rows)} snapshots (dry run)", dry_run=True)
+        if "versions" in args:
+            rows = self.with_retry(
+                "expire_snapshots", lambda: self.call("expire_snapshots", column, args)
+            )
             return StepOutcome(
-                f"{verb} {len(rows)} snapshots",
-                counts={} if "dry_run" in args else {"snapshots_expired": len(rows)},
+                f"expired {len(rows)} snapshots", counts={"snapshots_expired": len(rows)}
             )
         selected = sorted(
-            r[0] for r in self.call("expire_snapshots", "snapshot_id", {**args, "dry_run": "true"})
+            r[0] for r in self.call("expire_snapshots", column, {**args, "dry_run": True})
         )
         done = batches = 0
         size = EXPIRE_BATCH
@@ -142,13 +174,11 @@ class Steps:
                     counts={"snapshots_expired": done},
                 )
             batch = selected[done : done + size]
-            versions = "'[" + ",".join(str(v) for v in batch) + "]'"
+            versions = {"versions": Versions(tuple(batch))}
             try:
                 self.with_retry(
                     "expire_snapshots",
-                    lambda v=versions: self.call(
-                        "expire_snapshots", "snapshot_id", {"versions": v}
-                    ),
+                    lambda v=versions: self.call("expire_snapshots", column, v),
                 )
             except OperationLimitError as exc:
                 if len(batch) == 1:
@@ -172,7 +202,12 @@ class Steps:
         )
 
     def flush_inlined_data(self, cfg: StepConfig, skip: set[TableName]) -> StepOutcome:
-        flushed, failed = 0, []
+        """One call and commit per table. A table over the change-set cap is
+        not attempted (it could only fail, leaving an orphaned Parquet file);
+        the step fails naming it once every other table has flushed."""
+        flushed, failed, over = 0, [], []
+        cap = self.session.lake.committer.max_operations
+        inlined = self._inlined_rows()
         tables = [t for t in self.tables() if t not in skip]
         for n, table in enumerate(tables):
             if (stopped := self._stopped("flush_inlined_data", n, tables)) is not None:
@@ -182,29 +217,66 @@ class Steps:
                     failed_tables=failed,
                     counts={"rows_flushed": flushed},
                 )
-            self.log(f"flush_inlined_data: {table[0]}.{table[1]}")
+            name, rows_inline = f"{table[0]}.{table[1]}", inlined.get(table, 0)
+            if rows_inline > cap:
+                over.append(f"{name} holds {rows_inline} inlined rows, over the cap of {cap}")
+                self.log(f"flush_inlined_data: {name} not attempted: {over[-1]}")
+                continue
+            self.log(f"flush_inlined_data: {name}")
             try:
                 rows = self.with_retry(
                     f"flush {table[1]}",
-                    lambda t=table: self.call("flush_inlined_data", "rows_flushed", {}, scope=t),
+                    lambda t=table: self.call("flush_inlined_data", ("rows_flushed",), {}, scope=t),
                 )
                 flushed += sum(int(r[0]) for r in rows)
+            except OperationLimitError as exc:
+                over.append(
+                    f"{name} holds {rows_inline} inlined rows; its flush needs "
+                    f"{exc.operations} operations, over the cap of {exc.limit}"
+                )
+                self.log(f"flush_inlined_data: {name} refused: {over[-1]}")
             except Exception as exc:
                 if not is_conflict(exc):
                     raise
                 failed.append(table)
-                self.log(f"flush_inlined_data: deferred {table[0]}.{table[1]} after 3 attempts")
+                self.log(f"flush_inlined_data: deferred {name} after 3 attempts")
+        if over:
+            others = len(tables) - len(over) - len(failed)
+            raise StepFailed(_over_cap_message(over, flushed, others, failed))
         outcome = self._per_table_outcome(
             f"flushed {flushed} rows from {len(tables)} tables", failed
         )
         outcome.counts = {"rows_flushed": flushed}
         return outcome
 
+    def _inlined_rows(self) -> dict[TableName, int]:
+        """Rows each live table holds inline (its inlined data and inlined
+        deletions): a flush deletes each of them, one change-set operation apiece."""
+        meta = ident(META_DB)
+        ids = self.session.sql(
+            f"SELECT s.schema_name, t.table_name, t.table_id FROM {meta}.ducklake_table t "
+            f"JOIN {meta}.ducklake_schema s ON s.schema_id = t.schema_id "
+            "WHERE t.end_snapshot IS NULL AND s.end_snapshot IS NULL"
+        ).fetchall()
+        by_id = {table_id: (schema, table) for schema, table, table_id in ids}
+        names = self.session.sql(
+            "SELECT table_name FROM duckdb_tables() WHERE database_name = ?", [META_DB]
+        ).fetchall()
+        out: dict[TableName, int] = {}
+        for (name,) in names:
+            inline = registry.inline_table(name)
+            if inline is None or inline.ids[0] not in by_id:
+                continue
+            count = self.session.sql(f"SELECT count(*) FROM {meta}.{ident(name)}").fetchone()[0]
+            table = by_id[inline.ids[0]]
+            out[table] = out.get(table, 0) + int(count)
+        return out
+
     def compact(
         self, step: str, cfg: StepConfig, per_table: bool, skip: set[TableName]
     ) -> StepOutcome:
-        args = {k: self.render(k, v) for k, v in cfg.params.items()}
-        cols = "files_processed, files_created"
+        args = dict(cfg.params)
+        cols = ("files_processed", "files_created")
         capped = "max_compacted_files" in args
         if not per_table:
             rows = self.with_retry(step, lambda: self.call(step, cols, args))
@@ -248,13 +320,10 @@ class Steps:
         return outcome
 
     def cleanup(self, step: str, cfg: StepConfig) -> StepOutcome:
-        args = {k: self.render(k, v) for k, v in cfg.params.items()}
-        rows = self.call(step, "path", args)  # external effects: never retried
-        dry = args.get("dry_run", "").strip("'").lower() == "true"
-        verb = "would delete" if dry else "deleted"
-        return StepOutcome(
-            f"{verb} {len(rows)} files", counts={} if dry else {"files_deleted": len(rows)}
-        )
+        rows = self.call(step, ("path",), dict(cfg.params))  # external effects: never retried
+        if cfg.params.get("dry_run") is True:
+            return StepOutcome(f"would delete {len(rows)} files (dry run)", dry_run=True)
+        return StepOutcome(f"deleted {len(rows)} files", counts={"files_deleted": len(rows)})
 
     def _stopped(self, step: str, done: int, tables: list[TableName]) -> str | None:
         """Why the table loop stops before table ``done`` (None: go on)."""
@@ -272,3 +341,16 @@ class Steps:
         return StepOutcome(
             f"{detail}; deferred after 3 conflicts: {names}", pending=True, failed_tables=failed
         )
+
+
+def _over_cap_message(over: list[str], flushed: int, others: int, deferred: list[TableName]) -> str:
+    """Why tables could not flush, and the fix (there is no partial flush)."""
+    rest = f"flushed {flushed} rows from {others} other table{'s' if others != 1 else ''}"
+    if deferred:
+        rest += "; deferred after 3 conflicts: " + ", ".join(f"{s}.{t}" for s, t in deferred)
+    return (
+        "; ".join(over)
+        + ". DuckLake flushes a table's inlined rows in one transaction that deletes each "
+        "of them, and cannot flush part of a table: raise SLATELAKE_MAX_CHANGESET_OPS above "
+        f"the row count for the maintenance process, then the next pass flushes it ({rest})"
+    )

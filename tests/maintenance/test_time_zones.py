@@ -1,0 +1,55 @@
+"""The time-dependent pass tests, run again on hosts east and west of UTC.
+
+DuckDB fixes its TimeZone from the host once per process, so each zone runs
+in a child pytest started with TZ set; the child first checks that DuckDB
+really took the zone, so a zone that silently fell back to UTC fails here.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import subprocess_env
+
+ROOT = Path(__file__).resolve().parents[2]
+ZONES = ("Asia/Tokyo", "America/Los_Angeles")
+TIME_DEPENDENT = (
+    "test_configured_pass_reports_in_order_and_leaves_contents_unchanged",
+    "test_interval_older_than_is_a_rolling_window_per_pass",
+    "test_interval_older_than_counts_back_from_now_in_any_zone",
+    "test_a_timestamp_older_than_names_a_utc_instant_in_any_zone",
+)
+CHILD = """
+import os, sys
+import duckdb, pytest
+zone = duckdb.connect().execute("SELECT current_setting('TimeZone')").fetchone()[0]
+if zone != os.environ["TZ"]:
+    sys.exit(f"DuckDB runs in {zone}, not {os.environ['TZ']}")
+sys.exit(pytest.main(["-q", "-p", "no:cacheprovider", *sys.argv[1:]]))
+"""
+
+
+@pytest.mark.slow
+def test_time_dependent_pass_tests_hold_east_and_west_of_utc() -> None:
+    nodes = [f"tests/maintenance/test_pass.py::{name}" for name in TIME_DEPENDENT]
+    children = {
+        zone: subprocess.Popen(
+            [sys.executable, "-c", CHILD, *nodes],
+            cwd=ROOT,
+            env={**subprocess_env(), "TZ": zone},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for zone in ZONES  # both at once: the tests mostly wait on the clock
+    }
+    failed = {}
+    for zone, child in children.items():
+        out, _ = child.communicate(timeout=600)
+        if child.returncode != 0:
+            failed[zone] = out[-4000:]
+    assert not failed, "\n".join(f"--- TZ={z}\n{out}" for z, out in failed.items())
