@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,7 @@ COMMANDS = [
     "census",
     "compact-store",
     "index",
+    "lease",
 ]
 
 
@@ -85,3 +87,107 @@ def test_demo_runs_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert "lookup id=42: [(42, 'Oslo', 63.0)]" in out
     sweep = next(line for line in out.splitlines() if line.strip().startswith("sweep_indexes"))
     assert "ran" in sweep and "of 1 dropped indexes" in sweep and "reclaimed 0 " not in sweep
+
+
+def _small_lake(tmp_path: Path, snapshots: int = 3) -> str:
+    import slatelake
+
+    url = (tmp_path / "lake").as_uri()
+    with slatelake.connect(url, data_path=f"{tmp_path}/data/") as s:
+        s.sql("CREATE TABLE t (id INTEGER)")
+        for i in range(snapshots):
+            s.sql(f"INSERT INTO t VALUES ({i})")
+    return url
+
+
+def test_maintain_exits_4_when_a_step_failed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = _small_lake(tmp_path)
+    assert main(["maintain", url]) == 0  # nothing configured: every step ran or was skipped
+    capsys.readouterr()
+    time.sleep(1.1)
+    monkeypatch.setenv("SLATELAKE_MAX_CHANGESET_OPS", "1")  # no snapshot fits: expiry fails
+    option = "MAINTENANCE_EXPIRE_SNAPSHOTS_OLDER_THAN=1 second"
+    assert main(["maintain", url, "--option", option]) == 4
+    out, err = capsys.readouterr()
+    assert "expire_snapshots" in out and "failed" in out
+    assert "expire_snapshots" in err and "failed" in err
+    assert main(["maintain", url, "--option", option, "--json"]) == 4
+    assert json.loads(capsys.readouterr().out)["steps"][0]["status"] == "failed"
+
+
+def test_maintain_help_documents_its_exit_statuses(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["maintain", "--help"])
+    assert exit_.value.code == 0
+    text = capsys.readouterr().out
+    assert "4 a step failed" in text
+
+
+def test_status_warns_about_a_corrupt_window_and_the_next_pass_rewrites_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import slatelake
+    from slatelake.log.changeset import ChangeSet
+    from slatelake.maintenance.report import STATUS_KEY
+
+    url = _small_lake(tmp_path)
+    with slatelake.connect(url) as s:
+        cs = ChangeSet(
+            base=s.state.head,
+            puts=((STATUS_KEY, b"damaged"),),
+            tables=("sys/maintenance_status",),
+            changes_made="maintenance_status",
+        )
+        s.commit_change_set(cs)
+    assert main(["status", url]) == 0
+    out, err = capsys.readouterr()
+    assert "warning" in err and "sys/maintenance_status" in err
+    assert "no maintenance pass recorded" in out
+    assert main(["maintain", url]) == 0
+    capsys.readouterr()
+    assert main(["status", url, "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert len(json.loads(out)) == 1 and "warning" not in err
+
+
+def test_lease_break_refuses_a_live_owner_and_breaks_a_silent_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from slatelake.maintenance.flight import PassLease
+    from slatelake.store.location import LakeLocation
+
+    url = _small_lake(tmp_path)
+    assert main(["lease", "break", url]) == 0
+    assert "nothing to break" in capsys.readouterr().out
+    location = LakeLocation.parse(url)
+    owner = PassLease(location, ttl_s=12.0)  # beats every second, stale after three
+    owner.acquire()
+    owner.start_heartbeat()
+    time.sleep(0.2)
+    assert main(["lease", "break", url]) == 5
+    out, err = capsys.readouterr()
+    assert "refusing to break a live pass" in err and owner.owner[:8] in err
+    assert not PassLease(location).try_acquire()
+    owner.stop_heartbeat()  # the owner hangs (or was SIGKILLed): no beats, no release
+    time.sleep(3.2)
+    assert main(["lease", "break", url, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["broken"] is True and doc["holder"]["owner"] == owner.owner
+    assert doc["holder"]["expires_at"] > time.time()  # broken before it expired
+    assert not owner.renew() and owner.lost is not None  # a revived owner learns it lost
+    assert PassLease(location).try_acquire()
+
+
+def test_lease_break_help_documents_its_exit_statuses() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "slatelake.cli", "lease", "break", "--help"],
+        env=subprocess_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0
+    assert "usage: slatelake lease break" in proc.stdout
+    assert "5" in proc.stdout and "heartbeat is fresh" in proc.stdout

@@ -10,6 +10,7 @@ import pytest
 
 from slatelake.maintenance.flight import AlreadyRunningError, PassLease
 from slatelake.store.location import LakeLocation
+from slatelake.store.objects import ObjectClient
 
 
 @pytest.fixture
@@ -49,7 +50,7 @@ def test_an_unreadable_lease_counts_as_expired(location: LakeLocation, tmp_path:
 def test_a_pass_longer_than_the_lease_ttl_keeps_its_lease(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The pass renews its lease at step and table boundaries: a pass that
+    """The heartbeat renews the lease while the pass runs: a pass that
     outlives the TTL is never taken over by a second one mid-flight."""
     import slatelake
     from slatelake.maintenance import flight
@@ -77,3 +78,222 @@ def test_a_pass_longer_than_the_lease_ttl_keeps_its_lease(
         assert time.monotonic() - t0 > 2.4
     assert report.step("flush_inlined_data").counts["rows_flushed"] == 3
     assert rivals == [False], "a rival took the lease of a running pass"
+
+
+class _InterleavedClient(ObjectClient):
+    """The real object store, with one event run just before the first GET
+    or conditional PUT: how a rival's action lands between two of our calls."""
+
+    def __init__(self, location: LakeLocation, before: str, event) -> None:  # noqa: ANN001
+        super().__init__(location)
+        self.before, self.event = before, event
+
+    def _fire(self, op: str) -> None:
+        if self.before == op and self.event is not None:
+            event, self.event = self.event, None
+            event()
+
+    def get(self, path: str) -> bytes | None:
+        self._fire("get")
+        return super().get(path)
+
+    def put_if_absent(self, path: str, data: bytes) -> bool:
+        self._fire("put_if_absent")
+        return super().put_if_absent(path, data)
+
+
+def test_a_release_between_a_rivals_list_and_get_never_lets_two_passes_hold(
+    location: LakeLocation,
+) -> None:
+    """B lists the lease generations; before it reads the newest, A releases
+    and C takes the lease. B must not take it as well."""
+    a, c = PassLease(location), PassLease(location)
+    assert a.try_acquire()
+    a.renew()  # a later generation, as a pass holding it for a while has
+    taken: list[bool] = []
+    b = PassLease(
+        location,
+        client=_InterleavedClient(
+            location, "get", lambda: (a.release(), taken.append(c.try_acquire()))
+        ),
+    )
+    b_holds = b.try_acquire()
+    assert taken == [True]
+    assert not b_holds, "two passes hold the maintenance lease at once"
+    assert c.current().owner == c.owner
+
+
+def test_a_stale_taker_that_recreates_a_collected_generation_does_not_hold(
+    location: LakeLocation,
+) -> None:
+    """B read an expired lease and was slow to write the next generation; in
+    between C took it and renewed, and the generation B writes was already
+    collected. B's create succeeds, but C holds the lease, not B."""
+    crashed = PassLease(location, ttl_s=0.2)
+    assert crashed.try_acquire()
+    time.sleep(0.3)
+    c = PassLease(location)
+
+    def c_takes_and_renews() -> None:
+        assert c.try_acquire()
+        c.renew()
+
+    b = PassLease(
+        location, client=_InterleavedClient(location, "put_if_absent", c_takes_and_renews)
+    )
+    assert not b.try_acquire(), "a stale taker holds the lease beside the live one"
+    assert c.current().owner == c.owner
+
+
+def test_generations_only_grow_across_release(location: LakeLocation) -> None:
+    """A release never makes an older generation the newest again."""
+    first = PassLease(location)
+    assert first.try_acquire()
+    taken = first.generation
+    first.release()
+    second = PassLease(location)
+    assert second.try_acquire()
+    assert second.generation > taken
+    second.release()
+
+
+def test_the_heartbeat_renews_a_lease_between_boundaries(location: LakeLocation) -> None:
+    holder = PassLease(location, ttl_s=1.5)
+    holder.acquire()
+    holder.start_heartbeat()
+    try:
+        time.sleep(3.2)  # more than twice the TTL, no boundary called anything
+        assert not PassLease(location).try_acquire()
+        assert holder.lost is None
+    finally:
+        holder.release()
+    assert PassLease(location).try_acquire()
+
+
+def test_a_dead_owner_is_replaced_once_its_heartbeat_stops(location: LakeLocation) -> None:
+    dead = PassLease(location, ttl_s=2.0)
+    dead.acquire()
+    dead.start_heartbeat()
+    time.sleep(0.3)
+    dead.stop_heartbeat()  # the process died: no more beats, no release
+    rival = PassLease(location)
+    assert not rival.try_acquire()
+    time.sleep(2.1)
+    assert rival.try_acquire()
+
+
+def test_a_renewal_that_finds_its_lease_taken_marks_it_lost(location: LakeLocation) -> None:
+    holder = PassLease(location, ttl_s=0.6)
+    holder.acquire()
+    holder.start_heartbeat()
+    try:
+        _take_over(location)
+        deadline = time.monotonic() + 5
+        while holder.lost is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert holder.lost is not None and "lease" in holder.lost
+    finally:
+        holder.release()
+    assert PassLease(location).current().owner == "rival"  # release wrote nothing over it
+
+
+def test_a_holder_whose_lease_expired_unrenewed_may_not_act(location: LakeLocation) -> None:
+    """A process stalled past its TTL (SIGSTOP, a swap storm) learns at its
+    next boundary that it no longer holds the lease, before its heartbeat runs."""
+    stalled = PassLease(location, ttl_s=0.3)
+    stalled.acquire()
+    assert stalled.lost is None
+    time.sleep(0.4)
+    assert stalled.lost is not None and "expired" in stalled.lost
+    assert not stalled.renew()
+    stalled.release()  # writes nothing: the lease may be someone else's by now
+    assert PassLease(location).current().state == "held"
+
+
+def _take_over(location: LakeLocation) -> None:
+    """Another process writes the next lease generation (as a taker does once
+    it judged the lease expired, or as ``lease break`` does)."""
+    probe = PassLease(location)
+    newest = probe.current()
+    body = {"owner": "rival", "expires_at": time.time() + 600, "heartbeat_at": time.time()}
+    assert probe.client.put_if_absent(probe._path(newest.generation + 1), json.dumps(body).encode())
+
+
+def test_a_pass_keeps_its_lease_by_heartbeat_inside_one_long_step(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No boundary for longer than the TTL (one long DuckLake call): the
+    heartbeat, not the step boundaries, keeps the lease."""
+    import slatelake
+    from slatelake.maintenance import flight
+    from slatelake.maintenance.runner import run_pass
+
+    url = (tmp_path / "lake").as_uri()
+    with slatelake.connect(url, data_path=f"{tmp_path}/data/") as s:
+        s.sql("CREATE TABLE a (id INTEGER)")
+    monkeypatch.setattr(flight, "DEFAULT_TTL_S", 1.5)
+    rivals: list[bool] = []
+
+    def one_long_call(message: str, fields: dict[str, float]) -> None:
+        if message.startswith("pass start"):
+            time.sleep(3.2)
+            rivals.append(PassLease(LakeLocation.parse(url)).try_acquire())
+
+    with slatelake.connect(url) as s:
+        run_pass(s, s.options, on_progress=one_long_call)
+    assert rivals == [False], "a rival took the lease of a running pass"
+
+
+@pytest.mark.parametrize("store", ["file", "s3"])
+def test_a_pass_that_loses_its_lease_stops_at_the_next_boundary_and_writes_nothing_more(
+    store: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+) -> None:
+    import slatelake
+    from slatelake.catalog.lake import Lake
+    from slatelake.maintenance import flight
+    from slatelake.maintenance.runner import run_pass
+
+    if store == "s3":
+        url = f"s3://{request.getfixturevalue('s3_bucket')}/lake"
+        data = f"s3://{request.getfixturevalue('s3_bucket')}/data/"
+    else:
+        url, data = (tmp_path / "lake").as_uri(), f"{tmp_path}/data/"
+    with slatelake.connect(url, data_path=data) as s:
+        for t in ("a", "b", "c"):
+            s.sql(f"CREATE TABLE {t} (id INTEGER)")
+            s.sql(f"INSERT INTO {t} VALUES (1)")
+    monkeypatch.setattr(flight, "DEFAULT_TTL_S", 1.2)
+    options = {"MAINTENANCE_FLUSH_INLINED_DATA": "true", "MAINTENANCE_TABLE_BATCHES": "true"}
+    at_takeover: list[int] = []
+
+    def taken_mid_pass(message: str, fields: dict[str, float]) -> None:
+        if message == "step flush_inlined_data start":
+            _take_over(LakeLocation.parse(url))
+            with Lake.open(url, read_only=True) as lake:
+                at_takeover.append(lake.summary().last_slot)
+            time.sleep(0.6)  # several heartbeats: the next renewal finds the lease taken
+
+    with slatelake.connect(url, options=options) as s:
+        before = len(s.maintenance_status())
+        report = run_pass(s, s.options, on_progress=taken_mid_pass)
+    with Lake.open(url, read_only=True) as lake:
+        assert lake.summary().last_slot == at_takeover[0], "the pass wrote after losing its lease"
+    assert report.step("flush_inlined_data").counts.get("rows_flushed", 0) == 0
+    assert report.lease_lost and "lease" in report.lease_lost
+    assert report.failed and report.work_pending
+    with slatelake.connect(url, read_only=True) as ro:
+        assert len(ro.maintenance_status()) == before
+
+
+@pytest.mark.parametrize("raw", ["0", "-5", "nan", "inf", "soon", "0.5"])
+def test_a_bad_lease_ttl_setting_is_refused_naming_the_variable(
+    raw: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from slatelake.errors import MisconfigurationError
+    from slatelake.maintenance.flight import TTL_ENV
+
+    monkeypatch.setenv(TTL_ENV, raw)
+    with pytest.raises(MisconfigurationError, match=TTL_ENV):
+        PassLease(LakeLocation.parse((tmp_path / "lake").as_uri()))
+    monkeypatch.setenv(TTL_ENV, "90")
+    assert PassLease(LakeLocation.parse((tmp_path / "lake").as_uri())).ttl_s == 90.0

@@ -106,3 +106,63 @@ def test_sigterm_during_a_running_pass_completes_it_then_exits(tmp_path: Path) -
     assert proc.returncode == 0, text
     assert "pass end" in text and "stopped" in out
     assert _scheduled(url), "the interrupted pass still recorded its report"
+
+
+EXIT_WITHOUT_CLOSE = r"""
+import sys, threading
+import slatelake
+
+started = threading.Event()
+
+
+class Watch:
+    # stderr that notices when the scheduled pass is inside its first step
+    def __init__(self, inner):
+        self.inner = inner
+
+    def write(self, text):
+        if "step expire_snapshots start" in text:
+            started.set()
+        return self.inner.write(text)
+
+    def flush(self):
+        self.inner.flush()
+
+
+sys.stderr = Watch(sys.stderr)
+session = slatelake.connect(
+    sys.argv[1],
+    options={
+        "MAINTENANCE_INTERVAL": "0.2",
+        "MAINTENANCE_EXPIRE_SNAPSHOTS_OLDER_THAN": "1 second",
+        "MAINTENANCE_PROGRESS": "true",
+    },
+)
+assert started.wait(120), "no scheduled pass started"
+print("leaving without close()", flush=True)
+"""
+
+
+def test_interpreter_exit_without_close_completes_the_pass_records_it_and_frees_the_lease(
+    tmp_path: Path,
+) -> None:
+    """The RFC: process teardown without detach completes a running pass
+    before the database goes (here: before the interpreter does)."""
+    url = _lake(tmp_path, snapshots=12)
+    time.sleep(1.1)
+    env = subprocess_env() | {"SLATELAKE_MAX_CHANGESET_OPS": "4"}  # expiry in small batches
+    proc = subprocess.run(
+        [sys.executable, "-c", EXIT_WITHOUT_CLOSE, url],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "leaving without close()" in proc.stdout
+    assert "pass end" in proc.stderr, "the pass in flight was cut off at exit"
+    window = _scheduled(url)
+    assert window, "the pass in flight at exit recorded no report"
+    with slatelake.connect(url, read_only=True) as ro:
+        holder = PassLease(ro.lake.location).current()
+    assert holder is not None and not holder.held(), f"the lease outlived the process: {holder}"

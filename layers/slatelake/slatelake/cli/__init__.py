@@ -1,7 +1,9 @@
 """``slatelake`` command line. Each subcommand is one call into the library.
 
 Exit status: 0 success, 1 a slatelake error (message on stderr), 2 usage or a
-misconfigured option, 3 fenced (a newer folder took over).
+misconfigured option, 3 fenced (a newer folder took over), 4 ``maintain``: a
+step failed or the pass lost its lease, 5 ``lease break``: refused, the
+owner's heartbeat is fresh.
 """
 
 from __future__ import annotations
@@ -10,11 +12,21 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from slatelake.cli import index, lake, maintain, store
+from slatelake.cli import index, lake, lease, maintain, store
 from slatelake.cli.common import EXIT_ERROR, EXIT_FENCED, EXIT_USAGE
+from slatelake.cli.lease import EXIT_LEASE_LIVE
+from slatelake.cli.maintain import EXIT_STEP_FAILED
 from slatelake.errors import FencedError, SlatelakeError
 
-__all__ = ["EXIT_ERROR", "EXIT_FENCED", "EXIT_USAGE", "build_parser", "main"]
+__all__ = [
+    "EXIT_ERROR",
+    "EXIT_FENCED",
+    "EXIT_LEASE_LIVE",
+    "EXIT_STEP_FAILED",
+    "EXIT_USAGE",
+    "build_parser",
+    "main",
+]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -25,7 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
         "credentials and AWS_ENDPOINT_URL from the environment).",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (lake, maintain, store, index):
+    for module in (lake, maintain, store, index, lease):
         module.register(sub)
     return parser
 

@@ -1,12 +1,26 @@
-"""``maintain`` and ``status``: the maintenance pass from a shell."""
+"""``maintain`` and ``status``: the maintenance pass from a shell.
+
+``maintain`` exits 4 when the pass did not finish cleanly (a step failed, or
+the pass lost its lease to another process), so a cron job or CI step sees
+it. ``status`` never fails on a damaged status record: it prints what could
+be read and a warning on stderr, and the next pass rewrites the record.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import Any
 
 from slatelake.cli.common import add_lake_command, parse_kv, print_report
+
+EXIT_STEP_FAILED = 4
+EXIT_STATUSES = (
+    "exit status: 0 the pass ran (every step ran or was skipped); 1 an error (e.g. "
+    "another pass is running and --wait ran out); 2 a misconfigured option; 3 fenced; "
+    "4 a step failed or the pass lost its lease (the report says which)"
+)
 
 
 def _cmd_maintain(args: argparse.Namespace) -> int:
@@ -15,8 +29,18 @@ def _cmd_maintain(args: argparse.Namespace) -> int:
     with slatelake.connect(
         args.lake, data_path=args.data_path, options=parse_kv(args.option)
     ) as session:
-        print_report(session.maintenance(wait_s=args.wait), args.json)
-    return 0
+        report = session.maintenance(wait_s=args.wait)
+    print_report(report, args.json)
+    if not report.failed:
+        return 0
+    failed = [s.step for s in report.steps if s.status == "failed"]
+    why = []
+    if failed:
+        why.append(f"{len(failed)} step(s) failed: {', '.join(failed)}")
+    if report.lease_lost is not None:
+        why.append(f"the pass stopped, it lost its lease: {report.lease_lost}")
+    print(f"slatelake maintain: {'; '.join(why)}", file=sys.stderr)
+    return EXIT_STEP_FAILED
 
 
 def _cmd_status(args: argparse.Namespace) -> int:
@@ -24,6 +48,11 @@ def _cmd_status(args: argparse.Namespace) -> int:
 
     with slatelake.connect(args.lake, read_only=True) as session:
         window = session.maintenance_status()
+    if window.warning is not None:
+        print(
+            f"slatelake status: warning: {window.warning}; the next pass rewrites it",
+            file=sys.stderr,
+        )
     if args.json:
         print(json.dumps([p.to_dict() for p in window]))
     elif not window:
@@ -41,6 +70,7 @@ def register(sub: Any) -> None:
         "Run one maintenance pass now (RFC 0021 steps in "
         "order) with the given MAINTENANCE_* options, and print its report.",
     )
+    p.epilog = EXIT_STATUSES
     p.add_argument("--data-path", metavar="PATH", help="data path (for a new lake)")
     p.add_argument(
         "--option",
@@ -61,6 +91,7 @@ def register(sub: Any) -> None:
         sub,
         "status",
         _cmd_status,
-        "Show the last 16 maintenance passes, newest first (read-only).",
+        "Show the last 16 maintenance passes, newest first (read-only). A damaged "
+        "status record prints a warning on stderr, never an error.",
     )
     p.add_argument("--json", action="store_true", help="print a JSON array of pass reports")

@@ -1,27 +1,54 @@
 """Single flight: at most one pass per lake, in a process and across processes.
 
-In a process, a lock per lake URL. Across processes (two Lambda invocations
-can overlap), a lease in the bucket built only on create-if-absent:
-``maintenance/lease-<generation>`` objects, the highest generation holding
-the lease until its expiry. Taking a free or stale lease means creating the
-next generation; the object store lets exactly one taker win. Renewal is the
-holder creating the next generation itself.
+In a process, a lock per canonical lake URL (two spellings of one lake share
+it). Across processes (two Lambda invocations, a holder and a shell), a lease
+in the bucket built only on create-if-absent: ``maintenance/lease-<generation>``
+objects, the newest generation saying who holds the lease and until when.
+Every change -- take, renew, release, break -- creates the next generation,
+and the object store lets exactly one writer create it. What keeps that safe
+on a store that also deletes:
+
+- the newest generation is never deleted, so generations only grow (a
+  release writes a ``released`` record; it does not delete its own);
+- a reader whose newest record vanished between LIST and GET lists again
+  (a newer generation superseded it), never reading it as free;
+- a writer that created generation g lists again and holds only if g is
+  still the newest: a slow taker that re-created a collected generation
+  below a live one loses;
+- whoever just wrote the newest generation collects the older ones.
+
+The holder renews by heartbeat, a thread writing the next generation every
+``ttl / 12`` seconds (5 s at the 60 s default), so a dead owner (SIGKILL, a
+lost host) is replaced about a minute later. A renewal that finds the next
+generation taken, or that cannot renew before the lease expires, marks the
+lease ``lost``; the pass checks that at every boundary and stops.
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import math
+import os
+import socket
 import threading
 import time
 import uuid
 from dataclasses import dataclass
 
-from slatelake.errors import SlatelakeError
+from slatelake.errors import MisconfigurationError, SlatelakeError
 from slatelake.store.location import LakeLocation
 from slatelake.store.objects import ObjectClient
 
+log = logging.getLogger("slatelake.maintenance")
 LEASE_DIR = "maintenance"
-DEFAULT_TTL_S = 900.0
+DEFAULT_TTL_S = 60.0
+TTL_ENV = "SLATELAKE_PASS_LEASE_TTL_S"
+BEATS_PER_TTL = 12
+# A heartbeat older than this many intervals is stale: ``lease break`` may break it.
+STALE_BEATS = 3
+HELD, RELEASED, BROKEN, UNREADABLE = "held", "released", "broken", "unreadable"
+_RELIST_ATTEMPTS = 10
 _locks: dict[str, threading.Lock] = {}
 _locks_guard = threading.Lock()
 
@@ -32,16 +59,85 @@ class AlreadyRunningError(SlatelakeError):
     retryable = True
 
 
+class LeaseLiveError(AlreadyRunningError):
+    """``lease break`` refused: the owner's heartbeat is fresh, it is alive."""
+
+    retryable = False
+
+
 def process_lock(url: str) -> threading.Lock:
+    """The in-process lock of a lake; ``url`` must be the canonical spelling."""
     with _locks_guard:
         return _locks.setdefault(url, threading.Lock())
 
 
+def default_ttl_s() -> float:
+    """``SLATELAKE_PASS_LEASE_TTL_S`` when set (seconds, at least one: the
+    heartbeat writes twelve times per TTL), else ``DEFAULT_TTL_S``."""
+    raw = os.environ.get(TTL_ENV)
+    if raw is None or not raw.strip():
+        return DEFAULT_TTL_S
+    try:
+        ttl = float(raw)
+    except ValueError:
+        ttl = math.nan
+    if not math.isfinite(ttl) or ttl < 1:
+        raise MisconfigurationError(
+            f"{TTL_ENV}={raw!r}: expected a number of seconds, at least 1, e.g. 60"
+        )
+    return ttl
+
+
 @dataclass(frozen=True)
 class Holder:
+    """The newest lease record. ``state`` is held, released, broken or
+    unreadable; only a held record whose expiry is ahead holds the lease."""
+
     generation: int
     owner: str
     expires_at: float
+    state: str = HELD
+    heartbeat_at: float = 0.0
+    heartbeat_s: float = 0.0
+    pid: int | None = None
+    host: str = ""
+
+    def held(self, now: float | None = None) -> bool:
+        return self.state == HELD and self.expires_at > (time.time() if now is None else now)
+
+    def heartbeat_fresh(self, now: float | None = None) -> bool:
+        """Held, and the owner beat within STALE_BEATS intervals (a record
+        without a heartbeat, from an older slatelake, is never fresh)."""
+        now = time.time() if now is None else now
+        return (
+            self.held(now)
+            and self.heartbeat_s > 0
+            and now - self.heartbeat_at < STALE_BEATS * self.heartbeat_s
+        )
+
+    def describe(self, now: float | None = None) -> str:
+        now = time.time() if now is None else now
+        who = f"owner {self.owner[:8] or '?'}"
+        if self.pid is not None:
+            who += f" (pid {self.pid} on {self.host or '?'})"
+        if self.state != HELD:
+            return f"lease generation {self.generation}: {self.state} by {who}"
+        beat = "no heartbeat recorded"
+        if self.heartbeat_at:
+            beat = f"last heartbeat {now - self.heartbeat_at:.1f}s ago"
+        left = self.expires_at - now
+        expiry = f"expires in {left:.1f}s" if left > 0 else f"expired {-left:.1f}s ago"
+        return f"lease generation {self.generation} held by {who}, {beat}, {expiry}"
+
+
+@dataclass(frozen=True)
+class BreakResult:
+    """What ``break_lease`` did: ``broken`` is the record it ended (None when
+    there was nothing to break), ``generation`` the record it wrote."""
+
+    broken: Holder | None
+    generation: int | None
+    detail: str
 
 
 class PassLease:
@@ -53,45 +149,96 @@ class PassLease:
     ) -> None:
         self.client = client if client is not None else ObjectClient(location)
         self.prefix = location.path(LEASE_DIR) + "/"
-        self.ttl_s = DEFAULT_TTL_S if ttl_s is None else ttl_s
+        self.ttl_s = default_ttl_s() if ttl_s is None else ttl_s
+        self.heartbeat_s = self.ttl_s / BEATS_PER_TTL
         self.owner = uuid.uuid4().hex
         self.generation: int | None = None
-        self._written_at = 0.0
+        self._expires_at = 0.0
+        self._lost: str | None = None
+        self._lock = threading.Lock()  # one write at a time: heartbeat vs release
+        self._beat_stop = threading.Event()
+        self._beat: threading.Thread | None = None
 
+    # -- reading ---------------------------------------------------------------
     def _path(self, generation: int) -> str:
         return f"{self.prefix}lease-{generation:020d}"
 
+    def _generations(self) -> list[int]:
+        out = []
+        for info in self.client.list(self.prefix):
+            name = info.path[len(self.prefix) :]
+            if name.startswith("lease-") and name[6:].isdigit():
+                out.append(int(name[6:]))
+        return sorted(out)
+
     def current(self) -> Holder | None:
-        paths = sorted(
-            i.path
-            for i in self.client.list(self.prefix)
-            if i.path[len(self.prefix) :].startswith("lease-")
+        """The newest record; None when no lease was ever written."""
+        for _ in range(_RELIST_ATTEMPTS):
+            generations = self._generations()
+            if not generations:
+                return None
+            raw = self.client.get(self._path(generations[-1]))
+            if raw is None:
+                continue  # superseded and collected between LIST and GET: list again
+            return _decode(generations[-1], raw)
+        raise AlreadyRunningError(
+            f"the maintenance lease under {self.prefix} changed {_RELIST_ATTEMPTS} times while "
+            "being read; retry"
         )
-        if not paths:
-            return None
-        raw = self.client.get(paths[-1])
-        generation = int(paths[-1].rsplit("-", 1)[1])
-        if raw is None:
-            return Holder(generation, "", 0.0)
-        try:
-            doc = json.loads(raw)
-            return Holder(generation, str(doc["owner"]), float(doc["expires_at"]))
-        except (ValueError, KeyError, TypeError):
-            return Holder(generation, "", 0.0)  # unreadable: treat as expired
+
+    @property
+    def lost(self) -> str | None:
+        """Why this holder may no longer act on its lease (None while it
+        holds it): another process took it, or it expired unrenewed (a
+        process stalled past its TTL must not act before its heartbeat
+        notices)."""
+        if self._lost is None and self.generation is not None and time.time() >= self._expires_at:
+            self._lost = "the lease expired before its heartbeat renewed it (a stalled process?)"
+        return self._lost
+
+    # -- writing ---------------------------------------------------------------
+    def _record(self, state: str, expires_at: float, **extra: object) -> bytes:
+        doc = {
+            "owner": self.owner,
+            "state": state,
+            "expires_at": expires_at,
+            "heartbeat_at": time.time(),
+            "heartbeat_s": self.heartbeat_s,
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            **extra,
+        }
+        return json.dumps(doc).encode()
+
+    def _claim(self, generation: int, body: bytes) -> bool:
+        """Create ``generation`` and check it is the newest; collect older ones."""
+        if not self.client.put_if_absent(self._path(generation), body):
+            raw = self.client.get(self._path(generation))
+            # Ours after all (an earlier PUT that reported an error had landed)?
+            if raw is None or _decode(generation, raw).owner != self.owner:
+                return False
+        generations = self._generations()
+        if not generations or generations[-1] != generation:
+            if generations and generations[-1] > generation:
+                self.client.delete(self._path(generation))  # a collected one re-created
+            return False
+        for older in generations[:-1]:
+            self.client.delete(self._path(older))
+        return True
 
     def try_acquire(self) -> bool:
-        holder = self.current()
-        if holder is not None and holder.owner != self.owner and holder.expires_at > time.time():
-            return False
-        generation = 1 if holder is None else holder.generation + 1
-        body = json.dumps({"owner": self.owner, "expires_at": time.time() + self.ttl_s})
-        if not self.client.put_if_absent(self._path(generation), body.encode()):
-            return False
-        self.generation = generation
-        self._written_at = time.monotonic()
-        if holder is not None:
-            self.client.delete(self._path(holder.generation))
-        return True
+        """Take the lease if it is free (or already ours: then renew it)."""
+        with self._lock:
+            holder = self.current()
+            now = time.time()
+            if holder is not None and holder.held(now) and holder.owner != self.owner:
+                return False
+            generation = 1 if holder is None else holder.generation + 1
+            expires_at = now + self.ttl_s
+            if not self._claim(generation, self._record(HELD, expires_at)):
+                return False
+            self.generation, self._expires_at, self._lost = generation, expires_at, None
+            return True
 
     def acquire(self, wait_s: float = 0.0, poll_s: float = 0.5) -> None:
         deadline = time.monotonic() + wait_s
@@ -100,28 +247,121 @@ class PassLease:
                 holder = self.current()
                 raise AlreadyRunningError(
                     "maintenance already running on this lake"
-                    + (
-                        f" (lease generation {holder.generation}, owner {holder.owner[:8]})"
-                        if holder
-                        else ""
-                    )
+                    + (f" ({holder.describe()})" if holder else "")
                     + "; retry later"
                 )
             time.sleep(poll_s)
 
-    def renew(self) -> None:
-        if self.generation is not None:
-            self.try_acquire()
-
-    def renew_if_due(self) -> None:
-        """Extend a held lease once a third of its life is gone, so a pass
-        longer than the TTL keeps it; cheap to call at every boundary."""
-        if self.generation is not None and time.monotonic() - self._written_at > self.ttl_s / 3:
-            self.renew()
-
-    def release(self) -> None:
-        if self.generation is not None:
+    def renew(self) -> bool:
+        """Write the next generation of a held lease. False (and ``lost`` set)
+        when another process wrote it first: the lease is no longer ours."""
+        with self._lock:
+            if self.generation is None or self._lost is not None:
+                return False
+            generation = self.generation + 1
+            expires_at = time.time() + self.ttl_s
+            if self._claim(generation, self._record(HELD, expires_at)):
+                self.generation, self._expires_at = generation, expires_at
+                return True
+            self._lost = f"another process wrote lease generation {generation}"
+        try:
             holder = self.current()
-            if holder is not None and holder.owner == self.owner:
-                self.client.delete(self._path(holder.generation))
-            self.generation = None
+        except Exception:  # the reason above stands without the details
+            holder = None
+        if holder is not None:
+            self._lost += f" ({holder.describe()})"
+        return False
+
+    # -- heartbeat -----------------------------------------------------------------
+    def start_heartbeat(self) -> None:
+        """Renew every ``heartbeat_s`` in a background thread until release."""
+        if self._beat is not None:
+            return
+        self._beat_stop.clear()
+        self._beat = threading.Thread(
+            target=self._heartbeat, name="slatelake-lease-heartbeat", daemon=True
+        )
+        self._beat.start()
+
+    def stop_heartbeat(self, timeout: float | None = None) -> None:
+        beat, self._beat = self._beat, None
+        if beat is None:
+            return
+        self._beat_stop.set()
+        if beat is not threading.current_thread():
+            beat.join(self.ttl_s if timeout is None else timeout)
+
+    def _heartbeat(self) -> None:
+        while not self._beat_stop.wait(self.heartbeat_s):
+            try:
+                if not self.renew():
+                    if self._lost is not None:
+                        log.warning("maintenance lease lost: %s", self._lost)
+                    return
+            except Exception as exc:  # a store error: the next beat tries again
+                if time.time() < self._expires_at:
+                    log.warning("maintenance lease renewal failed, retrying: %s", exc)
+                    continue
+                self._lost = f"the lease expired while renewals failed ({exc})"
+                log.warning("maintenance lease lost: %s", self._lost)
+                return
+
+    # -- ending ----------------------------------------------------------------
+    def release(self) -> None:
+        """Stop the heartbeat and write a ``released`` record as the next
+        generation (nothing when the lease was lost: it is someone else's)."""
+        self.stop_heartbeat()
+        if not self._lock.acquire(timeout=self.ttl_s):  # a renewal stuck in a store call
+            log.warning("maintenance lease not released (it expires on its own): store busy")
+            return
+        try:
+            generation, self.generation = self.generation, None
+            if generation is None or self._lost is not None:
+                return
+            self._claim(generation + 1, self._record(RELEASED, 0.0))
+        except Exception as exc:  # the lease then lapses at its expiry
+            log.warning("maintenance lease not released (it expires on its own): %s", exc)
+        finally:
+            self._lock.release()
+
+
+def break_lease(location: LakeLocation, client: ObjectClient | None = None) -> BreakResult:
+    """End a lease whose owner stopped beating (a SIGKILLed holder), so the
+    next pass need not wait for its expiry. Refused with LeaseLiveError while
+    the owner's heartbeat is fresh."""
+    breaker = PassLease(location, client=client)
+    for _ in range(_RELIST_ATTEMPTS):
+        holder = breaker.current()
+        now = time.time()
+        if holder is None or not holder.held(now):
+            what = holder.describe(now) if holder else "no lease was ever written"
+            return BreakResult(None, None, f"nothing to break: {what}")
+        if holder.heartbeat_fresh(now):
+            raise LeaseLiveError(
+                f"refusing to break a live pass: {holder.describe(now)}; its heartbeat is "
+                f"younger than {STALE_BEATS} intervals ({STALE_BEATS * holder.heartbeat_s:g}s). "
+                "Stop that process (a stopped pass releases its lease) or wait for it to finish"
+            )
+        generation = holder.generation + 1
+        body = breaker._record(BROKEN, 0.0, broke_owner=holder.owner)
+        if breaker._claim(generation, body):
+            return BreakResult(holder, generation, f"broke {holder.describe(now)}")
+    raise AlreadyRunningError("the maintenance lease kept changing while breaking it; retry")
+
+
+def _decode(generation: int, raw: bytes) -> Holder:
+    try:
+        doc = json.loads(raw)
+        pid = doc.get("pid")
+        return Holder(
+            generation,
+            str(doc["owner"]),
+            float(doc["expires_at"]),
+            state=str(doc.get("state", HELD)),
+            heartbeat_at=float(doc.get("heartbeat_at") or 0.0),
+            heartbeat_s=float(doc.get("heartbeat_s") or 0.0),
+            pid=int(pid) if pid is not None else None,
+            host=str(doc.get("host") or ""),
+        )
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return Holder(generation, "", 0.0, state=UNREADABLE)  # counts as free

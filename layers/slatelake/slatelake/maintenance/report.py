@@ -5,13 +5,17 @@ A report is what every surface prints (CLI ``--json``, Python, the Lambda):
 ``work_pending``, ``seconds``, ``rss_hwm_mb``, the head it was recorded
 against, and one row per step in the RFC's order, each ``ran``, ``skipped``
 or ``failed`` with a ``detail`` saying what happened or why not, its
-``counts`` and ``seconds``.
-The window keeps the last 16 passes in ``sys/maintenance_status``.
+``counts`` and ``seconds``; ``lease_lost`` says why a pass stopped when
+another process took its lease (such a pass records nothing).
+The window keeps the last 16 passes in ``sys/maintenance_status``. A window
+that does not decode is never fatal: reading it salvages the well-formed
+records and says what was dropped, and the next pass rewrites it.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -47,6 +51,8 @@ class PassReport:
     # The head the record was written against (set by record_pass).
     head_snapshot_id: int | None = None
     head_batch_seq: int | None = None
+    # Why the pass stopped early: another process took its maintenance lease.
+    lease_lost: str | None = None
 
     def add(
         self, step: str, status: str, detail: str, counts: dict[str, int] | None = None
@@ -57,6 +63,11 @@ class PassReport:
 
     def step(self, name: str) -> StepReport:
         return next(s for s in self.steps if s.step == name)
+
+    @property
+    def failed(self) -> bool:
+        """A step failed, or the pass lost its lease before it finished."""
+        return self.lease_lost is not None or any(s.status == FAILED for s in self.steps)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -71,6 +82,7 @@ class PassReport:
             rss_hwm_mb=float(doc.get("rss_hwm_mb") or 0.0),
             head_snapshot_id=doc.get("head_snapshot_id"),
             head_batch_seq=doc.get("head_batch_seq"),
+            lease_lost=doc.get("lease_lost"),
             steps=[
                 StepReport(
                     s["step"],
@@ -89,11 +101,33 @@ def encode_window(passes: list[PassReport]) -> bytes:
     return values.frame(_STATUS_KIND, [p.to_dict() for p in passes[-WINDOW:]])
 
 
-def decode_window(raw: bytes | None) -> list[PassReport]:
+class StatusWindow(list[PassReport]):
+    """The status window as a list of reports, plus ``warning``: what was
+    unreadable in the stored record (None when all of it decoded)."""
+
+    def __init__(self, passes: Iterable[PassReport] = (), warning: str | None = None) -> None:
+        super().__init__(passes)
+        self.warning = warning
+
+
+def decode_window(raw: bytes | None) -> StatusWindow:
+    """Oldest to newest, keeping every well-formed record; ``warning`` names
+    what was dropped (the whole value when its framing is bad)."""
     if raw is None:
-        return []
-    docs = values.unframe(raw, _STATUS_KIND, "sys/maintenance_status")
+        return StatusWindow()
     try:
-        return [PassReport.from_dict(d) for d in docs]
-    except (KeyError, TypeError, ValueError) as exc:
-        raise CorruptionError(f"sys/maintenance_status: malformed pass record ({exc})") from None
+        docs = list(values.unframe(raw, _STATUS_KIND, "sys/maintenance_status"))
+    except (CorruptionError, TypeError) as exc:
+        return StatusWindow(warning=f"sys/maintenance_status is unreadable ({exc})")
+    passes, bad = [], []
+    for n, doc in enumerate(docs):
+        try:
+            passes.append(PassReport.from_dict(doc))
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            bad.append(f"record {n}: {type(exc).__name__}: {exc}")
+    if not bad:
+        return StatusWindow(passes)
+    return StatusWindow(
+        passes,
+        f"sys/maintenance_status: dropped {len(bad)} malformed pass records ({'; '.join(bad)})",
+    )

@@ -4,8 +4,14 @@ Every surface (Python, CLI, the scheduler thread, the Lambda) calls
 ``run_pass``, so they run the same code in the same order and produce the
 same report. Abort semantics: a failed step outside table deferral marks the
 later DuckLake steps skipped, naming it; steps 7-8 are independent of them.
-Single flight holds in the process (a lock) and across processes (a lease in
-the bucket). The report is appended to the durable status window.
+Single flight holds in the process (a lock on the canonical lake URL) and
+across processes (a lease in the bucket, renewed by a heartbeat thread). A
+pass whose lease another process took stops at its next boundary, reports
+``lease_lost`` and writes nothing more, not even its status record. The
+report is appended to the durable status window; a window that does not
+decode is rewritten (with a warning), never left to block every later record.
+A pass refuses to run on a connection inside an explicit transaction, however
+it was opened (``session.transaction()`` or a raw ``BEGIN``).
 """
 
 from __future__ import annotations
@@ -14,6 +20,9 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
+
+import duckdb
 
 from slatelake.ducklake.session import Session
 from slatelake.errors import ConflictError, MisconfigurationError, ReadOnlyError
@@ -45,13 +54,8 @@ def run_pass(
     seconds left to work (the Lambda's remaining time less its reserve for
     reporting); at zero the pass stops between steps and tables and leaves
     work pending."""
-    if session.read_only:
-        raise ReadOnlyError("a read-only session never runs maintenance; reconnect read-write")
-    if session.in_transaction:
-        raise MisconfigurationError(
-            "maintenance refuses to run inside an explicit transaction; commit or roll back first"
-        )
-    lock = process_lock(session.url)
+    refuse_unless_autocommit(session)
+    lock = process_lock(session.lake.location.url)
     acquired = lock.acquire(timeout=wait_s) if wait_s > 0 else lock.acquire(blocking=False)
     if not acquired:
         raise AlreadyRunningError("maintenance already running on this lake in this process")
@@ -59,6 +63,7 @@ def run_pass(
         lease = PassLease(session.lake.location, client=session.lake.log.client)
         lease.acquire(wait_s)
         try:
+            lease.start_heartbeat()
             progress = Progress(options.progress, sink=on_progress)
             return _Pass(
                 session, options, trigger, stop or threading.Event(), deadline, progress, lease
@@ -67,6 +72,32 @@ def run_pass(
             lease.release()
     finally:
         lock.release()
+
+
+def refuse_unless_autocommit(session: Session) -> None:
+    """The pass runs only on a read-write connection in autocommit: inside a
+    caller's transaction its commits would share the caller's fate (a
+    ROLLBACK undoing the status record) or wait on the caller."""
+    if session.read_only:
+        raise ReadOnlyError("a read-only session never runs maintenance; reconnect read-write")
+    if session.in_transaction or in_explicit_transaction(session.con):
+        raise MisconfigurationError(
+            "maintenance refuses to run inside an explicit transaction; commit or roll back first"
+        )
+
+
+def in_explicit_transaction(con: Any) -> bool:
+    """Whether ``con`` is inside a transaction it opened with BEGIN (through
+    ``Session.sql`` too). DuckDB keeps one transaction id for every statement
+    of an explicit transaction and gives each autocommit statement its own; an
+    aborted transaction refuses the probe outright."""
+    probe = "SELECT current_transaction_id()"
+    try:
+        first = con.execute(probe).fetchone()[0]
+        second = con.execute(probe).fetchone()[0]
+    except duckdb.TransactionException:  # "current transaction is aborted"
+        return True
+    return bool(first == second)
 
 
 class _Pass:
@@ -90,9 +121,9 @@ class _Pass:
         self.steps = Steps(session, stop, self.progress, self._out_of_time)
 
     def _out_of_time(self) -> str | None:
-        """Checked at every step, table and batch boundary (so the lease is
-        renewed there too)."""
-        self.lease.renew_if_due()
+        """Checked at every step, table and batch boundary."""
+        if self.lease.lost is not None:
+            return "the pass lost its maintenance lease"
         if self.stop.is_set():
             return "shutdown requested"
         if self.deadline is not None and self.deadline() <= 0:
@@ -150,6 +181,11 @@ class _Pass:
         self.progress(f"pass end: work_pending={report.work_pending}")
         report.seconds = round(time.monotonic() - t_pass, 3)
         report.rss_hwm_mb = round(self.progress.high_water, 1)
+        if self.lease.lost is not None:
+            report.lease_lost = self.lease.lost
+            report.work_pending = True
+            log.warning("maintenance pass stopped, status not recorded: %s", report.lease_lost)
+            return report
         record_pass(self.session, report)
         return report
 
@@ -165,19 +201,24 @@ class _Pass:
         return self.steps.cleanup(step, cfg)
 
 
-def read_window(session: Session) -> list[PassReport]:
-    """The status window, newest first."""
-    raw = session.lake.read_sys(session.state, rpt.STATUS_KEY)
-    return list(reversed(rpt.decode_window(raw)))
+def read_window(session: Session) -> rpt.StatusWindow:
+    """The status window, newest first; ``.warning`` says what did not decode."""
+    window = rpt.decode_window(session.lake.read_sys(session.state, rpt.STATUS_KEY))
+    if window.warning is not None:
+        log.warning("%s; the next pass rewrites it", window.warning)
+    return rpt.StatusWindow(reversed(window), window.warning)
 
 
 def record_pass(session: Session, report: PassReport) -> None:
-    """Append to sys/maintenance_status as a head-preserving batch. A failure is
+    """Append to sys/maintenance_status as a head-preserving batch; a window
+    that does not decode is rewritten from what could be read. A failure is
     logged and never changes the pass outcome."""
     for attempt in range(1, STATUS_ATTEMPTS + 1):
         try:
             session.refresh()
             window = rpt.decode_window(session.lake.read_sys(session.state, rpt.STATUS_KEY))
+            if window.warning is not None:
+                log.warning("%s; rewriting the window with this pass", window.warning)
             report.head_snapshot_id = session.state.head.snapshot_id
             report.head_batch_seq = session.state.head.batch_seq
             cs = ChangeSet(

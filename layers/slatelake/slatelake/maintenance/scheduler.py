@@ -7,10 +7,17 @@ joins: a pass in flight ends at its next safe point (between steps, tables
 or expiry batches), records its report, and only then does ``stop`` return.
 The thread opens its own session (its own DuckDB connection), so it never
 shares a connection with the caller.
+
+Interpreter exit without ``close()`` stops it too: an ``atexit`` hook (run
+while daemon threads still live) sets the stop flag and joins for at most
+``EXIT_JOIN_S``, so a pass in flight ends at its next safe point, records its
+report and releases its lease before the process goes. A process killed
+outright (SIGKILL) runs no hook; its lease lapses once its heartbeat stops.
 """
 
 from __future__ import annotations
 
+import atexit
 import logging
 import threading
 from collections.abc import Callable
@@ -21,6 +28,8 @@ from slatelake.maintenance.report import PassReport
 from slatelake.maintenance.runner import run_pass
 
 log = logging.getLogger("slatelake.scheduler")
+# How long interpreter exit waits for a pass in flight to reach a safe point.
+EXIT_JOIN_S = 120.0
 
 
 class Scheduler:
@@ -45,7 +54,20 @@ class Scheduler:
 
     def start(self) -> Scheduler:
         self._thread.start()
+        atexit.register(self._at_exit)
         return self
+
+    def _at_exit(self) -> None:
+        """The process is exiting without close(): finish the pass in flight."""
+        if self._thread.is_alive():
+            log.info("interpreter exit: stopping the maintenance scheduler")
+        self.stop(EXIT_JOIN_S)
+        if self._thread.is_alive():
+            log.warning(
+                "a maintenance pass was still running %gs after interpreter exit began; "
+                "it is abandoned and its lease lapses once its heartbeat stops",
+                EXIT_JOIN_S,
+            )
 
     def _loop(self) -> None:
         session = None
@@ -75,5 +97,6 @@ class Scheduler:
     def stop(self, timeout: float | None = None) -> None:
         """Stop ticking; a pass in flight finishes (at a safe point) first."""
         self.stop_event.set()
-        if self._thread.is_alive():
+        atexit.unregister(self._at_exit)
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
             self._thread.join(timeout)

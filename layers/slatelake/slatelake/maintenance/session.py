@@ -1,20 +1,28 @@
 """A session that carries its maintenance options, validated when it connects.
 
 Configuration lives at connect (the RFC's attach): a misconfigured session
-fails before it exists, and ``maintenance()`` takes no parameters.
+fails before it exists, and ``maintenance()`` takes no parameters. A pass
+never runs on the caller's connection: ``maintenance()`` refuses inside the
+caller's explicit transaction and runs on a session of its own, as the
+scheduler thread does, so the caller's transaction and settings cannot reach
+the pass, nor the pass's commits the caller's transaction. (The refusal asks
+DuckDB on the caller's connection, two one-row SELECTs: a result the caller
+left unfetched there is gone afterwards.)
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Mapping
 
 from slatelake.ducklake.session import Session
 from slatelake.maintenance.options import MaintenanceOptions, ducklake_signatures, parse_options
-from slatelake.maintenance.report import PassReport
-from slatelake.maintenance.runner import read_window, run_pass
+from slatelake.maintenance.report import PassReport, StatusWindow
+from slatelake.maintenance.runner import read_window, refuse_unless_autocommit, run_pass
 from slatelake.maintenance.scheduler import Scheduler
 
+log = logging.getLogger("slatelake.maintenance")
 MANUAL_WAIT_S = 60.0
 
 
@@ -39,16 +47,12 @@ class MaintainedSession(Session):
             super().close()
             raise
         if self.options.interval_s is not None and not read_only:
-            self.scheduler = Scheduler(self._scheduler_session, self.options, on_pass).start()
+            self.scheduler = Scheduler(self._pass_session, self.options, on_pass).start()
 
-    def _scheduler_session(self) -> MaintainedSession:
-        """The scheduler thread's own session (its own connection; no interval)."""
-        raw = {
-            k: v
-            for k, v in self._raw_options.items()
-            if not k.upper().endswith("MAINTENANCE_INTERVAL")
-        }
-        return MaintainedSession(self.url, alias=self.alias, options=raw)
+    def _pass_session(self) -> Session:
+        """A session of the pass's own (its own DuckDB connection and lake
+        handle) on this lake; the options stay this session's."""
+        return Session(self.url, alias=self.alias)
 
     def close(self) -> None:
         """Stop the scheduler (a pass in flight completes first), then close."""
@@ -60,10 +64,20 @@ class MaintainedSession(Session):
     def maintenance(
         self, wait_s: float = MANUAL_WAIT_S, stop: threading.Event | None = None
     ) -> PassReport:
-        """Run one pass now (the on-demand trigger) and return its report."""
-        return run_pass(self, self.options, trigger="manual", wait_s=wait_s, stop=stop)
+        """Run one pass now (the on-demand trigger) on a connection of its own
+        and return its report; this session then sees what the pass did.
+        Refused inside an explicit transaction."""
+        refuse_unless_autocommit(self)
+        with self._pass_session() as own:
+            report = run_pass(own, self.options, trigger="manual", wait_s=wait_s, stop=stop)
+        try:
+            self.refresh()
+        except Exception as exc:  # the pass stands; the next statement refreshes again
+            log.warning("after the maintenance pass, refreshing the session failed: %s", exc)
+        return report
 
-    def maintenance_status(self) -> list[PassReport]:
-        """The last 16 passes, newest first (works read-only)."""
+    def maintenance_status(self) -> StatusWindow:
+        """The last 16 passes, newest first (works read-only); ``.warning``
+        says what of the stored window could not be read."""
         self.refresh()
         return read_window(self)

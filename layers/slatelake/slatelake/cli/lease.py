@@ -1,0 +1,108 @@
+"""``lease show`` and ``lease break``: the maintenance pass lease from a shell.
+
+A pass holds ``maintenance/lease-*`` in the bucket and renews it by heartbeat;
+a killed owner's lease lapses on its own within its TTL (60 s by default).
+``lease break`` ends it sooner, once the owner has stopped beating, and is
+refused while the heartbeat is fresh: it never lets two passes overlap with a
+live one. Neither command opens the lake's store or catalog.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import asdict
+from typing import Any
+
+from slatelake.cli.common import EXIT_ERROR, EXIT_USAGE
+
+EXIT_LEASE_LIVE = 5
+EXIT_STATUSES = (
+    f"exit status: 0 the lease was broken, or there was nothing to break; {EXIT_ERROR} an "
+    f"error (no lake there, the store refused); {EXIT_USAGE} usage; {EXIT_LEASE_LIVE} "
+    "refused: the owner's heartbeat is fresh (it is alive; stop that process instead)"
+)
+
+
+def _location(url: str) -> Any:
+    from slatelake.errors import NotFoundError
+    from slatelake.store.db import store_exists
+    from slatelake.store.location import LakeLocation
+
+    location = LakeLocation.parse(url)
+    if not store_exists(location):
+        raise NotFoundError(f"no slatelake lake at {url}; check the URL")
+    return location
+
+
+def _cmd_show(args: argparse.Namespace) -> int:
+    from slatelake.maintenance.flight import PassLease
+
+    holder = PassLease(_location(args.lake)).current()
+    if args.json:
+        doc = asdict(holder) if holder else None
+        print(
+            json.dumps({"lake": args.lake, "holder": doc, "held": bool(holder and holder.held())})
+        )
+    elif holder is None:
+        print("no maintenance lease was ever written")
+    else:
+        print(holder.describe() + (" (free)" if not holder.held() else ""))
+    return 0
+
+
+def _cmd_break(args: argparse.Namespace) -> int:
+    from slatelake.maintenance.flight import LeaseLiveError, break_lease
+
+    location = _location(args.lake)
+    try:
+        result = break_lease(location)
+    except LeaseLiveError as exc:
+        if args.json:
+            print(json.dumps({"lake": args.lake, "broken": False, "refused": str(exc)}))
+        print(f"slatelake lease break: {exc}", file=sys.stderr)
+        return EXIT_LEASE_LIVE
+    if args.json:
+        doc = {
+            "lake": args.lake,
+            "broken": result.broken is not None,
+            "holder": asdict(result.broken) if result.broken else None,
+            "generation": result.generation,
+            "detail": result.detail,
+        }
+        print(json.dumps(doc))
+    else:
+        print(result.detail)
+    return 0
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "lease",
+        help="Show or break the maintenance pass lease.",
+        description="The maintenance pass lease: who holds it, and breaking one whose "
+        "owner stopped beating (a killed process) so the next pass need not wait for it to "
+        "expire.",
+    )
+    verbs = p.add_subparsers(dest="lease_command", required=True, metavar="VERB")
+    show = verbs.add_parser(
+        "show",
+        help="Print the newest lease record.",
+        description="Print the newest lease record: owner, pid and host, last heartbeat, expiry.",
+    )
+    show.set_defaults(func=_cmd_show)
+    show.add_argument("lake", metavar="LAKE", help="lake URL")
+    show.add_argument("--json", action="store_true", help="print the record as JSON")
+    brk = verbs.add_parser(
+        "break",
+        help="Break a lease whose owner's heartbeat is stale.",
+        description="Break the maintenance lease of LAKE when its owner has missed three "
+        "heartbeats (it died or hangs): writes a 'broken' record as the next generation and "
+        "prints what it broke. Refused while the owner's heartbeat is fresh. An owner that "
+        "revives finds its lease gone and stops its pass at the next boundary.",
+        epilog=EXIT_STATUSES,
+    )
+    brk.set_defaults(func=_cmd_break)
+    brk.add_argument("lake", metavar="LAKE", help="lake URL")
+    brk.add_argument("--json", action="store_true", help="print what was broken as JSON")
