@@ -52,9 +52,11 @@ def _cmd_list(args: argparse.Namespace) -> int:
 
 
 def _cmd_lookup(args: argparse.Namespace) -> int:
+    from slatelake.ducklake.indexes import column_names
+
     with _connect(args, read_only=True) as session:
         rows = session.lookup(args.table, args.column, args.value)
-        names = [d[0] for d in session.sql(f"SELECT * FROM {args.table} LIMIT 0").description]
+        names = column_names(session, args.table)  # the table as the lake names it, quoted
     if args.json:
         print_json([dict(zip(names, r, strict=True)) for r in rows])
     else:

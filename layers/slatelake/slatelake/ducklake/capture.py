@@ -33,10 +33,10 @@ from slatelake.catalog import registry
 from slatelake.catalog.changes import RowChanges
 from slatelake.catalog.rows import Row, row_key
 from slatelake.catalog.state import CatalogState
+from slatelake.ducklake.sql import ident
 from slatelake.ducklake.tables import (
     is_metadata_table,
     meta_tables,
-    quote,
     select_list,
     table_columns,
 )
@@ -95,7 +95,7 @@ class Capture:
 
     # -- reading DuckDB ------------------------------------------------------
     def _fetch(self, table: str, columns: list[tuple[str, str]], where: str = "") -> list[Row]:
-        sql = f"SELECT {select_list(columns)} FROM {quote(self.db)}.{quote(table)} {where}"
+        sql = f"SELECT {select_list(columns)} FROM {ident(self.db)}.{ident(table)} {where}"
         try:
             return [tuple(r) for r in self.con.execute(sql).fetchall()]
         except duckdb.InvalidInputException as exc:
@@ -111,14 +111,17 @@ class Capture:
         snapshots suffice; every other table is small and hashed whole."""
         if table in FILE_TABLES:
             key = FILE_TABLES[table]
-            parts = f"max({key})::HUGEINT, max(begin_snapshot)::HUGEINT, max(end_snapshot)::HUGEINT"
+            parts = (
+                f"max({ident(key)})::HUGEINT, max(begin_snapshot)::HUGEINT, "
+                "max(end_snapshot)::HUGEINT"
+            )
         elif table in SNAPSHOT_TABLES:
             parts = "max(snapshot_id)::HUGEINT, 0::HUGEINT, 0::HUGEINT"
         elif table in FILE_CHILDREN:
             parts = "max(data_file_id)::HUGEINT, 0::HUGEINT, 0::HUGEINT"
         else:
             parts = "sum(hash(t))::HUGEINT, 0::HUGEINT, 0::HUGEINT"
-        return f"SELECT {i}, count(*), {parts} FROM {quote(self.db)}.{quote(table)} t"
+        return f"SELECT {int(i)}, count(*), {parts} FROM {ident(self.db)}.{ident(table)} t"
 
     def _signatures(self, tables: list[str]) -> dict[str, tuple[Any, ...]]:
         if not tables:
@@ -134,7 +137,7 @@ class Capture:
         signatures = self._signatures(present)
         counts = {t: sig[0] for t, sig in signatures.items()}
         max_snap = self.con.execute(
-            f"SELECT max(snapshot_id) FROM {quote(self.db)}.ducklake_snapshot"
+            f"SELECT max(snapshot_id) FROM {ident(self.db)}.ducklake_snapshot"
         ).fetchone()[0]
         mints = max_snap is not None and max_snap > snap
         known_inline = set(state.inline_ddl())
@@ -158,7 +161,7 @@ class Capture:
         changes_made = ""
         if mints:
             row = self.con.execute(
-                f"SELECT changes_made FROM {quote(self.db)}.ducklake_snapshot_changes "
+                f"SELECT changes_made FROM {ident(self.db)}.ducklake_snapshot_changes "
                 "WHERE snapshot_id = ?",
                 [max_snap],
             ).fetchone()
@@ -185,21 +188,23 @@ class Capture:
             _, e = _begin_end(columns)
             # New files carry new ids (a rewritten delete file may keep an old
             # begin_snapshot, so begin > S is not enough); ended files keep theirs.
-            new = self._fetch(table, columns, f"WHERE {key} >= {next_file}")
+            new = self._fetch(table, columns, f"WHERE {ident(key)} >= {int(next_file)}")
             ended = self._fetch(
-                table, columns, f"WHERE end_snapshot > {snap} AND {key} < {next_file}"
+                table,
+                columns,
+                f"WHERE end_snapshot > {int(snap)} AND {ident(key)} < {int(next_file)}",
             )
             if count == before + len(new) and e is not None:
                 changes.insert(table, *new, *ended)
                 changes.delete(table, *(r[:e] + (None,) + r[e + 1 :] for r in ended))
                 return
         elif snap >= 0 and table in SNAPSHOT_TABLES:
-            rows = self._fetch(table, columns, f"WHERE snapshot_id > {snap}")
+            rows = self._fetch(table, columns, f"WHERE snapshot_id > {int(snap)}")
             if count == before + len(rows):
                 changes.insert(table, *rows)
                 return
         elif snap >= 0 and table in FILE_CHILDREN and next_file is not None:
-            rows = self._fetch(table, columns, f"WHERE data_file_id >= {next_file}")
+            rows = self._fetch(table, columns, f"WHERE data_file_id >= {int(next_file)}")
             if count == before + len(rows):
                 changes.insert(table, *rows)
                 return

@@ -3,6 +3,15 @@
 The ``duckdb-extension-*`` wheels ship the binary under
 ``<package>/extensions/v<version>/<name>.duckdb_extension``. A wheel built for
 another DuckDB version is refused with a message naming both versions.
+
+S3 credentials live in a DuckDB secret only. Loading httpfs copies
+AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN from the
+environment into global settings, where ``duckdb_settings()`` and
+``current_setting()`` hand them to any SQL (a read-only ``slatelake sql``
+included); those settings are reset right after the load. A secret's key and
+token are redacted in ``duckdb_secrets()``, and DuckDB refuses to show them
+unredacted (``allow_unredacted_secrets`` is off and cannot be turned on while
+the database runs).
 """
 
 from __future__ import annotations
@@ -14,10 +23,13 @@ from urllib.parse import urlparse
 
 import duckdb
 
+from slatelake.ducklake.sql import ident, literal
 from slatelake.errors import MisconfigurationError
 
 EXTENSIONS = ("ducklake", "httpfs")
 TEMP_DIRECTORY_ENV = "SLATELAKE_DUCKDB_TEMP_DIRECTORY"
+# The settings httpfs fills from the environment's credentials when it loads.
+MIRRORED_CREDENTIALS = ("s3_access_key_id", "s3_secret_access_key", "s3_session_token")
 
 
 def extension_path(name: str) -> Path:
@@ -48,31 +60,42 @@ def connect() -> duckdb.DuckDBPyConnection:
         config["temp_directory"] = spill
     con = duckdb.connect(config=config)
     for name in EXTENSIONS:
-        con.execute(f"LOAD '{extension_path(name)}'")
+        con.execute(f"LOAD {literal(str(extension_path(name)))}")
+    for setting in MIRRORED_CREDENTIALS:
+        con.execute(f"RESET GLOBAL {ident(setting)}")
     configure_s3(con)
     return con
 
 
+def _env(name: str, default: str = "") -> str:
+    """An environment value bound for SQL. A refusal names the variable, never
+    the value (it may be a secret)."""
+    value = os.environ.get(name) or default
+    if "\x00" in value:
+        raise MisconfigurationError(f"environment variable {name} holds a NUL byte; fix its value")
+    return value
+
+
 def configure_s3(con: duckdb.DuckDBPyConnection) -> None:
-    """An httpfs S3 secret from the environment (Lambda role variables, or moto's
-    endpoint in tests). Without AWS_ACCESS_KEY_ID, httpfs keeps its own chain."""
-    env = os.environ
-    if not env.get("AWS_ACCESS_KEY_ID"):
+    """The S3 secret from the environment (Lambda role variables, or moto's
+    endpoint in tests); every value is a quoted literal. Without
+    AWS_ACCESS_KEY_ID there is no secret and S3 is reached unsigned."""
+    if not _env("AWS_ACCESS_KEY_ID"):
         return
-    region = env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or "us-east-1"
+    region = _env("AWS_REGION") or _env("AWS_DEFAULT_REGION", "us-east-1")
     parts = [
         "TYPE S3",
-        f"KEY_ID '{env['AWS_ACCESS_KEY_ID']}'",
-        f"SECRET '{env.get('AWS_SECRET_ACCESS_KEY', '')}'",
-        f"REGION '{region}'",
+        f"KEY_ID {literal(_env('AWS_ACCESS_KEY_ID'))}",
+        f"SECRET {literal(_env('AWS_SECRET_ACCESS_KEY'))}",
+        f"REGION {literal(region)}",
     ]
-    if env.get("AWS_SESSION_TOKEN"):
-        parts.append(f"SESSION_TOKEN '{env['AWS_SESSION_TOKEN']}'")
-    endpoint = env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL")
+    if _env("AWS_SESSION_TOKEN"):
+        parts.append(f"SESSION_TOKEN {literal(_env('AWS_SESSION_TOKEN'))}")
+    endpoint = _env("AWS_ENDPOINT_URL_S3") or _env("AWS_ENDPOINT_URL")
     if endpoint:
         url = urlparse(endpoint)
         parts += [
-            f"ENDPOINT '{url.netloc}'",
+            f"ENDPOINT {literal(url.netloc)}",
             "URL_STYLE 'path'",
             f"USE_SSL {'true' if url.scheme == 'https' else 'false'}",
         ]

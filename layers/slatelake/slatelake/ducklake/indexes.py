@@ -24,12 +24,14 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+import duckdb
+
 from slatelake.catalog import indexes as idx
 from slatelake.catalog import registry
 from slatelake.catalog.changes import RowChanges, build_change_set
 from slatelake.catalog.rows import Row
 from slatelake.catalog.state import CatalogState
-from slatelake.ducklake.tables import quote
+from slatelake.ducklake.sql import ident
 from slatelake.errors import (
     ConflictError,
     MisconfigurationError,
@@ -78,7 +80,14 @@ def _split(table: str) -> tuple[str, str]:
     return (schema, name) if dot else ("main", name)
 
 
-def _resolve(state: CatalogState, table: str, column: str) -> _Target:
+@dataclass(frozen=True)
+class _Table:
+    schema: str
+    table: str
+    table_id: int
+
+
+def _resolve_table(state: CatalogState, table: str) -> _Table:
     schema_name, table_name = _split(table)
     schemas = registry.spec("ducklake_schema")
     schema_ids = {
@@ -94,8 +103,13 @@ def _resolve(state: CatalogState, table: str, column: str) -> _Target:
         and schema_ids.get(row[tables.index("schema_id")]) == schema_name
     ]
     if not matches:
-        raise NotFoundError(f"no table {schema_name}.{table_name} in this lake")
-    tid = matches[0]
+        raise NotFoundError(f"no table {table!r} in this lake")
+    return _Table(schema_name, table_name, matches[0])
+
+
+def _resolve(state: CatalogState, table: str, column: str) -> _Target:
+    found = _resolve_table(state, table)
+    tid = found.table_id
     cols = registry.spec("ducklake_column")
     for (t, cid), row in idx.live_columns(state).items():
         if (
@@ -104,8 +118,8 @@ def _resolve(state: CatalogState, table: str, column: str) -> _Target:
             and row[cols.index("parent_column")] is None
         ):
             ctype = row[cols.index("column_type")]
-            return _Target(schema_name, table_name, tid, column, cid, ctype)
-    raise NotFoundError(f"table {schema_name}.{table_name} has no column {column!r}")
+            return _Target(found.schema, found.table, tid, column, cid, ctype)
+    raise NotFoundError(f"table {table!r} has no column {column!r}")
 
 
 def _names(state: CatalogState) -> dict[tuple[int, int], tuple[str, str, str]]:
@@ -132,14 +146,17 @@ def _names(state: CatalogState) -> dict[tuple[int, int], tuple[str, str, str]]:
     return out
 
 
-def _relation(session: Session, target: _Target) -> str:
-    return f"{quote(session.alias)}.{quote(target.schema)}.{quote(target.table)}"
+def _relation(session: Session, target: _Table | _Target) -> str:
+    return f"{ident(session.alias)}.{ident(target.schema)}.{ident(target.table)}"
 
 
 def _value_sql(kind: int, column: str) -> str:
     """The expression whose result is the key component's source."""
-    cast = "BIGINT" if kind == idx.EXACT else "VARCHAR"
-    return f"CAST({quote(column)} AS {cast})"
+    return f"CAST({ident(column)} AS {'BIGINT' if kind == idx.EXACT else 'VARCHAR'})"
+
+
+def _key_type(kind: int) -> duckdb.DuckDBPyType:
+    return duckdb.sqltype("BIGINT" if kind == idx.EXACT else "VARCHAR")
 
 
 def _entries(kind: int, index_id: int, rows: list[tuple[Any, Any]]) -> list[tuple[bytes, bytes]]:
@@ -178,7 +195,7 @@ def create_index(session: Session, table: str, column: str, name: str | None = N
         with session.con.cursor() as cur:
             rows = cur.execute(
                 f"SELECT rowid, {_value_sql(kind, column)} FROM {_relation(session, target)} "
-                f"WHERE {quote(column)} IS NOT NULL"
+                f"WHERE {ident(column)} IS NOT NULL"
             ).fetchall()
         cs = build_change_set(state, changes, False, f"slatelake:create_index:{index_name}")
         cs = replace(cs, puts=cs.puts + tuple(_entries(kind, defn.index_id, rows)))
@@ -251,6 +268,15 @@ def lookup(session: Session, table: str, column: str, value: Any) -> list[Row]:
         return _lookup(session, cur, state, target, found[0], value)
 
 
+def column_names(session: Session, table: str) -> list[str]:
+    """The columns of ``table`` ('t' or 'schema.t'), as a lookup returns them."""
+    if not session.in_transaction:
+        session.refresh()
+    target = _resolve_table(session.state, table)
+    with session.con.cursor() as cur:
+        return list(cur.sql(f"SELECT * FROM {_relation(session, target)} LIMIT 0").columns)
+
+
 def _lookup(
     session: Session,
     cur: Any,
@@ -261,11 +287,11 @@ def _lookup(
 ) -> list[Row]:
     column = target.column
     rel = _relation(session, target)
-    ctype = cur.execute(f"DESCRIBE SELECT {quote(column)} FROM {rel}").fetchone()[1]
-    (rendered,) = cur.execute(
-        f"SELECT CAST(CAST(? AS {ctype}) AS {'BIGINT' if defn.kind == idx.EXACT else 'VARCHAR'})",
-        [value],
-    ).fetchone()
+    # The value cast to the column's type, then rendered as the index renders it;
+    # built as expressions (the column's type travels as a type, not as SQL text).
+    ctype = cur.sql(f"SELECT {ident(column)} FROM {rel} LIMIT 0").types[0]
+    typed = duckdb.ConstantExpression(value).cast(ctype)
+    (rendered,) = cur.sql("SELECT 1").select(typed.cast(_key_type(defn.kind))).fetchone()
     prefix = idx.value_prefix(defn.kind, defn.index_id, idx.component(defn.kind, rendered))
     row_ids = idx.entry_row_ids(session.lake.reader(), state, prefix)
     if not row_ids:
@@ -274,8 +300,8 @@ def _lookup(
         tuple(r)
         for r in cur.execute(
             f"SELECT * FROM {rel} WHERE rowid IN (SELECT unnest(?::BIGINT[])) "
-            f"AND {quote(column)} = CAST(? AS {ctype}) ORDER BY rowid",
-            [row_ids, value],
+            f"AND {_value_sql(defn.kind, column)} = ? ORDER BY rowid",  # as the index renders it
+            [row_ids, rendered],
         ).fetchall()
     ]
 
@@ -302,8 +328,8 @@ def index_writes(session: Session, captured: Captured) -> ChangeSet:
                 schema, table, column = names[(defn.table_id, defn.column_id)]
                 rows = cur.execute(
                     f"SELECT rowid, {_value_sql(defn.kind, column)} FROM ducklake_table_changes("
-                    f"?, ?, ?, {snap}, {snap}) WHERE {_INSERTED} AND {quote(column)} IS NOT NULL",
-                    [session.alias, schema, table],
+                    f"?, ?, ?, ?, ?) WHERE {_INSERTED} AND {ident(column)} IS NOT NULL",
+                    [session.alias, schema, table, snap, snap],
                 ).fetchall()
                 puts += _entries(defn.kind, defn.index_id, rows)
     cs = build_change_set(state, changes, captured.mints_snapshot, captured.changes_made)

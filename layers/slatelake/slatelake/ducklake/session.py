@@ -8,6 +8,20 @@ the log. A lost race raises ConflictError (DuckLake's retryable wording) and
 the session re-materializes before the next statement; ``retry`` re-runs a
 callable on conflict. Read-only sessions attach DuckLake read-only and never
 write a slot.
+
+A statement that raised leaves nothing behind: DuckDB may already have
+committed it (it commits a materialized statement before Python converts its
+rows), so after any failure the session rolls back what DuckDB still holds
+open and, if DuckDB's catalog moved, reloads from the log before the next
+statement. The caller was told the statement failed; its effect must never
+reach the log with a later, unrelated commit.
+
+DuckLake gets the data path as a plain absolute path for local data: 1.5.5's
+orphan step compares ``file://`` data paths wrongly against the files it
+lists and deletes live ones. A catalog that already stores a ``file://`` data
+path is attached with the plain path and OVERRIDE_DATA_PATH (the stored value
+is left as it is; DuckLake resolves its relative file paths against the
+override).
 """
 
 from __future__ import annotations
@@ -16,17 +30,19 @@ import logging
 import os
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any, TypeVar
 
 import duckdb
 
 from slatelake.catalog import registry
 from slatelake.catalog.lake import Lake
+from slatelake.catalog.state import CatalogState
 from slatelake.ducklake import extensions, indexes
 from slatelake.ducklake.capture import Capture, Captured
-from slatelake.ducklake.guard import check_overlap, data_location
-from slatelake.ducklake.tables import create_sql, load_inline_table, load_registry_table, quote
+from slatelake.ducklake.guard import check_overlap, data_location, ducklake_data_path
+from slatelake.ducklake.sql import ident, literal
+from slatelake.ducklake.tables import create_sql, load_inline_table, load_registry_table
 from slatelake.errors import (
     ConflictError,
     MisconfigurationError,
@@ -77,6 +93,7 @@ class Session:
         self.capture = Capture(self._aux, META_DB)
         self.verify = os.environ.get(VERIFY_ENV) == "1"
         self._in_txn = False
+        self._txn_failed = False
         self._stale = False
         self._attached = False
         self.state = self.lake.materialize()
@@ -89,9 +106,9 @@ class Session:
         # Unconditionally: a load that failed half way leaves either attached.
         self._attached = False
         con.execute("USE memory")
-        con.execute(f"DETACH DATABASE IF EXISTS {quote(self.alias)}")
-        con.execute(f"DETACH DATABASE IF EXISTS {quote(META_DB)}")
-        con.execute(f"ATTACH ':memory:' AS {quote(META_DB)}")
+        con.execute(f"DETACH DATABASE IF EXISTS {ident(self.alias)}")
+        con.execute(f"DETACH DATABASE IF EXISTS {ident(META_DB)}")
+        con.execute(f"ATTACH ':memory:' AS {ident(META_DB)}")
         state = self.state
         genesis = not state.entries
         if genesis and self.read_only:
@@ -104,14 +121,12 @@ class Session:
                     load_registry_table(con, META_DB, spec, tables[spec.name])
             for name, columns in state.inline_ddl().items():
                 load_inline_table(con, META_DB, name, columns, tables.get(name, []))
-        options = [f"METADATA_CATALOG '{META_DB}'"]
-        if self.data_path is not None:
-            options.append(f"DATA_PATH '{self.data_path}'")
+        options = [f"METADATA_CATALOG {literal(META_DB)}", *self._data_path_options(state)]
         try:
-            con.execute(f"ATTACH 'ducklake::memory:' AS {quote(self.alias)} ({', '.join(options)})")
+            con.execute(f"ATTACH 'ducklake::memory:' AS {ident(self.alias)} ({', '.join(options)})")
         except duckdb.Error as exc:
             raise MisconfigurationError(f"attaching {self.url} as DuckLake failed: {exc}") from exc
-        con.execute(f"USE {quote(self.alias)}")
+        con.execute(f"USE {ident(self.alias)}")
         self._attached = True
         self._stale = False
         self._synced = (state.head, state.last_seq)
@@ -119,6 +134,30 @@ class Session:
             self.capture.forget()
             self._commit_captured()
         self.capture.reset()
+
+    def _data_path_options(self, state: CatalogState) -> list[str]:
+        """DATA_PATH (and OVERRIDE_DATA_PATH) for the ATTACH: DuckLake sees a
+        plain absolute path for local data whatever spelling the catalog or
+        the caller used; a data path other than the catalog's is refused."""
+        stored = _stored_data_path(state)
+        given = None if self.data_path is None else ducklake_data_path(self.data_path)
+        if stored is None:
+            return [] if given is None else [f"DATA_PATH {literal(given)}"]
+        if given is not None and given != _normalized(stored):
+            raise MisconfigurationError(
+                f"data path {self.data_path!r} is not this lake's data path {stored!r}; "
+                "connect without a data path (the lake keeps its own) or pass that one"
+            )
+        if not stored.startswith("file:"):
+            return []  # DuckLake uses the stored path as written (object keys are literal)
+        try:
+            plain = ducklake_data_path(stored)
+        except MisconfigurationError as exc:
+            raise MisconfigurationError(
+                f"{self.url}: the catalog's data path {stored!r} is not a usable local path, "
+                f"so DuckLake's orphan step could delete live files ({exc})"
+            ) from None
+        return [f"DATA_PATH {literal(plain)}", "OVERRIDE_DATA_PATH true"]
 
     def refresh(self) -> None:
         """Bring the session to the log's head; reload only when it moved."""
@@ -153,14 +192,25 @@ class Session:
                     f"this session is read-only and refuses {', '.join(refused)}; "
                     "reconnect without read_only to write"
                 )
+        if self._txn_failed:
+            raise MisconfigurationError(
+                "a statement in this transaction failed; leave the transaction block "
+                "(it is rolled back) and run it again"
+            )
         if not self._in_txn:
             self.refresh()
-        result = self.con.execute(query, params) if params is not None else self.con.execute(query)
         # A read can still change the catalog through a DuckLake table function
         # (SELECT * FROM ducklake_expire_snapshots(...)): treat those as writes.
         may_write = bool(types - _READ_TYPES) or "ducklake_" in query.lower()
-        if may_write:
-            result = Result(result.description, result.fetchall())
+        try:
+            result = (
+                self.con.execute(query, params) if params is not None else self.con.execute(query)
+            )
+            if may_write:
+                result = Result(result.description, result.fetchall())
+        except BaseException as exc:
+            self._statement_failed(exc)
+            raise
         if self._in_txn:
             return result
         if self.read_only:
@@ -173,6 +223,31 @@ class Session:
         elif may_write:
             self._commit_captured()
         return result
+
+    def _statement_failed(self, exc: BaseException) -> None:
+        """A statement raised, maybe after DuckDB applied it: drop its effect.
+
+        In ``transaction()`` the transaction is poisoned (rolled back when its
+        block ends). Otherwise what DuckDB holds open is rolled back, and if
+        DuckDB's catalog still moved (it committed before the failure) the
+        session reloads from the log before the next statement."""
+        if self._in_txn:
+            self._txn_failed = True
+            return
+        if not isinstance(exc, Exception):  # an interrupt: ask DuckDB nothing more
+            self._stale = True
+            return
+        try:
+            self._rollback()
+            if self.capture.capture(self.state) is not None:
+                self._stale = True
+        except Exception:
+            self._stale = True
+
+    def _rollback(self) -> None:
+        """Roll back DuckDB's open transaction, if there is one."""
+        with suppress(duckdb.TransactionException):  # none open: DuckDB already ended it
+            self.con.execute("ROLLBACK")
 
     @property
     def in_transaction(self) -> bool:
@@ -193,28 +268,51 @@ class Session:
             raise MisconfigurationError("a transaction is already open on this session")
         self.refresh()
         self.con.execute("BEGIN TRANSACTION")
-        self._in_txn = True
+        self._in_txn, self._txn_failed = True, False
         try:
             yield self
         except BaseException:
-            self._in_txn = False
-            self.con.execute("ROLLBACK")
+            self._end_failed_transaction()
             raise
+        if self._txn_failed:
+            self._end_failed_transaction()
+            raise MisconfigurationError(
+                "a statement in this transaction failed, so the transaction was rolled back and "
+                "nothing was committed; run it again"
+            )
         self._in_txn = False
-        self.con.execute("COMMIT")
+        try:
+            self.con.execute("COMMIT")
+        except BaseException:
+            self._stale = True  # what DuckDB kept is unknown: reload from the log
+            raise
         if not self.read_only:
             self._commit_captured()
+        elif self.capture.capture(self.state) is not None:
+            self._stale = True
+            raise ReadOnlyError(
+                "this session is read-only but the transaction changed the catalog; nothing was "
+                "committed, reconnect without read_only to write"
+            )
+
+    def _end_failed_transaction(self) -> None:
+        self._in_txn, self._txn_failed = False, False
+        try:
+            self._rollback()
+        except BaseException:
+            self._stale = True
+            raise
 
     def _commit_captured(self) -> None:
-        captured: Captured | None = self.capture.capture(self.state)
-        if captured is None:
-            return
         try:
+            captured: Captured | None = self.capture.capture(self.state)
+            if captured is None:
+                return
             # the data's change set, plus its index entries and cascaded ends
             cs = indexes.index_writes(self, captured)
             self._commit(lambda: self.lake.commit_change_set(self.state, cs))
-        except Exception:  # a refused commit, or index entries DuckDB could not read
-            self._stale = True  # DuckDB holds changes the log refused
+        except BaseException:  # uncapturable, a refused commit, unreadable index entries
+            self._stale = True  # DuckDB holds changes the log does not: never carry them
             raise
         self.capture.committed(captured)
         if self.verify:
@@ -283,6 +381,24 @@ class Result:
         rows = self._rows[self._at : self._at + size]
         self._at += len(rows)
         return rows
+
+
+def _stored_data_path(state: CatalogState) -> str | None:
+    """The catalog's data path (ducklake_metadata, lake scope), if it has one."""
+    spec = registry.BY_NAME["ducklake_metadata"]
+    key, value, scope = (spec.index(c) for c in ("key", "value", "scope"))
+    for row in state.rows(spec.name):
+        if row[key] == "data_path" and row[scope] is None:
+            return row[value]
+    return None
+
+
+def _normalized(data_path: str) -> str:
+    """A stored data path in the spelling ``ducklake_data_path`` gives, when it has one."""
+    try:
+        return ducklake_data_path(data_path)
+    except MisconfigurationError:
+        return data_path
 
 
 def _statement_types(query: str) -> set[Any]:

@@ -23,6 +23,8 @@ import duckdb
 from slatelake.catalog import registry
 from slatelake.catalog.registry import TIMESTAMPTZ, TableSpec
 from slatelake.catalog.rows import Row
+from slatelake.ducklake.sql import ident, literal
+from slatelake.errors import CorruptionError
 
 # DuckLake's own constraints on the five tables that have them.
 PRIMARY_KEYS = {
@@ -35,27 +37,25 @@ PRIMARY_KEYS = {
 NOT_NULL = {"ducklake_metadata": ("key", "value")}
 LOAD_CHUNK = 50_000
 NULL_MARK = "\u2400NULL\u2400"  # the CSV spelling of NULL (a value equal to it goes by JSON)
-
-
-def quote(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
+# The one identifier quoting (ducklake/sql.py), under the name older callers use.
+quote = ident
 
 
 def create_sql(db: str, spec: TableSpec) -> str:
     cols = []
     for name, typ in spec.columns:
         extra = " NOT NULL" if name in NOT_NULL.get(spec.name, ()) else ""
-        cols.append(f"{quote(name)} {typ}{extra}")
+        cols.append(f"{ident(name)} {typ}{extra}")
     if spec.name in PRIMARY_KEYS:
-        cols.append(f"PRIMARY KEY ({quote(PRIMARY_KEYS[spec.name])})")
-    return f"CREATE TABLE {quote(db)}.{quote(spec.name)} ({', '.join(cols)})"
+        cols.append(f"PRIMARY KEY ({ident(PRIMARY_KEYS[spec.name])})")
+    return f"CREATE TABLE {ident(db)}.{ident(spec.name)} ({', '.join(cols)})"
 
 
 def select_list(columns: Sequence[tuple[str, str]]) -> str:
     """Columns as Python can fetch them exactly (TIMESTAMPTZ as epoch µs)."""
     out = []
     for name, typ in columns:
-        q = quote(name)
+        q = ident(name)
         out.append(f"epoch_us({q})" if typ.upper() == TIMESTAMPTZ else q)
     return ", ".join(out)
 
@@ -76,9 +76,11 @@ def load_registry_table(
 
 
 def _load_csv(con: duckdb.DuckDBPyConnection, db: str, spec: TableSpec, rows: list[Row]) -> None:
-    types = ", ".join(f"'{n}': '{'BIGINT' if t == TIMESTAMPTZ else t}'" for n, t in spec.columns)
+    types = ", ".join(
+        f"{literal(n)}: {literal('BIGINT' if t == TIMESTAMPTZ else t)}" for n, t in spec.columns
+    )
     exprs = ", ".join(
-        f"make_timestamptz({quote(n)})" if t == TIMESTAMPTZ else quote(n) for n, t in spec.columns
+        f"make_timestamptz({ident(n)})" if t == TIMESTAMPTZ else ident(n) for n, t in spec.columns
     )
     mark = NULL_MARK
     with tempfile.TemporaryDirectory(prefix="slatelake-load-") as tmp:
@@ -87,10 +89,10 @@ def _load_csv(con: duckdb.DuckDBPyConnection, db: str, spec: TableSpec, rows: li
             writer = csv.writer(f, quoting=csv.QUOTE_ALL, lineterminator="\n")
             writer.writerows(tuple(mark if v is None else v for v in row) for row in rows)
         con.execute(
-            f"INSERT INTO {quote(db)}.{quote(spec.name)} SELECT {exprs} FROM read_csv(?, "
+            f"INSERT INTO {ident(db)}.{ident(spec.name)} SELECT {exprs} FROM read_csv(?, "
             f"columns = {{{types}}}, header = false, auto_detect = false, delim = ',', "
             "quote = '\"', escape = '\"', new_line = '\\n', allow_quoted_nulls = true, "
-            f"nullstr = '{mark}')",
+            f"nullstr = {literal(mark)})",
             [path],
         )
 
@@ -100,11 +102,11 @@ def _load_json(con: duckdb.DuckDBPyConnection, db: str, spec: TableSpec, rows: l
     json_types = {n: ("BIGINT" if t == TIMESTAMPTZ else t) for n, t in spec.columns}
     struct = "[" + json.dumps(json_types) + "]"
     exprs = ", ".join(
-        f"make_timestamptz({quote(n)})" if t == TIMESTAMPTZ else quote(n) for n, t in spec.columns
+        f"make_timestamptz({ident(n)})" if t == TIMESTAMPTZ else ident(n) for n, t in spec.columns
     )
     sql = (
-        f"INSERT INTO {quote(db)}.{quote(spec.name)} SELECT {exprs} FROM "
-        f"(SELECT unnest(from_json(?::JSON, '{struct}'), recursive := true))"
+        f"INSERT INTO {ident(db)}.{ident(spec.name)} SELECT {exprs} FROM "
+        f"(SELECT unnest(from_json(?::JSON, {literal(struct)}), recursive := true))"
     )
     for start in range(0, len(rows), LOAD_CHUNK):
         chunk = rows[start : start + LOAD_CHUNK]
@@ -121,14 +123,25 @@ def load_inline_table(
     columns: list[tuple[str, str]],
     rows: list[Row],
 ) -> None:
-    cols = ", ".join(f"{quote(c)} {t}" for c, t in columns)
-    con.execute(f"CREATE TABLE {quote(db)}.{quote(name)} ({cols})")
+    cols = ", ".join(f"{ident(c)} {type_sql(con, name, c, t)}" for c, t in columns)
+    con.execute(f"CREATE TABLE {ident(db)}.{ident(name)} ({cols})")
     if not rows:
         return
     marks = ", ".join(
         "make_timestamptz(?)" if t.upper() == TIMESTAMPTZ else "?" for _, t in columns
     )
-    con.executemany(f"INSERT INTO {quote(db)}.{quote(name)} VALUES ({marks})", rows)
+    con.executemany(f"INSERT INTO {ident(db)}.{ident(name)} VALUES ({marks})", rows)
+
+
+def type_sql(con: duckdb.DuckDBPyConnection, table: str, column: str, type_name: str) -> str:
+    """A stored column type as DuckDB renders it after parsing it as a type: the
+    catalog's text reaches DDL only if it is a type, never as statement text."""
+    try:
+        return str(con.sqltype(type_name))
+    except duckdb.Error as exc:
+        raise CorruptionError(
+            f"{table}.{column}: stored column type {type_name!r} is not a DuckDB type ({exc})"
+        ) from None
 
 
 def table_columns(con: duckdb.DuckDBPyConnection, db: str, table: str) -> list[tuple[str, str]]:

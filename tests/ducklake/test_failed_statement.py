@@ -1,0 +1,128 @@
+"""A statement that raised leaves no effect behind, not even on the next commit.
+
+DuckDB commits a materialized autocommit statement when it finishes executing;
+Python converts the rows afterwards. So a statement can change the catalog and
+then raise while its rows are fetched: ``CALL ducklake_expire_snapshots``
+returns a TIMESTAMPTZ, which Python converts only with pytz (slatelake ships
+none; the tests make sure it is absent), and ``to_days(2000000000)`` is beyond
+Python's timedelta. The caller was told the statement failed: its effect must
+not reach the log, neither now nor with the next, unrelated commit, and the
+session's own view must not show it either.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from slatelake.ducklake.session import Session, connect
+from slatelake.errors import MisconfigurationError
+
+UNFETCHABLE = "to_days(2000000000)"
+WRITE_THEN_UNFETCHABLE = f"INSERT INTO t VALUES (50); SELECT {UNFETCHABLE}"
+
+
+@pytest.fixture(autouse=True)
+def no_pytz(monkeypatch: pytest.MonkeyPatch) -> None:
+    """DuckDB converts TIMESTAMPTZ through pytz; without it the fetch raises."""
+    monkeypatch.setitem(sys.modules, "pytz", None)
+
+
+@pytest.fixture
+def url(tmp_path: Path) -> str:
+    url = (tmp_path / "lake").as_uri()
+    with connect(url, data_path=f"{tmp_path / 'data'}/") as session:
+        session.sql("CREATE TABLE t (id INTEGER)")
+        for i in range(3):
+            session.sql(f"INSERT INTO t VALUES ({i})")
+    return url
+
+
+def _snapshots(session: Session) -> int:
+    return session.sql("SELECT count(*) FROM ducklake_snapshots('lake')").fetchone()[0]
+
+
+def _ids(session: Session) -> list[int]:
+    return [r[0] for r in session.sql("SELECT id FROM t ORDER BY id").fetchall()]
+
+
+def test_expiry_whose_rows_fail_to_fetch_is_not_committed_with_the_next_insert(url: str) -> None:
+    with connect(url) as session:
+        before = _snapshots(session)
+        with pytest.raises(duckdb.InvalidInputException, match="pytz"):
+            session.sql("CALL ducklake_expire_snapshots('lake', older_than => now())")
+        assert _snapshots(session) == before  # the session does not show the failed expiry
+        session.sql("INSERT INTO t VALUES (100)")
+    with connect(url, read_only=True) as fresh:
+        assert _snapshots(fresh) == before + 1  # only the INSERT's snapshot was added
+        assert _ids(fresh) == [0, 1, 2, 100]
+
+
+def test_streamed_expiry_whose_rows_fail_to_fetch_is_rolled_back(url: str) -> None:
+    with connect(url) as session:
+        before = _snapshots(session)
+        with pytest.raises(OverflowError):
+            session.sql(
+                f"SELECT snapshot_id, {UNFETCHABLE} FROM "
+                "ducklake_expire_snapshots('lake', older_than => now())"
+            )
+        assert _snapshots(session) == before
+        session.sql("INSERT INTO t VALUES (100)")
+    with connect(url, read_only=True) as fresh:
+        assert _snapshots(fresh) == before + 1
+
+
+def test_insert_followed_by_an_unfetchable_select_leaves_no_row(url: str) -> None:
+    with connect(url) as session:
+        with pytest.raises(OverflowError):
+            session.sql(WRITE_THEN_UNFETCHABLE)
+        assert _ids(session) == [0, 1, 2]
+        session.sql("INSERT INTO t VALUES (100)")
+    with connect(url, read_only=True) as fresh:
+        assert _ids(fresh) == [0, 1, 2, 100]
+
+
+def test_transaction_with_a_failed_statement_commits_nothing(url: str) -> None:
+    with connect(url) as session:
+        before = _snapshots(session)
+        with (
+            pytest.raises(MisconfigurationError, match="rolled back"),
+            session.transaction(),
+        ):
+            session.sql("INSERT INTO t VALUES (10)")
+            with pytest.raises(OverflowError):  # the caller swallows the failure
+                session.sql(WRITE_THEN_UNFETCHABLE)
+            with pytest.raises(MisconfigurationError, match="failed"):
+                session.sql("INSERT INTO t VALUES (12)")  # and carries on
+        assert _ids(session) == [0, 1, 2]
+        session.sql("INSERT INTO t VALUES (100)")
+    with connect(url, read_only=True) as fresh:
+        assert _ids(fresh) == [0, 1, 2, 100]
+        assert _snapshots(fresh) == before + 1
+
+
+def test_raw_transaction_with_a_failed_statement_cannot_commit_it(url: str) -> None:
+    with connect(url) as session:
+        session.sql("BEGIN TRANSACTION")
+        session.sql("INSERT INTO t VALUES (10)")
+        with pytest.raises(OverflowError):
+            session.sql(WRITE_THEN_UNFETCHABLE)
+        with pytest.raises(duckdb.TransactionException):
+            session.sql("COMMIT")  # the failure ended the transaction
+        assert _ids(session) == [0, 1, 2]
+        session.sql("INSERT INTO t VALUES (100)")
+    with connect(url, read_only=True) as fresh:
+        assert _ids(fresh) == [0, 1, 2, 100]
+
+
+def test_statement_failing_inside_duckdb_leaves_the_session_usable(url: str) -> None:
+    with connect(url) as session:
+        with pytest.raises(Exception, match="boom"):
+            session.sql("INSERT INTO t SELECT CASE WHEN 1 = 1 THEN error('boom') END")
+        session.sql("INSERT INTO t VALUES (100)")
+        assert _ids(session) == [0, 1, 2, 100]
+    with connect(url, read_only=True) as fresh:
+        assert _ids(fresh) == [0, 1, 2, 100]
