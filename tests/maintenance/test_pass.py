@@ -12,7 +12,7 @@ import pytest
 import slatelake
 from slatelake.maintenance.flight import PassLease
 from slatelake.maintenance.options import DUCKLAKE_STEPS, STEPS, MaintenanceConfigError
-from slatelake.maintenance.report import FAILED, RAN, SKIPPED
+from slatelake.maintenance.report import FAILED, RAN, SKIPPED, PassReport
 from tests.conftest import subprocess_env
 
 CONFIGURED = {
@@ -384,6 +384,7 @@ def test_a_dry_run_spelled_as_duckdb_reads_it_expires_nothing(churned, spelling:
     assert step.status == RAN
     assert step.detail == f"would expire {len(before) - 1} snapshots (dry run)"
     assert step.counts == {}  # nothing published as expired
+    assert step.dry_run
 
 
 def _data_files(data_path: str) -> set[str]:
@@ -442,6 +443,8 @@ def test_a_cleanup_dry_run_reports_what_it_would_delete_and_deletes_nothing(
     assert (cleanup.status, cleanup.detail) == (RAN, "would delete 3 files (dry run)")
     assert (orphans.status, orphans.detail) == (RAN, "would delete 1 files (dry run)")
     assert cleanup.counts == {} and orphans.counts == {}  # no FilesDeleted published
+    assert cleanup.dry_run and orphans.dry_run
+    assert PassReport.from_dict(report.to_dict()).step("cleanup_old_files").dry_run
     wet = {k: v for k, v in dry.items() if not k.endswith("DRY_RUN")}
     with slatelake.connect(url, options=wet) as s:
         report = s.maintenance()

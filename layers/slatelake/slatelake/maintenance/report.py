@@ -5,7 +5,8 @@ A report is what every surface prints (CLI ``--json``, Python, the Lambda):
 ``work_pending``, ``seconds``, ``rss_hwm_mb``, the head it was recorded
 against, and one row per step in the RFC's order, each ``ran``, ``skipped``
 or ``failed`` with a ``detail`` saying what happened or why not, its
-``counts`` and ``seconds``; ``lease_lost`` says why a pass stopped when
+``counts`` and ``seconds``, and ``dry_run`` when it only said what it would
+do; ``lease_lost`` says why a pass stopped when
 another process took its lease (such a pass records nothing).
 The window keeps the last 16 passes in ``sys/maintenance_status``. A window
 that does not decode is never fatal: reading it salvages the well-formed
@@ -38,6 +39,8 @@ class StepReport:
     # the Lambda emits each as a metric.
     counts: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
+    # The step only reported what it would do (a DuckLake dry run).
+    dry_run: bool = False
 
 
 @dataclass
@@ -55,9 +58,14 @@ class PassReport:
     lease_lost: str | None = None
 
     def add(
-        self, step: str, status: str, detail: str, counts: dict[str, int] | None = None
+        self,
+        step: str,
+        status: str,
+        detail: str,
+        counts: dict[str, int] | None = None,
+        dry_run: bool = False,
     ) -> StepReport:
-        report = StepReport(step, status, detail, dict(counts or {}))
+        report = StepReport(step, status, detail, dict(counts or {}), dry_run=dry_run)
         self.steps.append(report)
         return report
 
@@ -90,6 +98,7 @@ class PassReport:
                     s["detail"],
                     dict(s.get("counts") or {}),
                     float(s.get("seconds") or 0.0),
+                    bool(s.get("dry_run", False)),
                 )
                 for s in doc["steps"]
             ],

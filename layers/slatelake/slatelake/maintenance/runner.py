@@ -168,7 +168,7 @@ class _Pass:
                 failed = step
             else:
                 status = FAILED if outcome.failed_tables else RAN
-                report.add(step, status, outcome.detail, outcome.counts)
+                report.add(step, status, outcome.detail, outcome.counts, dry_run=outcome.dry_run)
                 report.work_pending = report.work_pending or outcome.pending
                 deferred.update(outcome.failed_tables)
             report.steps[-1].seconds = round(time.monotonic() - t0, 3)
