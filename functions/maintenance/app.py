@@ -6,6 +6,13 @@ the admin API, and the long-lived holder (``slatelake hold``) folds and
 compacts. Responses are ``{"ok": true, "action": ..., "result": ...}`` (the
 result is what the CLI prints with ``--json``) or ``{"ok": false, "error":
 {"type": ..., "message": ...}}``.
+
+Only the stack's lake (or an allow-listed one) is acted on: any other is
+refused in ``parse_event``, before a store is opened, and counted
+(``LakeRefused``). The invocation's remaining time bounds every store call
+(less ``ANSWER_RESERVE_S``), so a store that hangs or refuses ends in an
+answer with the error, and a maintenance invocation that fails counts a
+``PassFailed``, before Lambda's own timeout could cut it off silently.
 """
 
 from __future__ import annotations
@@ -18,7 +25,7 @@ from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from invocation import Invocation, parse_event
+from invocation import Invocation, LakeNotAllowedError, parse_event, stack_lake
 from telemetry import (
     NAMESPACE,
     SERVICE,
@@ -26,6 +33,7 @@ from telemetry import (
     STORE_MERGE_PENDING,
     emit_crash,
     emit_pass,
+    emit_refusal,
     emit_skip,
 )
 
@@ -38,7 +46,7 @@ from slatelake.errors import NotFoundError, SlatelakeError
 from slatelake.maintenance.flight import AlreadyRunningError, PassLease
 from slatelake.maintenance.options import ducklake_signatures, parse_options
 from slatelake.maintenance.runner import run_pass
-from slatelake.store.db import store_exists
+from slatelake.store.db import deadline, store_exists
 from slatelake.store.location import LakeLocation
 
 logger = Logger(service=SERVICE)
@@ -50,6 +58,9 @@ copy_config_to_registered_loggers(source_logger=logger, include={"slatelake"})
 RESERVE_S = float(os.environ.get("SLATELAKE_DEADLINE_RESERVE_S", "30"))
 # How long a manual invoke waits for a running pass (bounded by the deadline).
 MANUAL_WAIT_S = float(os.environ.get("SLATELAKE_MANUAL_WAIT_S", "120"))
+# Seconds kept back from the invocation deadline for the answer itself: every
+# store call is cut off this long before Lambda would end the invocation.
+ANSWER_RESERVE_S = 3.0
 
 
 class MergeIncompleteError(SlatelakeError):
@@ -59,11 +70,16 @@ class MergeIncompleteError(SlatelakeError):
 @logger.inject_lambda_context(clear_state=True)
 def handler(event: Any, context: LambdaContext) -> dict[str, Any]:
     logger.set_correlation_id(context.aws_request_id)
+    ends_at = time.monotonic() + context.get_remaining_time_in_millis() / 1000
     try:
         call = parse_event(event)
         logger.append_keys(lake=call.lake, action=call.action, trigger=call.trigger)
         logger.info("invocation accepted")
-        result = _ACTIONS[call.action](call, context)
+        with deadline(ends_at - ANSWER_RESERVE_S):
+            result = _ACTIONS[call.action](call, context)
+    except LakeNotAllowedError as exc:
+        emit_refusal(metrics, stack_lake(os.environ))
+        return _error(exc)
     except SlatelakeError as exc:
         return _error(exc)
     except Exception as exc:  # DuckDB or the runtime: still an answer, never a traceback
@@ -99,6 +115,18 @@ def _maintenance(call: Invocation, context: LambdaContext) -> dict[str, Any]:
         parse_options(call.options, ducklake_signatures(con))
     finally:
         con.close()
+    try:
+        return _pass(call, context)
+    except AlreadyRunningError:
+        raise
+    except Exception:
+        # The alarm must see a pass that died: the lake missing, the store
+        # refusing or silent past the deadline, or the pass itself raising.
+        emit_crash(metrics, call.lake)
+        raise
+
+
+def _pass(call: Invocation, context: LambdaContext) -> dict[str, Any]:
     _require_lake(call)
     if call.trigger == "scheduled":
         wait_s = 0.0
@@ -125,9 +153,6 @@ def _maintenance(call: Invocation, context: LambdaContext) -> dict[str, Any]:
                 emit_skip(metrics, call.lake)
                 raise
             return _skipped(call, str(exc))
-        except Exception:
-            emit_crash(metrics, call.lake)  # the alarm must see a pass that died
-            raise
     emit_pass(metrics, call.lake, report)
     logger.info(
         "pass finished",

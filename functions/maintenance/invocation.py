@@ -6,15 +6,23 @@ and options come from the function's environment), a rule's constant input
 configures) and a manual invoke (``{"action": ..., "lake": ..., ...}``).
 Every mistake is an ``InvocationError`` naming the key and the fix; nothing
 here opens the lake.
+
+An event may name only the stack's own lake (``SLATELAKE_LAKE``) and data
+path (``SLATELAKE_DATA_PATH``), or one the stack allow-lists
+(``SLATELAKE_ALLOWED_LAKES``, ``SLATELAKE_ALLOWED_DATA_PATHS``: comma-separated
+URLs). Locations compare after ``LakeLocation.parse`` normalized them, so no
+spelling (``..``, a trailing slash, a shared prefix) reaches another place;
+anything else is a ``LakeNotAllowedError`` before any store is touched.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from slatelake.ducklake.guard import data_location
 from slatelake.errors import MisconfigurationError
 from slatelake.maintenance.options import (
     ALIAS_PREFIX,
@@ -24,6 +32,7 @@ from slatelake.maintenance.options import (
     parse_seconds,
 )
 from slatelake.store.keys import Subspace
+from slatelake.store.location import LakeLocation
 
 ACTIONS = ("maintenance", "compact_store", "census", "status")
 TRIGGERS = ("scheduled", "manual")
@@ -35,10 +44,16 @@ ACTION_OPTIONS: dict[str, set[str]] = {
     "status": set(),
 }
 ENV_LAKE, ENV_DATA_PATH = "SLATELAKE_LAKE", "SLATELAKE_DATA_PATH"
+ENV_ALLOWED_LAKES = "SLATELAKE_ALLOWED_LAKES"
+ENV_ALLOWED_DATA_PATHS = "SLATELAKE_ALLOWED_DATA_PATHS"
 
 
 class InvocationError(MisconfigurationError):
     """The event cannot be acted on; the message names what is wrong."""
+
+
+class LakeNotAllowedError(InvocationError):
+    """The event names a lake or data path this stack does not maintain."""
 
 
 @dataclass(frozen=True)
@@ -97,9 +112,8 @@ def _build(doc: dict[str, Any], env: Mapping[str, str]) -> Invocation:
         raise InvocationError(
             f'no lake: give "lake" in the event or set {ENV_LAKE} in the function\'s environment'
         )
-    data_path = doc.get("data_path") or env.get(ENV_DATA_PATH) or None
-    if data_path is not None and not isinstance(data_path, str):
-        raise InvocationError(f"data_path must be a string, not {type(data_path).__name__}")
+    lake = allowed_lake(lake, env)
+    data_path = allowed_data_path(doc.get("data_path"), lake, env)
     raw = doc.get("options")
     if raw is None:
         raw = _env_options(env) if action == "maintenance" else {}
@@ -154,3 +168,79 @@ def _action_options(action: str, options: dict[str, Any]) -> dict[str, Any]:
             "is only submitted"
         )
     return out
+
+
+def _show(value: str) -> str:
+    """A hostile string, quoted and bounded, for an error message."""
+    text = repr(value)
+    return text if len(text) <= 200 else text[:200] + "...'"
+
+
+def _configured(
+    env: Mapping[str, str], single: str, listed: str, parse: Callable[[str], LakeLocation]
+) -> dict[str, str]:
+    """Canonical URL -> configured spelling, for the stack's own location
+    (``single``) and its comma-separated allow-list (``listed``)."""
+    out: dict[str, str] = {}
+    entries = [(single, env.get(single, "").strip())]
+    entries += [(listed, item.strip()) for item in env.get(listed, "").split(",")]
+    for var, item in entries:
+        if not item:
+            continue
+        try:
+            out[parse(item).url] = item
+        except MisconfigurationError as exc:
+            raise InvocationError(f"the function's {var} is invalid: {exc}") from None
+    return out
+
+
+def stack_lake(env: Mapping[str, str]) -> str | None:
+    """The stack's own lake, canonical (the ``Lake`` dimension of its metrics)."""
+    raw = env.get(ENV_LAKE, "").strip()
+    try:
+        return LakeLocation.parse(raw).url if raw else None
+    except MisconfigurationError:
+        return None
+
+
+def allowed_lake(lake: str, env: Mapping[str, str]) -> str:
+    """The event's lake, canonical, if the stack maintains it; else refused."""
+    allowed = _configured(env, ENV_LAKE, ENV_ALLOWED_LAKES, LakeLocation.parse)
+    if not allowed:
+        raise LakeNotAllowedError(
+            f"lake {_show(lake)} refused: this function has no lake configured; set "
+            f"{ENV_LAKE} (the stack's lake) or {ENV_ALLOWED_LAKES}"
+        )
+    try:
+        url = LakeLocation.parse(lake).url
+    except MisconfigurationError as exc:
+        raise InvocationError(f'"lake": {exc}') from None
+    if url not in allowed:
+        raise LakeNotAllowedError(
+            f"lake {_show(lake)} refused: this function maintains only "
+            f"{', '.join(sorted(allowed))}; deploy a stack for that lake or add it to "
+            f"{ENV_ALLOWED_LAKES}"
+        )
+    return url
+
+
+def allowed_data_path(data_path: Any, lake: str, env: Mapping[str, str]) -> str | None:
+    """The data path to attach with, as the stack configured it: the event's
+    if allowed (else refused), or the stack's own for the stack's own lake."""
+    if data_path is None or data_path == "":
+        own = env.get(ENV_DATA_PATH, "").strip()
+        return own if own and lake == stack_lake(env) else None
+    if not isinstance(data_path, str):
+        raise InvocationError(f"data_path must be a string, not {type(data_path).__name__}")
+    allowed = _configured(env, ENV_DATA_PATH, ENV_ALLOWED_DATA_PATHS, data_location)
+    try:
+        url = data_location(data_path).url
+    except MisconfigurationError as exc:
+        raise InvocationError(f'"data_path": {exc}') from None
+    if url not in allowed:
+        raise LakeNotAllowedError(
+            f"data_path {_show(data_path)} refused: this function writes data only under "
+            f"{', '.join(sorted(allowed)) or 'no data path (none configured)'}; set "
+            f"{ENV_DATA_PATH} or add it to {ENV_ALLOWED_DATA_PATHS}"
+        )
+    return allowed[url]

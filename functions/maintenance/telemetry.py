@@ -20,6 +20,8 @@ SERVICE = "slatelake-maintenance"
 PASS_RUNS = "PassRuns"
 PASS_FAILED = "PassFailed"
 PASS_SKIPPED = "PassSkipped"
+# An event naming a lake or data path the stack does not maintain (refused)
+LAKE_REFUSED = "LakeRefused"
 WORK_PENDING = "WorkPending"
 PASS_DURATION = "PassDuration"
 RSS_HIGH_WATER = "RssHighWater"
@@ -72,6 +74,14 @@ def emit_skip(metrics: Metrics, lake: str) -> None:
     """An invocation that found a pass running: counted, never an alarm."""
     metrics.add_dimension(name="Lake", value=lake)
     metrics.add_metric(name=PASS_SKIPPED, unit=MetricUnit.Count, value=1)
+
+
+def emit_refusal(metrics: Metrics, stack_lake: str | None) -> None:
+    """An event for a lake this stack does not maintain, refused untouched.
+    Counted against the stack's own lake: the event's text never becomes a
+    dimension (it is hostile, and unbounded in number)."""
+    metrics.add_dimension(name="Lake", value=stack_lake or "unconfigured")
+    metrics.add_metric(name=LAKE_REFUSED, unit=MetricUnit.Count, value=1)
 
 
 def _single(

@@ -149,19 +149,32 @@ def pristine_lake(moto_endpoint: str) -> PristineLake:
 
 
 @pytest.fixture
-def s3_lake(pristine_lake: PristineLake) -> tuple[str, str, list[str]]:
-    """The module's churned lake on moto's S3, fresh for this test."""
-    pristine_lake.restore()
-    return pristine_lake.lake, pristine_lake.data, list(pristine_lake.names)
-
-
-@pytest.fixture
 def env_clean(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
     """No SLATELAKE_* / MAINTENANCE_* leaking in from the developer's shell."""
     for key in list(os.environ):
-        if key.startswith(("SLATELAKE_LAKE", "SLATELAKE_DATA_PATH", "MAINTENANCE_")):
+        if key.startswith(
+            ("SLATELAKE_LAKE", "SLATELAKE_DATA_PATH", "SLATELAKE_ALLOWED_", "MAINTENANCE_")
+        ):
             monkeypatch.delenv(key)
     return monkeypatch
+
+
+def deploy(monkeypatch: pytest.MonkeyPatch, lake: str, data: str | None = None) -> None:
+    """The stack's configuration: the function maintains this lake (and data path)."""
+    monkeypatch.setenv("SLATELAKE_LAKE", lake)
+    if data is not None:
+        monkeypatch.setenv("SLATELAKE_DATA_PATH", data)
+
+
+@pytest.fixture
+def s3_lake(
+    pristine_lake: PristineLake, env_clean: pytest.MonkeyPatch
+) -> tuple[str, str, list[str]]:
+    """The module's churned lake on moto's S3, fresh for this test, and the
+    function deployed for it."""
+    pristine_lake.restore()
+    deploy(env_clean, pristine_lake.lake, pristine_lake.data)
+    return pristine_lake.lake, pristine_lake.data, list(pristine_lake.names)
 
 
 def template() -> dict[str, Any]:

@@ -90,6 +90,7 @@ print("RESULT " + json.dumps({{"loaded": loaded, "out": out}}))
             **env,
             "HOME": str(tmp_path),
             "SLATELAKE_DUCKDB_TEMP_DIRECTORY": str(tmp_path / "spill"),
+            "SLATELAKE_LAKE": lake,  # the stack's lake: the only one it maintains
         },
     )
     assert proc.returncode == 0, proc.stderr[-3000:]

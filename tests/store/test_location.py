@@ -114,6 +114,8 @@ def test_a_symlink_to_a_lake_is_the_lake(tmp_path) -> None:  # noqa: ANN001
         "file:///x/..",
         "file:///x/lake\x00/y",
         "s3://b/lake\nx",
+        "s3://Bucket/lake",
+        "s3://key:secret@b/lake",
         "",
     ],
 )

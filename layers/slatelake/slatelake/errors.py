@@ -51,6 +51,30 @@ class NotFoundError(SlatelakeError):
     """The lake (or an object it needs) does not exist."""
 
 
+class StoreError(SlatelakeError):
+    """The object store (or SlateDB over it) refused or failed an operation."""
+
+
+class StoreUnavailableError(StoreError):
+    """The store did not answer usably: a 5xx, a refused or reset connection.
+
+    Transient by nature, so retryable; the store clients already retried it
+    (bounded) before this was raised, so a caller retries only a few times."""
+
+    retryable = True
+
+
+class StoreTimeoutError(StoreUnavailableError):
+    """A store call got no answer within its deadline (``SLATELAKE_STORE_TIMEOUT_S``,
+    or the caller's own deadline, whichever came first). The call was cancelled."""
+
+
+class PermissionDeniedError(StoreError):
+    """The store refused the credentials (403, 401, an expired token, EACCES).
+
+    Terminal: retrying with the same credentials cannot help."""
+
+
 class UnsupportedError(SlatelakeError):
     """The request is valid but this build cannot serve it."""
 

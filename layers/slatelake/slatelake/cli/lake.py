@@ -7,6 +7,8 @@ import json
 import signal
 import sys
 import threading
+import time
+from contextlib import nullcontext
 from typing import Any
 
 from slatelake.cli.common import (
@@ -18,6 +20,11 @@ from slatelake.cli.common import (
     print_table,
 )
 from slatelake.errors import MisconfigurationError, SlatelakeError
+
+# Consecutive transient fold failures a holder rides out before it exits.
+HOLD_RETRIES = 3
+# After SIGTERM/SIGINT, how long the store writer gets to shut down.
+STOP_GRACE_S = 5.0
 
 
 def _cmd_init(args: argparse.Namespace) -> int:
@@ -132,14 +139,60 @@ def _cmd_fold(args: argparse.Namespace) -> int:
     return 0
 
 
+class HoldStopped(KeyboardInterrupt):
+    """SIGTERM or SIGINT reached the holder: whatever the main thread was
+    doing (a fold, a store call, a wait) is abandoned. A second signal during
+    the shutdown that follows forces the exit (status 130, via ``main``)."""
+
+
+def _raise_stopped(stop: threading.Event) -> Any:
+    def handler(signum: int, frame: Any) -> None:
+        stop.set()
+        raise HoldStopped(signal.Signals(signum).name)
+
+    return handler
+
+
+def _hold(folder: Any, args: argparse.Namespace, stop: threading.Event) -> None:
+    """Fold every ``--poll`` seconds until stopped. A transient store failure
+    (``retryable``) is retried HOLD_RETRIES times in a row with backoff; then,
+    or at once for a terminal one, the error propagates and the holder exits
+    non-zero: a supervisor restarts it, or a person reads why."""
+    failures = 0
+    while not stop.is_set():
+        try:
+            report = folder.fold_once()
+        except SlatelakeError as exc:
+            failures += 1
+            if not exc.retryable or failures > HOLD_RETRIES:
+                raise
+            backoff = min(args.poll * 2**failures, 30.0)
+            print(
+                f"slatelake hold: fold failed ({type(exc).__name__}: {exc}); "
+                f"retry {failures} of {HOLD_RETRIES} in {backoff:g}s",
+                file=sys.stderr,
+                flush=True,
+            )
+            stop.wait(backoff)
+            continue
+        failures = 0
+        if report.slots or report.truncated:
+            _print_fold(report, args.json)
+        stop.wait(args.poll)
+
+
 def _cmd_hold(args: argparse.Namespace) -> int:
+    from slatelake.store.db import deadline
+
     options = parse_kv(getattr(args, "option", None))
-    folder = _folder(args)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
-    session = None
+        signal.signal(sig, _raise_stopped(stop))
+    folder = session = None
+    signalled: str | None = None
+    failed = False
     try:
+        folder = _folder(args)
         if options:
             import slatelake
 
@@ -156,12 +209,29 @@ def _cmd_hold(args: argparse.Namespace) -> int:
             + "; Ctrl-C stops",
             flush=True,
         )
-        folder.hold(poll_s=args.poll, stop=stop, on_fold=lambda r: _print_fold(r, args.json))
+        _hold(folder, args, stop)
+    except HoldStopped as exc:
+        signalled = str(exc)
+    except BaseException:
+        failed = True
+        raise
     finally:
         if session is not None:
-            session.close()  # a pass in flight completes first
-        folder.close()
-    print("stopped", flush=True)
+            session.close()  # a pass in flight stops at its next safe point
+        if folder is not None:
+            # After a signal or a failure the writer gets STOP_GRACE_S to
+            # flush and shut down; a store that does not answer is abandoned
+            # (the log keeps every unflushed slot, so nothing is lost), and
+            # the error that ended the holder stays the one reported.
+            ending = signalled is not None or failed
+            with deadline(time.monotonic() + STOP_GRACE_S) if ending else nullcontext():
+                try:
+                    folder.close()
+                except SlatelakeError as exc:
+                    if not ending:
+                        raise
+                    print(f"slatelake hold: shutdown: {exc}", file=sys.stderr, flush=True)
+    print(f"stopped ({signalled})" if signalled else "stopped", flush=True)
     return 0
 
 
@@ -246,7 +316,9 @@ def register(sub: Any) -> None:
             _cmd_hold,
             "Be the lake's folder: fold continuously and run SlateDB's "
             "compactor (which executes submitted store merges). Fences any older folder; "
-            "exits with status 3 when a newer one fences it.",
+            "exits with status 3 when a newer one fences it, and 1 naming the error when "
+            "the store keeps failing (a transient failure is retried 3 times). SIGTERM or "
+            "SIGINT stops it at once, even mid-fold; a second one skips the shutdown.",
         ),
     ):
         p = add(name, func, help_)

@@ -10,22 +10,49 @@ answer (the one-byte subspace extractor). ``tests/store/test_bindings.py`` pins 
 generated code.
 
 ``run`` drives the async API from sync callers through one event-loop thread
-per process; callers never see a coroutine. Only ``store`` imports this.
+per process; callers never see a coroutine. Every call has a deadline
+(``SLATELAKE_STORE_TIMEOUT_S``, capped by any ``deadline`` a caller opened):
+SlateDB retries object-store failures without bound unless told otherwise,
+so a missing bucket or a black-holed endpoint would otherwise never answer.
+A call past its deadline is cancelled (its Rust future is dropped) and raises
+``StoreTimeoutError``. Only ``store`` imports this.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import contextlib
 import ctypes
+import logging
+import math
+import os
 import struct
 import threading
-from collections.abc import Coroutine
+import time
+from collections.abc import Coroutine, Iterator
+from datetime import timedelta
 from typing import Any, TypeVar
 
 from slatedb.uniffi import _slatedb_uniffi as _pkg  # noqa: F401  (loads the library)
 from slatedb.uniffi._slatedb_uniffi import slatedb as _gen
 
+from slatelake.errors import MisconfigurationError, StoreTimeoutError
+
 T = TypeVar("T")
+log = logging.getLogger("slatelake.store")
+
+# One deadline for every store call (SlateDB and obstore), in seconds.
+STORE_TIMEOUT_ENV = "SLATELAKE_STORE_TIMEOUT_S"
+DEFAULT_STORE_TIMEOUT_S = 60.0
+# SlateDB's own retries per object-store operation (backoff 0.1 s to 1 s);
+# unset, SlateDB retries forever, 403s and missing buckets included.
+SLATEDB_MAX_RETRIES = 3
+# The S3 clients' own per-request bounds (obstore and SlateDB's object store).
+_REQUEST_TIMEOUT_S, _CONNECT_TIMEOUT_S, _CLIENT_RETRIES = 30.0, 5.0, 3
+# How long a loop thread may take to notice a cancellation before it is
+# presumed wedged (stuck inside a Rust call) and replaced.
+_WEDGE_GRACE_S = 2.0
 
 _LIB = _gen._UniffiLib
 _alloc = _LIB.ffi_slatedb_uniffi_rustbuffer_alloc
@@ -177,12 +204,84 @@ def install() -> None:
         _patched = True
 
 
+def store_timeout_s() -> float:
+    """The per-call store deadline in seconds: ``SLATELAKE_STORE_TIMEOUT_S`` or 60."""
+    raw = os.environ.get(STORE_TIMEOUT_ENV, "").strip()
+    if not raw:
+        return DEFAULT_STORE_TIMEOUT_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise MisconfigurationError(
+            f"{STORE_TIMEOUT_ENV}={raw!r}: expected seconds greater than zero, e.g. 60"
+        )
+    return value
+
+
+def s3_client_options() -> dict[str, str]:
+    """Per-request bounds for an S3 client, valid both as SlateDB
+    ``ObjectStoreBuilder.with_config`` keys and as obstore ``client_options``:
+    no single request outlives the call it serves."""
+    limit = store_timeout_s()
+    return {
+        "timeout": f"{min(_REQUEST_TIMEOUT_S, limit):g}s",
+        "connect_timeout": f"{min(_CONNECT_TIMEOUT_S, limit):g}s",
+    }
+
+
+def obstore_retry_config() -> dict[str, Any]:
+    """obstore's ``retry_config``: it retries only timeouts, connection
+    errors and 5xx (never a 4xx), a few times, within one call's deadline."""
+    return {"max_retries": _CLIENT_RETRIES, "retry_timeout": timedelta(seconds=store_timeout_s())}
+
+
+# Absolute time.monotonic() deadlines opened by callers; the earliest caps every call.
+_caps: list[float] = []
+_caps_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def deadline(at_monotonic: float) -> Iterator[None]:
+    """Cap every store call, in any thread, at ``at_monotonic`` while open.
+
+    A process-wide cap, for a process with one deadline (a Lambda invocation,
+    a holder stopping): a call started later gets only the time that is left."""
+    with _caps_lock:
+        _caps.append(at_monotonic)
+    try:
+        yield
+    finally:
+        with _caps_lock:
+            _caps.remove(at_monotonic)
+
+
+def call_timeout(timeout: float | None = None) -> tuple[float, str]:
+    """The seconds a call may take now, and what set the bound (for messages)."""
+    limit = store_timeout_s() if timeout is None else timeout
+    bound = f"{STORE_TIMEOUT_ENV}={limit:g}s" if timeout is None else f"a {limit:g}s bound"
+    with _caps_lock:
+        cap = min(_caps, default=None)
+    if cap is not None and cap - time.monotonic() < limit:
+        return max(0.0, cap - time.monotonic()), "the caller's deadline"
+    return limit, bound
+
+
 class _Runner:
-    """One daemon thread with an event loop, shared by every store handle."""
+    """One daemon thread with an event loop, shared by every store handle.
+
+    The loop thread only polls futures (the I/O runs on SlateDB's and
+    obstore's own runtimes), so a cancelled call frees it at once. Should a
+    poll ever block inside Rust, the loop is abandoned after a short grace
+    and the next call starts a fresh one: the stuck thread (a daemon) and
+    whatever its call holds are leaked until that call returns or the
+    process exits; callers are never blocked by it."""
 
     def __init__(self) -> None:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._lock = threading.Lock()
+        self.abandoned = 0
 
     def loop(self) -> asyncio.AbstractEventLoop:
         with self._lock:
@@ -196,11 +295,48 @@ class _Runner:
             return self._loop
 
     def run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
+        limit, bound = call_timeout(timeout)
+        if limit <= 0:
+            coro.close()
+            raise StoreTimeoutError(f"no time left before {bound}; the store call was not made")
         loop = self.loop()
         if _in_loop_thread(loop):
             coro.close()
             raise RuntimeError("store calls must not be made from the store's own loop")
-        return asyncio.run_coroutine_threadsafe(coro, loop).result(timeout)
+        fut = asyncio.run_coroutine_threadsafe(coro, loop)
+        try:
+            return fut.result(limit)
+        except concurrent.futures.TimeoutError:
+            if fut.done():  # the call itself raised a TimeoutError: not ours
+                raise
+            self._abandon(fut, loop)
+            raise StoreTimeoutError(
+                f"no answer within {limit:.3g}s ({bound}); the call was cancelled"
+            ) from None
+        except BaseException:  # a signal handler's exception, KeyboardInterrupt...
+            if not fut.done():
+                self._abandon(fut, loop)
+            raise
+
+    def _abandon(
+        self, fut: concurrent.futures.Future[Any], loop: asyncio.AbstractEventLoop
+    ) -> None:
+        """Cancel a call (its task is cancelled on the loop, which frees the
+        Rust future); replace the loop if it cannot even run that."""
+        fut.cancel()
+        alive = threading.Event()
+        with contextlib.suppress(RuntimeError):  # a closed loop: replaced below
+            loop.call_soon_threadsafe(alive.set)
+        if alive.wait(_WEDGE_GRACE_S):
+            return
+        with self._lock:
+            if self._loop is loop:
+                self._loop = None
+                self.abandoned += 1
+        log.warning(
+            "a store call did not yield after its deadline; its loop thread is left "
+            "behind and later calls use a new one"
+        )
 
 
 def _in_loop_thread(loop: asyncio.AbstractEventLoop) -> bool:
@@ -214,5 +350,7 @@ _runner = _Runner()
 
 
 def run(coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
-    """Run a SlateDB coroutine to completion from sync code."""
+    """Run a store coroutine to completion from sync code, within a deadline:
+    ``timeout`` seconds (default ``SLATELAKE_STORE_TIMEOUT_S``), capped by any
+    open ``deadline``. Past it the call is cancelled: ``StoreTimeoutError``."""
     return _runner.run(coro, timeout)

@@ -8,7 +8,10 @@
 - admin: manifests and compactions, for census and store merges.
 
 Every handle is registered with the one-byte SubspaceExtractor, so each
-subspace is its own segment. Knows nothing about DuckLake.
+subspace is its own segment. Every call has a deadline and every failure a
+type (see ``_bindings`` and ``objects.classify``): SlateDB's own retries are
+bounded, so a 403 or a missing bucket surfaces in seconds, and a store that
+never answers costs one deadline. Knows nothing about DuckLake.
 """
 
 from __future__ import annotations
@@ -40,9 +43,21 @@ from slatedb.uniffi import (
     WriteBatch,
 )
 
-from slatelake.errors import FencedError, MisconfigurationError, SlatelakeError
+from slatelake.errors import (
+    CorruptionError,
+    FencedError,
+    MisconfigurationError,
+    StoreTimeoutError,
+)
+from slatelake.errors import StoreError as StoreError  # re-exported: its old home
 from slatelake.store import _bindings
 from slatelake.store.location import LakeLocation
+from slatelake.store.objects import ObjectClient, classify, first_line
+
+# Re-exported: the store's deadline knobs, for callers above this layer.
+STORE_TIMEOUT_ENV = _bindings.STORE_TIMEOUT_ENV
+store_timeout_s = _bindings.store_timeout_s
+deadline = _bindings.deadline
 
 EXTRACTOR_NAME = "slatelake.subspace.v1"
 # The holder's compactor poll interval (a SlateDB duration such as "5s" or
@@ -59,6 +74,11 @@ _BULK = ScanOptions(
     max_fetch_tasks=8,
 )
 _ALL = KeyRange(start=None, start_inclusive=True, end=None, end_inclusive=False)
+_RETRY_KEYS = (
+    "object_store_max_retries",
+    "compactor_options.object_store_max_retries",
+    "garbage_collector_options.object_store_max_retries",
+)
 
 
 class SubspaceExtractor(PrefixExtractor):
@@ -72,26 +92,27 @@ class SubspaceExtractor(PrefixExtractor):
         return 1 if len(key) >= 1 else None
 
 
-class StoreError(SlatelakeError):
-    """SlateDB refused an operation for a reason that is not fencing."""
-
-
-def _translate(exc: BaseException, what: str) -> BaseException:
+def _translate(exc: BaseException, what: str, location: LakeLocation) -> BaseException:
     text = str(exc)
     if isinstance(exc, Error.Closed) and "FENCED" in str(getattr(exc, "reason", "")).upper():
         return FencedError(f"{what}: a newer folder holds the store writer; this one stops")
     if "fenced" in text.lower():
         return FencedError(f"{what}: a newer folder holds the store writer; this one stops")
+    if isinstance(exc, Error.Data):
+        return CorruptionError(f"{what}: SlateDB found damaged data: {first_line(text)}")
     if isinstance(exc, Error):
-        return StoreError(f"{what}: {text}")
+        return classify(what, location, exc)
     return exc
 
 
-def _call(what: str, coro: Any, timeout: float | None = None) -> Any:
+def _call(location: LakeLocation, what: str, coro: Any, timeout: float | None = None) -> Any:
+    """Run one SlateDB call within its deadline; failures come out typed."""
     try:
         return _bindings.run(coro, timeout)
+    except StoreTimeoutError as exc:  # name the call that ran out of time
+        raise StoreTimeoutError(f"{what}: {exc}") from None
     except Exception as exc:
-        mapped = _translate(exc, what)
+        mapped = _translate(exc, what, location)
         if mapped is exc:
             raise
         raise mapped from exc
@@ -106,6 +127,8 @@ def _settings(overrides: dict[str, Any]) -> Any:
             "compactor_options.worker.compactions_poll_interval",
         ):
             settings.set(key, json.dumps(poll))
+    for key in _RETRY_KEYS:  # unset, SlateDB retries a failing store forever
+        settings.set(key, json.dumps(_bindings.SLATEDB_MAX_RETRIES))
     for key, value in overrides.items():
         settings.set(key, json.dumps(value))
     return settings
@@ -131,9 +154,10 @@ def compactor_poll_interval_s() -> float:
 class _ScanMixin:
     _handle: Any
     _what: str
+    location: LakeLocation
 
     def get(self, key: bytes) -> bytes | None:
-        return _call(f"{self._what} get", self._handle.get(key))
+        return _call(self.location, f"{self._what} get", self._handle.get(key))
 
     def scan_prefix_batches(
         self, key_prefix: bytes, start_after: bytes | None = None, batch: int = SCAN_BATCH
@@ -149,9 +173,9 @@ class _ScanMixin:
                 end_inclusive=False,
             )
             scan = self._handle.scan_with_options(rng, _BULK)
-        it = _call(f"{self._what} scan", scan)
+        it = _call(self.location, f"{self._what} scan", scan)
         while True:
-            rows = _call(f"{self._what} scan", it.next_batch(batch))
+            rows = _call(self.location, f"{self._what} scan", it.next_batch(batch))
             if not rows:
                 return
             yield [(kv.key, kv.value) for kv in rows]
@@ -169,8 +193,8 @@ class _ScanMixin:
         rng = KeyRange(
             start=start, start_inclusive=True, end=_prefix_end(key_prefix), end_inclusive=False
         )
-        it = _call(f"{self._what} seek", self._handle.scan(rng))
-        kv = _call(f"{self._what} seek", it.next())
+        it = _call(self.location, f"{self._what} seek", self._handle.scan(rng))
+        kv = _call(self.location, f"{self._what} seek", it.next())
         return None if kv is None else (kv.key, kv.value)
 
 
@@ -195,18 +219,19 @@ class StoreWriter(_ScanMixin):
             batch.put(key, value)
         for key in deletes:
             batch.delete(key)
-        _call(f"{self._what} write", self._handle.write(batch))
+        _call(self.location, f"{self._what} write", self._handle.write(batch))
 
     def flush(self) -> None:
         """Make everything written so far durable in L0 (the WAL is off)."""
         _call(
+            self.location,
             f"{self._what} flush",
             self._handle.flush_with_options(FlushOptions(flush_type=FlushType.MEM_TABLE)),
         )
 
     def close(self) -> None:
         with contextlib.suppress(FencedError):
-            _call(f"{self._what} close", self._handle.shutdown(), timeout=60)
+            _call(self.location, f"{self._what} close", self._handle.shutdown())
 
 
 class StoreReader(_ScanMixin):
@@ -218,7 +243,7 @@ class StoreReader(_ScanMixin):
         self.location = location
 
     def close(self) -> None:
-        _call(f"{self._what} close", self._handle.shutdown(), timeout=60)
+        _call(self.location, f"{self._what} close", self._handle.shutdown())
 
 
 class StoreAdmin:
@@ -230,18 +255,24 @@ class StoreAdmin:
         self.location = location
 
     def read_manifest(self) -> Any:
-        return _call(f"{self._what} read_manifest", self._handle.read_manifest(None))
+        return _call(self.location, f"{self._what} read_manifest", self._handle.read_manifest(None))
 
     def submit_compaction(self, spec: Any) -> Any:
-        return _call(f"{self._what} submit_compaction", self._handle.submit_compaction(spec))
+        return _call(
+            self.location, f"{self._what} submit_compaction", self._handle.submit_compaction(spec)
+        )
 
     def read_compaction(self, compaction_id: str) -> Any:
         return _call(
-            f"{self._what} read_compaction", self._handle.read_compaction(compaction_id, None)
+            self.location,
+            f"{self._what} read_compaction",
+            self._handle.read_compaction(compaction_id, None),
         )
 
     def read_compactor_state_view(self) -> Any:
-        return _call(f"{self._what} compactor state", self._handle.read_compactor_state_view())
+        return _call(
+            self.location, f"{self._what} compactor state", self._handle.read_compactor_state_view()
+        )
 
 
 # -- store merges: the SlateDB vocabulary stays here ------------------------
@@ -300,7 +331,7 @@ def open_writer(location: LakeLocation, settings: dict[str, Any] | None = None) 
     builder = DbBuilder(location.store_path, location.slatedb_store())
     builder.with_settings(_settings({**(settings or {}), "wal_enabled": False}))
     builder.with_segment_extractor(SubspaceExtractor())
-    handle = _call(f"open store writer {location.url}", builder.build())
+    handle = _call(location, f"open store writer {location.url}", builder.build())
     return StoreWriter(handle, location)
 
 
@@ -315,18 +346,30 @@ def open_reader(location: LakeLocation, poll_interval_ms: int = 1000) -> StoreRe
             checkpoint_lifetime_ms=600_000,
             max_memtable_bytes=64 << 20,
             skip_wal_replay=True,
+            object_store_max_retries=_bindings.SLATEDB_MAX_RETRIES,
         )
     )
-    handle = _call(f"open store reader {location.url}", builder.build())
+    handle = _call(location, f"open store reader {location.url}", builder.build())
     return StoreReader(handle, location)
 
 
 def open_admin(location: LakeLocation) -> StoreAdmin:
+    """An admin handle. SlateDB offers no retry bound for it: each call's
+    deadline is the only one."""
     _bindings.install()
     handle = AdminBuilder(location.store_path, location.slatedb_store()).build()
     return StoreAdmin(handle, location)
 
 
+def probe(location: LakeLocation) -> None:
+    """One listing under the store path, through obstore: a missing bucket,
+    refused credentials or a path the store cannot hold raise their typed
+    error at once, where SlateDB would retry them until the deadline."""
+    if location.scheme != "memory":
+        ObjectClient(location).any_under(location.store_path + "/")
+
+
 def store_exists(location: LakeLocation) -> bool:
     """True when a SlateDB database (a manifest) exists at the lake's store path."""
+    probe(location)
     return open_admin(location).read_manifest() is not None

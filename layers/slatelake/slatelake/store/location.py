@@ -19,6 +19,7 @@ from urllib.parse import unquote, urlparse
 from slatedb.uniffi import ObjectStore, ObjectStoreBuilder, ObjectStoreType
 
 from slatelake.errors import MisconfigurationError
+from slatelake.store._bindings import obstore_retry_config, s3_client_options
 
 STORE_DIR = "store"
 COMMITS_DIR = "commits"
@@ -81,6 +82,11 @@ class LakeLocation:
                 raise MisconfigurationError(
                     f"lake URL {url!r}: an S3 location takes no query or fragment"
                 )
+            if parsed.netloc != parsed.netloc.lower() or "@" in parsed.netloc:
+                raise MisconfigurationError(
+                    f"lake URL {url!r}: S3 bucket names are lowercase and carry no "
+                    "credentials; spell the bucket as it is named"
+                )
             root = parsed.path.strip("/")
             _check_segments(url, root)
             canonical = f"s3://{parsed.netloc}/{root}" if root else f"s3://{parsed.netloc}"
@@ -109,7 +115,8 @@ class LakeLocation:
                 self._stores["slatedb"] = _memory_pair(self.bucket)[0]
             else:
                 builder = ObjectStoreBuilder(ObjectStoreType.S3)
-                for key, value in _s3_settings(self.bucket).items():
+                # Per-request bounds: no single request outlives its call's deadline.
+                for key, value in {**_s3_settings(self.bucket), **s3_client_options()}.items():
                     builder.with_config(key, value)
                 self._stores["slatedb"] = builder.build()
         return self._stores["slatedb"]
@@ -125,11 +132,16 @@ class LakeLocation:
                 self._stores["obstore"] = _memory_pair(self.bucket)[1]
             else:
                 cfg = _s3_settings(self.bucket)
-                client: dict[str, Any] = {}
+                client: dict[str, Any] = dict(s3_client_options())
                 if cfg.get("allow_http") == "true":
                     client["allow_http"] = True
                 kwargs = {k: v for k, v in cfg.items() if k not in ("bucket", "allow_http")}
-                self._stores["obstore"] = S3Store(self.bucket, client_options=client, **kwargs)
+                self._stores["obstore"] = S3Store(
+                    self.bucket,
+                    client_options=client,
+                    retry_config=obstore_retry_config(),
+                    **kwargs,
+                )
         return self._stores["obstore"]
 
     def contains(self, other: LakeLocation) -> bool:
