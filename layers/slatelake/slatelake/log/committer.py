@@ -156,9 +156,13 @@ class Committer:
         for _ in range(self.ambiguous_rereads):
             try:
                 return self.log.read(seq)
+            except SlatelakeError as exc:
+                if not exc.retryable:  # refused or corrupt: looking again cannot help
+                    raise
+                last = exc
             except OSError as exc:  # transport trouble while looking; look again
                 last = exc
-                time.sleep(self.backoff_s)
+            time.sleep(self.backoff_s)
         raise AmbiguousWriteError(f"commit log slot {seq}: could not re-read it: {last}")
 
     def _rebase_or_raise(self, cs: ChangeSet, seq: int, winner: list[ChangeSet]) -> ChangeSet:
