@@ -100,15 +100,49 @@ def shared_lake_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return f"s3://{bucket}/lakes/{uuid.uuid4().hex[:8]}"
 
 
+# The quick tier (`scripts/test --fast`, under 2 minutes): codecs, keys, options,
+# locations, the log's integrity rules, the session's refusals, the quoting
+# check. Everything else (whole passes, the Lambda, processes, the oracle) is
+# marked slow here, so a new module is slow until someone measures it quick.
+FAST_MODULES = {
+    "tests/catalog/test_registry.py",
+    "tests/catalog/test_sweep.py",
+    "tests/ducklake/test_failed_statement.py",
+    "tests/ducklake/test_session.py",
+    "tests/functions/test_stack_lake.py",
+    "tests/log/test_ambiguous_write.py",
+    "tests/log/test_envelope.py",
+    "tests/log/test_integrity.py",
+    "tests/log/test_truncation_mark.py",
+    "tests/maintenance/test_bind_refusals.py",
+    "tests/maintenance/test_options.py",
+    "tests/store/test_bindings.py",
+    "tests/store/test_keys.py",
+    "tests/store/test_location.py",
+    "tests/store/test_scan_ranges.py",
+    "tests/store/test_values.py",
+    "tests/test_cli_store.py",
+    "tests/test_demo.py",
+    "tests/test_layering.py",
+    "tests/test_overlap_guard.py",
+    "tests/test_packaging.py",
+    "tests/test_sql_quoting.py",
+}
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark every test that talks to moto's server ``s3`` (its fixtures, or an
-    ``s3`` parameter of the lake fixtures), so ``scripts/test --fast`` can leave
-    them out without anyone remembering to mark them."""
+    ``s3`` parameter of the lake fixtures), and every test outside
+    FAST_MODULES ``slow``, so ``scripts/test --fast`` can leave them out
+    without anyone remembering to mark them."""
+    root = Path(__file__).resolve().parents[1]
     for item in items:
         params = getattr(getattr(item, "callspec", None), "params", {})
         uses_moto = "moto_endpoint" in getattr(item, "fixturenames", ())
         if uses_moto or "s3" in (params.get("lake_url"), params.get("shared_lake_url")):
             item.add_marker(pytest.mark.s3)
+        if Path(item.fspath).resolve().relative_to(root).as_posix() not in FAST_MODULES:
+            item.add_marker(pytest.mark.slow)
 
 
 def subprocess_env() -> dict[str, str]:
