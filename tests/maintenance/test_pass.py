@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import time
@@ -25,11 +26,8 @@ CONFIGURED = {
 }
 
 
-@pytest.fixture
-def churned(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, Path]:
+def _churn(url: str, data: Path) -> None:
     """A small churned lake: two tables, Parquet and inlined inserts, deletes, a drop."""
-    monkeypatch.setenv("SLATELAKE_VERIFY_CAPTURE", "1")
-    url, data = (tmp_path / "lake").as_uri(), tmp_path / "data"
     with slatelake.connect(url, data_path=f"{data}/") as s:
         s.sql("CREATE TABLE a (id INTEGER, v VARCHAR)")
         s.sql("CREATE TABLE b (id INTEGER)")
@@ -41,7 +39,29 @@ def churned(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, Path]
         s.sql("INSERT INTO gone SELECT * FROM range(30)")
         s.sql("DELETE FROM a WHERE id % 5 = 0")
         s.sql("DROP TABLE gone")
-    return url, data
+
+
+@pytest.fixture(scope="module")
+def _churned_once(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """Churn once per module (it dominated these tests' time); each test gets
+    a fresh copy at the same absolute path, since the catalog records it."""
+    work = tmp_path_factory.mktemp("churned")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SLATELAKE_VERIFY_CAPTURE", "1")
+        _churn((work / "lake").as_uri(), work / "data")
+    pristine = work.with_name(work.name + "-pristine")
+    shutil.copytree(work, pristine, symlinks=True)
+    return work, pristine
+
+
+@pytest.fixture
+def churned(_churned_once: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> tuple[str, Path]:
+    """The churned lake, as it was right after the churn."""
+    monkeypatch.setenv("SLATELAKE_VERIFY_CAPTURE", "1")
+    work, pristine = _churned_once
+    shutil.rmtree(work)
+    shutil.copytree(pristine, work, symlinks=True)
+    return (work / "lake").as_uri(), work / "data"
 
 
 def _contents(session) -> dict:  # noqa: ANN001
