@@ -13,9 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from slatelake.catalog.folder import Folder
 from slatelake.ducklake.session import connect
-from slatelake.store.location import LakeLocation
+from tests.catalog.helpers import fold_all
 
 
 @pytest.fixture(params=["file", "s3"])
@@ -24,14 +23,6 @@ def session_lake(request: pytest.FixtureRequest, tmp_path: Path) -> str:
         return (tmp_path / "lake").as_uri()
     bucket = request.getfixturevalue("s3_bucket")
     return f"s3://{bucket}/lakes/{uuid.uuid4().hex[:8]}"
-
-
-def _fold(url: str) -> None:
-    folder = Folder(LakeLocation.parse(url), margin_s=0)
-    try:
-        folder.fold_once()
-    finally:
-        folder.close()
 
 
 def _ids(url: str) -> list[int]:
@@ -45,7 +36,7 @@ def test_session_idle_past_its_lease_loses_no_acknowledged_insert(
     url = session_lake
     with connect(url, data_path=f"{tmp_path}/data/") as setup:
         setup.sql("CREATE TABLE t (id INTEGER)")
-    _fold(url)
+    fold_all(url)
     a = connect(url)
     try:
         assert a.sql("SELECT count(*) FROM t").fetchone() == (0,)
@@ -53,12 +44,12 @@ def test_session_idle_past_its_lease_loses_no_acknowledged_insert(
         with connect(url) as b:
             for i in (100, 101, 102):
                 b.sql(f"INSERT INTO t VALUES ({i})")
-        _fold(url)
+        fold_all(url)
         for i in range(1, 6):
             a.sql(f"INSERT INTO t VALUES ({i})")
     finally:
         a.close()
     expected = [1, 2, 3, 4, 5, 100, 101, 102]
     assert _ids(url) == expected
-    _fold(url)
+    fold_all(url)
     assert _ids(url) == expected

@@ -12,7 +12,6 @@ import time
 
 import pytest
 
-from slatelake.catalog.folder import Folder
 from slatelake.catalog.lake import Lake
 from slatelake.catalog.state import CatalogState
 from slatelake.catalog.synthetic import commit_changes
@@ -21,16 +20,7 @@ from slatelake.log.changeset import ChangeSet, Head, encode_envelope
 from slatelake.log.leases import LeaseBook
 from slatelake.log.replay import StaleViewError, read_tail
 from slatelake.store.location import LakeLocation
-from tests.catalog.helpers import commit_inserts
-
-
-def _fold(url: str) -> None:
-    """Fold and truncate everything no live lease pins (margin 0)."""
-    folder = Folder(LakeLocation.parse(url), margin_s=0)
-    try:
-        folder.fold_once()
-    finally:
-        folder.close()
+from tests.catalog.helpers import commit_inserts, fold_all
 
 
 def _messages(state: CatalogState) -> list[str]:
@@ -53,13 +43,13 @@ def idle(lake_url: str):  # noqa: ANN201
     another committer landed three commits and the folder truncated them all."""
     Lake.create(lake_url).close()
     commit_inserts(lake_url, 1, 1)
-    _fold(lake_url)
+    fold_all(lake_url)
     writer = Lake.open(lake_url)
     state = writer.materialize()
     assert state.last_seq == 1
     writer.lease.release()  # idled past its TTL: the folder no longer sees it
     commit_inserts(lake_url, 3, 2)
-    _fold(lake_url)
+    fold_all(lake_url)
     yield lake_url, writer, state
     writer.close()
 
@@ -71,7 +61,7 @@ def test_idle_writer_refreshing_before_each_commit_loses_no_acknowledged_commit(
         _commit(writer, state, f"late:{i}")
     expected = ["1:0", "2:0", "2:1", "2:2", *(f"late:{i}" for i in range(1, 6))]
     assert _messages(_fresh(url)) == expected
-    _fold(url)
+    fold_all(url)
     folded = _fresh(url)
     assert _messages(folded) == expected
     assert folded.same_rows(state)
@@ -84,12 +74,12 @@ def test_commit_from_a_stale_view_is_refused_and_leaves_no_slot_behind(idle) -> 
         _commit(writer, state, "late:1")
     assert "re-run on a fresh view" in str(info.value)
     assert [s.seq for s in writer.log.list_after(0)] == before
-    _fold(url)
+    fold_all(url)
     assert "late:1" not in _messages(_fresh(url))
     # The refused author re-materializes and lands it, once.
     state = writer.materialize()
     _commit(writer, state, "late:1")
-    _fold(url)
+    fold_all(url)
     assert _messages(_fresh(url)).count("late:1") == 1
 
 
@@ -99,7 +89,7 @@ def test_stale_view_is_detected_however_many_truncations_it_slept_through(idle) 
         with pytest.raises(StaleViewError):
             read_tail(writer.log, state.head, state.last_seq)
         commit_inserts(url, 2, 3)
-        _fold(url)
+        fold_all(url)
     writer.refresh(state)  # re-materializes
     fresh = _fresh(url)
     assert state.last_seq == fresh.last_seq == 10
@@ -109,12 +99,12 @@ def test_stale_view_is_detected_however_many_truncations_it_slept_through(idle) 
 def test_folder_keeps_the_newest_slot_and_marks_what_it_truncated(lake_url: str) -> None:
     Lake.create(lake_url).close()
     commit_inserts(lake_url, 5, 1)
-    _fold(lake_url)
+    fold_all(lake_url)
     with Lake.open(lake_url, read_only=True) as lake:
         assert [s.seq for s in lake.log.list_after(0)] == [5]
         assert lake.log.truncated_upto() == 4
         commit_inserts(lake_url, 2, 1)
-        _fold(lake_url)
+        fold_all(lake_url)
         assert [s.seq for s in lake.log.list_after(0)] == [7]
         assert lake.log.truncated_upto() == 6
 
@@ -135,7 +125,7 @@ def test_orphan_slot_below_the_fold_is_never_applied(lake_url: str, cursor: int)
     commit_inserts(lake_url, 5, 1)
     with Lake.open(lake_url) as lake:
         heads = {s.seq: lake.log.read(s.seq)[0].result for s in lake.log.list_after(0)}
-        _fold(lake_url)  # keeps slot 5; 1..4 truncated
+        fold_all(lake_url)  # keeps slot 5; 1..4 truncated
         # Right after the view's cursor: contiguous with the kept slot when cursor is 3.
         _orphan(lake, cursor + 1, heads[cursor])
         with pytest.raises(StaleViewError):
@@ -145,7 +135,7 @@ def test_orphan_slot_below_the_fold_is_never_applied(lake_url: str, cursor: int)
         expected = _fresh(lake_url)
         assert expected.last_seq == 5
         commit_inserts(lake_url, 1, 1)
-        _fold(lake_url)
+        fold_all(lake_url)
         assert [s.seq for s in lake.log.list_after(0)] == [6]
         assert _fresh(lake_url).row_count() > expected.row_count()
 
@@ -167,7 +157,7 @@ def test_refresh_renews_the_reader_lease_of_an_idle_view(lake_url: str) -> None:
         lake.lease.ttl_s = 60.0  # renewed by this refresh, it outlasts the commits and fold
         lake.refresh(state)
         commit_inserts(lake_url, 3, 2)
-        _fold(lake_url)
+        fold_all(lake_url)
         assert [s.seq for s in lake.log.list_after(state.last_seq)] == [2, 3, 4]
         lake.refresh(state)
         assert state.same_rows(_fresh(lake_url))

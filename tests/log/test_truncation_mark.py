@@ -19,17 +19,9 @@ from slatelake.log.replay import StaleViewError, read_tail
 from slatelake.log.slots import SlotLog
 from slatelake.store.location import LakeLocation
 from slatelake.store.objects import ObjectClient
-from tests.catalog.helpers import commit_inserts
+from tests.catalog.helpers import commit_inserts, fold_all
 
 KEY = b"\x03\x14" + b"\x05" * 8
-
-
-def _fold(url: str) -> None:
-    folder = Folder(LakeLocation.parse(url), margin_s=0)
-    try:
-        folder.fold_once()
-    finally:
-        folder.close()
 
 
 @pytest.fixture
@@ -40,7 +32,7 @@ def folded(lake_url: str):  # noqa: ANN201
     commit_inserts(lake_url, 5, 1)
     handle = Lake.open(lake_url)
     heads = {s.seq: handle.log.read(s.seq)[0].result for s in handle.log.list_after(0)}
-    _fold(lake_url)
+    fold_all(lake_url)
     yield handle, heads
     handle.close()
 
@@ -95,7 +87,7 @@ def test_orphan_left_below_the_fold_is_truncated_and_the_mark_never_lowered(
     try:
         older.fold_once(truncate=False)
         commit_inserts(lake_url, 2, 1)
-        _fold(lake_url)  # the newer folder: fold cursor 7, mark 6
+        fold_all(lake_url)  # the newer folder: fold cursor 7, mark 6
         log = SlotLog(location)
         assert [s.seq for s in log.list_after(0)] == [7]
         assert log.truncated_upto() == 6
@@ -113,7 +105,7 @@ def test_unreadable_mark_is_corruption_and_the_folder_rewrites_it(folded) -> Non
     lake.log.client.put(lake.log.mark_path, b'{"upto": "four"}')
     with pytest.raises(CorruptionError, match=r"log/truncated is unreadable.*slatelake fold"):
         lake.log.truncated_upto()
-    _fold(lake.location.url)  # the folder's fold cursor is 5
+    fold_all(lake.location.url)  # the folder's fold cursor is 5
     assert lake.log.truncated_upto() == 5
     with pytest.raises(StaleViewError):
         read_tail(lake.log, heads[3], 3)
@@ -128,11 +120,11 @@ def test_lake_truncated_before_the_mark_existed_gets_one_when_a_folder_opens(
         state = stale.materialize()  # a view at slot 2
         stale.lease.release()
         commit_inserts(lake_url, 3, 1)
-        _fold(lake_url)
+        fold_all(lake_url)
         # What a folder without the mark left behind: every slot gone, no mark.
         stale.log.delete(5)
         stale.log.client.delete(stale.log.mark_path)
-        _fold(lake_url)
+        fold_all(lake_url)
         assert stale.log.truncated_upto() == 5
         with pytest.raises(ConflictError, match="stale"):
             stale.commit(state, commit_changes(state, 1), mints_snapshot=True)
