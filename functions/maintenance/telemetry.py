@@ -39,7 +39,8 @@ def metric_name(count: str) -> str:
 
 
 def pass_failed(report: PassReport) -> bool:
-    return any(step.status == FAILED for step in report.steps)
+    """A step failed, or the pass lost its lease and stopped (it did not finish)."""
+    return report.failed
 
 
 def emit_pass(metrics: Metrics, lake: str, report: PassReport) -> None:
