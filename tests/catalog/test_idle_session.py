@@ -8,21 +8,10 @@ before and after the folder folds A's commits.
 
 from __future__ import annotations
 
-import uuid
 from pathlib import Path
-
-import pytest
 
 from slatelake.ducklake.session import connect
 from tests.catalog.helpers import fold_all
-
-
-@pytest.fixture(params=["file", "s3"])
-def session_lake(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "file":
-        return (tmp_path / "lake").as_uri()
-    bucket = request.getfixturevalue("s3_bucket")
-    return f"s3://{bucket}/lakes/{uuid.uuid4().hex[:8]}"
 
 
 def _ids(url: str) -> list[int]:
@@ -31,9 +20,9 @@ def _ids(url: str) -> list[int]:
 
 
 def test_session_idle_past_its_lease_loses_no_acknowledged_insert(
-    session_lake: str, tmp_path: Path
+    shared_lake_url: str, tmp_path: Path
 ) -> None:
-    url = session_lake
+    url = shared_lake_url
     with connect(url, data_path=f"{tmp_path}/data/") as setup:
         setup.sql("CREATE TABLE t (id INTEGER)")
     fold_all(url)
