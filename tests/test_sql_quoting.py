@@ -75,7 +75,6 @@ ALLOWED: dict[tuple[str, str], str] = {
     # not ducklake/: the maintenance step call, assembled from ident() and literal()
     ("slatelake/maintenance/steps.py", "select"): "ident() per column",
     ("slatelake/maintenance/steps.py", "', '.join(parts)"): "literal()/ident()/render() pieces",
-    ("slatelake/maintenance/steps.py", "meta"): "ident(META_DB)",
 }
 
 

@@ -1,4 +1,4 @@
-"""The folder: crash boundaries, fencing, corruption, format stamps."""
+"""The folder: crash boundaries, fencing, corruption, format stamps, range deletes."""
 
 from __future__ import annotations
 
@@ -8,15 +8,19 @@ import time
 
 import pytest
 
+from slatelake.catalog import registry
+from slatelake.catalog.changes import RowChanges, build_change_set
 from slatelake.catalog.folder import Folder
 from slatelake.catalog.lake import Lake
-from slatelake.catalog.state import SYS_FOLD, SYS_FORMAT, decode_fold
+from slatelake.catalog.rows import encode_inline_row, inline_row_key, inline_rows_prefix
+from slatelake.catalog.state import SYS_FOLD, SYS_FORMAT, CatalogState, decode_fold
 from slatelake.errors import CorruptionError, FencedError, FormatError
+from slatelake.log.changeset import ChangeSet, encode_envelope, prefix_range
 from slatelake.store import values
 from slatelake.store.db import open_writer
 from slatelake.store.keys import Subspace, encode_key
 from slatelake.store.location import LakeLocation
-from tests.catalog.helpers import commit_inserts
+from tests.catalog.helpers import commit_inserts, fold_all
 from tests.conftest import subprocess_env
 
 SLOTS = 12
@@ -165,3 +169,119 @@ def test_unknown_newer_format_stamp_is_refused(lake_url: str) -> None:
         Lake.open(lake_url)
     with pytest.raises(FormatError, match="lake format 99 is newer"):
         Folder(LakeLocation.parse(lake_url))
+
+
+# -- range deletes ---------------------------------------------------------------------
+FLUSHED = "ducklake_inlined_data_7_1"
+KEPT = "ducklake_inlined_data_7_2"
+INLINE_COLUMNS = [
+    ("row_id", "BIGINT"),
+    ("begin_snapshot", "BIGINT"),
+    ("end_snapshot", "BIGINT"),
+    ("v", "BIGINT"),
+]
+
+
+def _rows(*ids: int) -> list[tuple[int, int, None, int]]:
+    return [(i, 1, None, i * 10) for i in ids]
+
+
+def _entries(name: str, *ids: int) -> tuple[tuple[bytes, bytes], ...]:
+    table = registry.inline_table(name)
+    assert table is not None
+    return tuple((inline_row_key(table, r), encode_inline_row(table, r)) for r in _rows(*ids))
+
+
+def _prefix(name: str) -> bytes:
+    table = registry.inline_table(name)
+    assert table is not None
+    return inline_rows_prefix(table)
+
+
+def _stored(folder: Folder, name: str) -> set[bytes]:
+    return {k for k, _ in folder.writer.scan_prefix(_prefix(name))}
+
+
+def _commit(lake: Lake, state: CatalogState, **fields: object) -> None:
+    lake.commit_change_set(state, ChangeSet(base=state.head, **fields))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("batch_ops", [1, 1000], ids=["slot-per-batch", "one-batch"])
+def test_a_range_delete_folds_to_every_key_the_store_and_the_fold_hold_in_it(
+    lake_url: str, batch_ops: int
+) -> None:
+    Lake.create(lake_url).close()
+    folder = Folder(LakeLocation.parse(lake_url), margin_s=0, batch_ops=batch_ops)
+    try:
+        with Lake.open(lake_url) as lake:
+            state = lake.materialize()
+            _commit(lake, state, puts=_entries(FLUSHED, 1, 2, 3) + _entries(KEPT, 1))
+            folder.fold_once(truncate=False)
+            assert len(_stored(folder, FLUSHED)) == 3
+            _commit(lake, state, puts=_entries(FLUSHED, 4))  # folded with the range below
+            # Ranges apply before puts: row 5 put alongside the range survives.
+            _commit(
+                lake, state, puts=_entries(FLUSHED, 5), ranges=(prefix_range(_prefix(FLUSHED)),)
+            )
+            survivors = {k for k, _ in _entries(FLUSHED, 5)}
+            assert {k for k in state.entries if k.startswith(_prefix(FLUSHED))} == survivors
+        with Lake.open(lake_url, read_only=True) as reader:  # the replayed view agrees
+            assert reader.materialize().same_rows(state)
+        report = folder.fold_once(truncate=False)
+        assert (report.slots, report.operations) == (2, 3)
+        assert _stored(folder, FLUSHED) == survivors
+        assert _stored(folder, KEPT) == {k for k, _ in _entries(KEPT, 1)}
+    finally:
+        folder.close()
+    with Lake.open(lake_url, read_only=True) as reader:  # read from the store alone
+        assert reader.materialize().same_rows(state)
+
+
+def test_a_cleared_or_dropped_inlined_table_is_one_range_delete_however_many_rows(
+    lake_url: str,
+) -> None:
+    Lake.create(lake_url).close()
+    rows = 500
+    with Lake.open(lake_url) as lake:
+        state = lake.materialize()
+        created = RowChanges(created_inline={FLUSHED: INLINE_COLUMNS, KEPT: INLINE_COLUMNS})
+        created.insert(FLUSHED, *_rows(*range(rows))).insert(KEPT, *_rows(*range(rows)))
+        lake.commit(state, created, mints_snapshot=False)
+        fold_all(lake_url)
+        # What DuckLake's flush does: one table emptied, an older version's dropped.
+        flush = RowChanges(dropped_inline=[KEPT]).delete(FLUSHED, *_rows(*range(rows)))
+        cs = build_change_set(state, flush, mints_snapshot=True)
+        assert cs.ranges == (prefix_range(_prefix(FLUSHED)), prefix_range(_prefix(KEPT)))
+        assert cs.operations == 3  # two ranges and the dropped table's DDL key
+        # Not every row: row keys one by one, no range.
+        partial = RowChanges().delete(FLUSHED, *_rows(*range(rows - 1)))
+        assert build_change_set(state, partial, mints_snapshot=True).ranges == ()
+        lake.commit_change_set(state, cs)
+        assert state.rows(FLUSHED) == [] and FLUSHED in state.inline_ddl()
+        assert state.rows(KEPT) == [] and KEPT not in state.inline_ddl()
+    fold_all(lake_url)
+    with Lake.open(lake_url, read_only=True) as reader:
+        assert reader.materialize().same_rows(state)
+        assert not [k for k in state.entries if k[0] == Subspace.INLINE and k[1] == 0x40]
+
+
+@pytest.mark.parametrize("subspace", [Subspace.SYS, Subspace.INDEX])
+def test_a_range_delete_outside_the_catalog_rows_is_refused_and_never_folded(
+    lake_url: str, subspace: Subspace
+) -> None:
+    Lake.create(lake_url).close()
+    commit_inserts(lake_url, 1, 1)
+    with Lake.open(lake_url) as lake:
+        head = lake.materialize().head
+        start = bytes((subspace, 0x02))
+        bad = ChangeSet(base=head, ranges=((start, start + b"\xff"),))
+        assert lake.log.try_write(2, encode_envelope([bad], 2))
+        with pytest.raises(CorruptionError, match=f"slot 2: .*subspace {subspace.label}"):
+            lake.materialize()
+    folder = Folder(LakeLocation.parse(lake_url), margin_s=0)
+    try:
+        with pytest.raises(CorruptionError, match=f"slot 2: .*subspace {subspace.label}"):
+            folder.fold_once()
+        assert decode_fold(folder.writer.get(SYS_FOLD))[0] == 0  # not even slot 1
+    finally:
+        folder.close()

@@ -115,7 +115,7 @@ def _orphan(lake: Lake, seq: int, base: Head) -> ChangeSet:
     orphan = ChangeSet(
         base=base, puts=((b"\x03\x14" + b"\x07" * 8, b"orphan"),), mints_snapshot=True
     )
-    assert lake.log.try_write(seq, encode_envelope([orphan]))
+    assert lake.log.try_write(seq, encode_envelope([orphan], seq))
     return orphan
 
 

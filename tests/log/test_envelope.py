@@ -1,17 +1,23 @@
 """The slot envelope codec, heads and change sets (slatelake.log.changeset).
 
 Obligations: a list of change sets round trips through one envelope, in
-order and field for field; a damaged envelope (bad frame, another envelope
-version, put keys and values of different lengths, fields of the wrong shape)
-raises CorruptionError and nothing else; a head advances batch_seq on every
-batch and snapshot_id only when the batch mints one.
+order and field for field, range deletes included; a version-2 envelope
+carries a checksum and its own seq, so any flipped bit and a slot holding
+another slot's envelope raise CorruptionError; version-1 envelopes (no
+checksum) still decode; a newer version is FormatError saying to upgrade; a
+damaged envelope (bad frame, put keys and values of different lengths,
+fields of the wrong shape) raises CorruptionError and nothing else; a head
+advances batch_seq on every batch and snapshot_id only when the batch mints
+one.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import math
 import uuid
+from dataclasses import replace
 from decimal import Decimal
 from typing import Any
 
@@ -19,10 +25,11 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from slatelake.errors import CorruptionError
+from slatelake.errors import CorruptionError, FormatError
 from slatelake.log.changeset import (
     ENVELOPE_KIND,
     ENVELOPE_VERSION,
+    LEGACY_VERSION,
     ChangeSet,
     Head,
     decode_envelope,
@@ -36,6 +43,18 @@ FEWER = settings(max_examples=100, deadline=None)
 ints64 = st.integers(min_value=-(1 << 63), max_value=(1 << 63) - 1)
 heads = st.builds(Head, ints64, ints64)
 keys = st.binary(min_size=1, max_size=26)
+seqs = st.integers(min_value=0, max_value=(1 << 64) - 1)
+
+
+@st.composite
+def key_ranges(draw: st.DrawFn) -> tuple[bytes, bytes]:
+    """[start, end) inside one kind of one subspace (their first two bytes)."""
+    segment = draw(st.binary(min_size=2, max_size=2))
+    a, b = draw(st.binary(max_size=10)), draw(st.binary(min_size=1, max_size=10))
+    low, high = sorted((segment + a, segment + b))
+    return (low, high) if low < high else (segment, segment + b"\x00")
+
+
 change_sets = st.builds(
     ChangeSet,
     base=heads,
@@ -45,12 +64,13 @@ change_sets = st.builds(
     tables=st.lists(st.text(max_size=30), max_size=4).map(tuple),
     changes_made=st.text(max_size=60),
     txn_id=st.uuids().map(str),
+    ranges=st.lists(key_ranges(), max_size=3).map(tuple),
 )
 
 
-def body_row(cs: ChangeSet) -> list[Any]:
+def body_row(cs: ChangeSet, version: int = ENVELOPE_VERSION) -> list[Any]:
     """One change set in the envelope's positional layout (to damage it field by field)."""
-    return [
+    row = [
         cs.txn_id,
         cs.base.snapshot_id,
         cs.base.batch_seq,
@@ -61,25 +81,38 @@ def body_row(cs: ChangeSet) -> list[Any]:
         [v for _, v in cs.puts],
         list(cs.deletes),
     ]
+    return row if version == LEGACY_VERSION else [*row, [list(r) for r in cs.ranges]]
 
 
 def framed(payload: Any) -> bytes:
     return values.frame(ENVELOPE_KIND, payload)
 
 
+def sealed(rows: Any, seq: int = 1) -> bytes:
+    """A version-2 slot around ``rows``, its checksum computed here from the
+    documented recipe (BLAKE2b-128, person ``slatelake-slot``, over the seq as
+    8 big-endian bytes then the body): pins the format, not just the codec."""
+    body = values.pack(rows)
+    digest = hashlib.blake2b(
+        seq.to_bytes(8, "big") + body, digest_size=16, person=b"slatelake-slot"
+    ).digest()
+    return framed([ENVELOPE_VERSION, [seq, digest, body]])
+
+
 @EXAMPLES
-@given(st.lists(change_sets, max_size=3))
-def test_envelope_round_trips_change_sets_in_order(sets: list[ChangeSet]) -> None:
-    decoded = decode_envelope(encode_envelope(sets))
+@given(st.lists(change_sets, max_size=3), seqs)
+def test_envelope_round_trips_change_sets_in_order(sets: list[ChangeSet], seq: int) -> None:
+    decoded = decode_envelope(encode_envelope(sets, seq), seq)
     assert decoded == sets
     for got, want in zip(decoded, sets, strict=True):
         assert type(got.mints_snapshot) is bool
         assert got.keys() == want.keys()
+        assert got.ranges == want.ranges
         assert got.result == want.result
 
 
-def test_envelope_layout_is_the_documented_positional_one() -> None:
-    cs = ChangeSet(
+def _example() -> ChangeSet:
+    return ChangeSet(
         base=Head(3, 9),
         puts=((b"\x03\x09k", b"v"),),
         deletes=(b"\x03\x09d",),
@@ -87,49 +120,126 @@ def test_envelope_layout_is_the_documented_positional_one() -> None:
         tables=("ducklake_data_file",),
         changes_made="inserted_into_table:1",
         txn_id="00000000-0000-0000-0000-000000000001",
+        ranges=((b"\x05\x40\x01", b"\x05\x40\x02"),),
     )
-    payload = values.unframe(encode_envelope([cs]), ENVELOPE_KIND)
-    assert payload == [ENVELOPE_VERSION, [body_row(cs)]]
+
+
+def test_envelope_layout_is_the_documented_positional_one() -> None:
+    cs = _example()
+    assert encode_envelope([cs], 7) == sealed([body_row(cs)], 7)
+    version, (seq, digest, body) = values.unframe(encode_envelope([cs], 7), ENVELOPE_KIND)
+    assert (version, seq, len(digest)) == (2, 7, 16)
+    assert values.unpack(body) == [body_row(cs)]
+
+
+def test_a_version_1_envelope_without_checksum_still_decodes() -> None:
+    cs = _example()
+    legacy = replace(cs, ranges=())
+    old = framed([LEGACY_VERSION, [body_row(legacy, LEGACY_VERSION)]])
+    assert decode_envelope(old, 12) == [legacy]
 
 
 @FEWER
-@given(st.lists(change_sets, min_size=1, max_size=2), st.binary(min_size=1, max_size=4))
-def test_envelope_with_a_damaged_frame_raises_corruption_error(
-    sets: list[ChangeSet], junk: bytes
+@given(st.lists(change_sets, min_size=1, max_size=2), seqs, st.data())
+def test_any_flipped_bit_in_a_slot_raises_corruption_error(
+    sets: list[ChangeSet], seq: int, data: st.DataObject
 ) -> None:
-    good = encode_envelope(sets)
+    good = encode_envelope(sets, seq)
+    at = data.draw(st.integers(min_value=0, max_value=len(good) - 1), label="byte")
+    bit = data.draw(st.integers(min_value=0, max_value=7), label="bit")
+    damaged = good[:at] + bytes((good[at] ^ (1 << bit),)) + good[at + 1 :]
+    with pytest.raises(CorruptionError):
+        decode_envelope(damaged, seq)
+
+
+def test_a_flipped_byte_in_the_body_fails_the_checksum_naming_the_slot() -> None:
+    good = encode_envelope([_example()], 4)
+    at = good.rindex(b"inserted_into_table")
+    damaged = good[:at] + b"I" + good[at + 1 :]  # still valid msgpack: only the digest knows
+    with pytest.raises(CorruptionError, match=r"commits/4 .*checksum mismatch"):
+        decode_envelope(damaged, 4, "commits/4 (file:///lake)")
+
+
+@given(seqs, seqs)
+def test_a_slot_holding_another_slots_envelope_is_refused(written: int, read: int) -> None:
+    data = encode_envelope([_example()], written)
+    if written == read:
+        assert decode_envelope(data, read) == [_example()]
+        return
+    with pytest.raises(CorruptionError, match=f"envelope of slot {written}, not slot {read}"):
+        decode_envelope(data, read)
+
+
+@FEWER
+@given(st.lists(change_sets, min_size=1, max_size=2), seqs, st.binary(min_size=1, max_size=4))
+def test_envelope_with_a_damaged_frame_raises_corruption_error(
+    sets: list[ChangeSet], seq: int, junk: bytes
+) -> None:
+    good = encode_envelope(sets, seq)
     for damaged in (
         b"\x00\x00" + good[2:],  # bad magic
         good[:2] + bytes((values.CODEC_VERSION + 1,)) + good[3:],  # other codec version
         values.frame(ENVELOPE_KIND + 1, [ENVELOPE_VERSION, []])[:4] + good[4:],  # wrong kind
         good[: len(good) // 2],  # truncated
+        good[:-1],  # one byte short
         good + junk,  # trailing garbage
     ):
-        with pytest.raises(CorruptionError):
-            decode_envelope(damaged)
+        with pytest.raises(CorruptionError, match="^slot 9: "):
+            decode_envelope(damaged, seq, "slot 9")
 
 
-@pytest.mark.parametrize("version", [0, ENVELOPE_VERSION + 1, -1, "1"])
-def test_envelope_of_another_version_raises_corruption_error(version: Any) -> None:
+@pytest.mark.parametrize("version", [0, -1, "1", True, 2.0])
+def test_envelope_of_an_unknown_version_raises_corruption_error(version: Any) -> None:
     with pytest.raises(CorruptionError, match="envelope version"):
-        decode_envelope(framed([version, []]))
+        decode_envelope(framed([version, []]), 1)
+
+
+@pytest.mark.parametrize("version", [ENVELOPE_VERSION + 1, 99])
+def test_envelope_of_a_newer_version_says_to_upgrade(version: int) -> None:
+    with pytest.raises(FormatError, match="newer than this slatelake reads.*upgrade slatelake"):
+        decode_envelope(framed([version, [1, b"", b""]]), 1)
 
 
 @FEWER
 @given(change_sets, st.integers(min_value=-3, max_value=3).filter(bool))
 def test_mismatched_put_keys_and_values_raise_corruption_error(cs: ChangeSet, skew: int) -> None:
-    row = body_row(cs)
-    if skew > 0:
-        row[7] = row[7] + [b"extra"] * skew
-    else:
-        row[6] = row[6] + [b"extra-key"] * -skew
-    with pytest.raises(CorruptionError, match="put keys"):
-        decode_envelope(framed([ENVELOPE_VERSION, [row]]))
+    for version in (LEGACY_VERSION, ENVELOPE_VERSION):
+        row = body_row(cs, version)
+        if skew > 0:
+            row[7] = row[7] + [b"extra"] * skew
+        else:
+            row[6] = row[6] + [b"extra-key"] * -skew
+        data = framed([version, [row]]) if version == LEGACY_VERSION else sealed([row])
+        with pytest.raises(CorruptionError, match="put keys"):
+            decode_envelope(data, 1)
 
 
 def test_corruption_error_names_the_slot() -> None:
     with pytest.raises(CorruptionError, match="commits/00000000000000000007"):
-        decode_envelope(b"junk", "commits/00000000000000000007")
+        decode_envelope(b"junk", 7, "commits/00000000000000000007")
+
+
+_ROW10 = ["t", 1, 2, True, [], "", [], [], []]
+
+
+@pytest.mark.parametrize(
+    "ranges",
+    [
+        5,
+        [5],
+        [[b"\x05\x40a"]],
+        [[b"\x05\x40a", b"\x05\x40b", b"\x05\x40c"]],
+        [[b"\x05\x40a", "b"]],
+        [[b"\x05\x40b", b"\x05\x40a"]],  # empty: end before start
+        [[b"\x05\x40a", b"\x05\x40a"]],  # empty: end equals start
+        [[b"\x05\x40a", b"\x05\x41a"]],  # crosses kinds
+        [[b"\x05", b"\x06"]],  # a whole subspace
+    ],
+    ids=repr,
+)
+def test_a_malformed_range_raises_corruption_error(ranges: Any) -> None:
+    with pytest.raises(CorruptionError, match="range"):
+        decode_envelope(sealed([[*_ROW10, ranges]]), 1)
 
 
 @pytest.mark.parametrize(
@@ -138,25 +248,35 @@ def test_corruption_error_names_the_slot() -> None:
         None,
         7,
         [],
-        [ENVELOPE_VERSION],
-        [ENVELOPE_VERSION, [], "extra"],
-        [ENVELOPE_VERSION, None],
-        [ENVELOPE_VERSION, 5],
-        [ENVELOPE_VERSION, [None]],
-        [ENVELOPE_VERSION, [[1, 2, 3]]],
-        [ENVELOPE_VERSION, [["t", 1, 2, True, [], "", [], [], [], "extra"]]],
-        [ENVELOPE_VERSION, [["t", "x", 2, True, [], "", [], [], []]]],
-        [ENVELOPE_VERSION, [["t", None, 2, True, [], "", [], [], []]]],
-        [ENVELOPE_VERSION, [["t", 1, 2, True, 5, "", [], [], []]]],
-        [ENVELOPE_VERSION, [["t", 1, 2, True, [], "", 5, [], []]]],
-        [ENVELOPE_VERSION, [["t", 1, 2, True, [], "", [], [], 5]]],
-        [ENVELOPE_VERSION, [["t", math.nan, 2, True, [], "", [], [], []]]],
+        [LEGACY_VERSION],
+        [LEGACY_VERSION, [], "extra"],
+        [LEGACY_VERSION, None],
+        [LEGACY_VERSION, 5],
+        [LEGACY_VERSION, [None]],
+        [LEGACY_VERSION, [[1, 2, 3]]],
+        [LEGACY_VERSION, [["t", 1, 2, True, [], "", [], [], [], "extra"]]],
+        [LEGACY_VERSION, [["t", "x", 2, True, [], "", [], [], []]]],
+        [LEGACY_VERSION, [["t", None, 2, True, [], "", [], [], []]]],
+        [LEGACY_VERSION, [["t", 1, 2, True, 5, "", [], [], []]]],
+        [LEGACY_VERSION, [["t", 1, 2, True, [], "", 5, [], []]]],
+        [LEGACY_VERSION, [["t", 1, 2, True, [], "", [], [], 5]]],
+        [LEGACY_VERSION, [["t", math.nan, 2, True, [], "", [], [], []]]],
     ],
     ids=repr,
 )
 def test_envelope_of_the_wrong_shape_raises_corruption_error(payload: Any) -> None:
     with pytest.raises(CorruptionError):
-        decode_envelope(framed(payload))
+        decode_envelope(framed(payload), 1)
+    if type(payload) is list and len(payload) == 2 and payload[0] == LEGACY_VERSION:
+        with pytest.raises(CorruptionError):  # the same body, sealed as version 2
+            decode_envelope(sealed(_with_ranges(payload[1])), 1)
+
+
+def _with_ranges(body: Any) -> Any:
+    """A version-1 body as version 2 lays it out: each change set gains ``ranges``."""
+    if type(body) is not list:
+        return body
+    return [[*row, []] if type(row) is list and len(row) == 9 else row for row in body]
 
 
 # BUG (reported): decode_envelope translates only TypeError and ValueError. int() of an
@@ -169,16 +289,19 @@ _ROW = ["t", 1, 2, True, [], "", [], [], []]
 @pytest.mark.parametrize(
     "payload",
     [
-        [ENVELOPE_VERSION, [[*_ROW[:1], math.inf, *_ROW[2:]]]],
-        [ENVELOPE_VERSION, [[*_ROW[:1], -math.inf, *_ROW[2:]]]],
-        [ENVELOPE_VERSION, [[*_ROW[:2], Decimal("Infinity"), *_ROW[3:]]]],
+        [LEGACY_VERSION, [[*_ROW[:1], math.inf, *_ROW[2:]]]],
+        [LEGACY_VERSION, [[*_ROW[:1], -math.inf, *_ROW[2:]]]],
+        [LEGACY_VERSION, [[*_ROW[:2], Decimal("Infinity"), *_ROW[3:]]]],
         [Decimal("sNaN"), []],
     ],
     ids=["inf-snapshot", "minus-inf-snapshot", "decimal-inf-batch-seq", "snan-version"],
 )
 def test_envelope_with_a_non_finite_number_raises_corruption_error(payload: Any) -> None:
     with pytest.raises(CorruptionError):
-        decode_envelope(framed(payload))
+        decode_envelope(framed(payload), 1)
+    if type(payload[1]) is list and payload[1]:
+        with pytest.raises(CorruptionError):
+            decode_envelope(sealed(_with_ranges(payload[1])), 1)
 
 
 _fields = st.one_of(
@@ -205,7 +328,9 @@ def test_garbage_envelope_payload_raises_only_corruption_error(
     version: Any, body: list[list[Any]]
 ) -> None:
     with contextlib.suppress(CorruptionError):
-        decode_envelope(framed([version, body]))
+        decode_envelope(framed([version, body]), 1)
+    with contextlib.suppress(CorruptionError):
+        decode_envelope(sealed(body), 1)
 
 
 # -- heads and change sets -------------------------------------------------------------
@@ -261,7 +386,7 @@ def test_rebased_change_set_keeps_everything_but_its_base(cs: ChangeSet, base: H
 @given(change_sets)
 def test_keys_are_put_keys_and_deleted_keys(cs: ChangeSet) -> None:
     assert cs.keys() == {k for k, _ in cs.puts} | set(cs.deletes)
-    assert cs.operations == len(cs.puts) + len(cs.deletes)
+    assert cs.operations == len(cs.puts) + len(cs.deletes) + len(cs.ranges)
 
 
 def test_operations_count_every_put_and_delete() -> None:

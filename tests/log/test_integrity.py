@@ -34,7 +34,7 @@ def test_slot_deleted_from_the_middle_is_refused_naming_the_seq(lake: Lake) -> N
 
 def test_slot_whose_base_head_is_ahead_is_refused_naming_the_seq(lake: Lake) -> None:
     ahead = ChangeSet(base=Head(40, 41), puts=((b"\x03\x14" + b"\0" * 8, b"x"),))
-    assert lake.log.try_write(6, encode_envelope([ahead]))
+    assert lake.log.try_write(6, encode_envelope([ahead], 6))
     with pytest.raises(CorruptionError, match=r"slot 6: change set .* ahead of the view"):
         lake.materialize()
 
@@ -42,7 +42,7 @@ def test_slot_whose_base_head_is_ahead_is_refused_naming_the_seq(lake: Lake) -> 
 def test_base_behind_the_view_is_already_folded_and_skipped(lake: Lake) -> None:
     state = lake.materialize()
     stale = ChangeSet(base=Head(0, 1), deletes=(b"\x03\x14" + b"\0" * 8,))
-    assert lake.log.try_write(6, encode_envelope([stale]))
+    assert lake.log.try_write(6, encode_envelope([stale], 6))
     tail = read_tail(lake.log, state.head, 5)
     assert tail.skipped == 1 and tail.applied == [] and tail.last_seq == 6
 

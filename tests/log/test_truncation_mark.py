@@ -72,7 +72,7 @@ def test_slot_truncated_and_recreated_while_being_read_is_never_applied(lake_url
         head1 = lake.log.read(1)[0].result
         orphan = ChangeSet(base=head1, puts=((KEY, b"orphan"),), mints_snapshot=True)
         log = SlotLog(lake.location)
-        log.client = TruncatingClient(log.client, log, 2, encode_envelope([orphan]))
+        log.client = TruncatingClient(log.client, log, 2, encode_envelope([orphan], 2))
         with pytest.raises(StaleViewError, match="truncated the commit log up to slot 2"):
             read_tail(log, head1, 1)
 
@@ -92,7 +92,7 @@ def test_orphan_left_below_the_fold_is_truncated_and_the_mark_never_lowered(
         assert [s.seq for s in log.list_after(0)] == [7]
         assert log.truncated_upto() == 6
         # A stale committer that died before withdrawing its slot left an orphan.
-        assert log.try_write(2, encode_envelope([ChangeSet(base=Head(0, 1))]))
+        assert log.try_write(2, encode_envelope([ChangeSet(base=Head(0, 1))], 2))
         assert older.truncate() == 1
         assert [s.seq for s in log.list_after(0)] == [7]
         assert log.truncated_upto() == 6

@@ -1,10 +1,11 @@
-"""Flushing inlined data under the change-set cap (SLATELAKE_MAX_CHANGESET_OPS).
+"""Flushing more inlined rows than the change-set cap (SLATELAKE_MAX_CHANGESET_OPS).
 
-DuckLake 1.5.5 flushes a table's inlined rows in one transaction that
-deletes every one of them from the catalog, so a table holding more inlined
-rows than the cap cannot flush in one commit, and DuckLake offers no way to
-flush part of a table. The step must say so (table, rows, cap, the fix)
-instead of a bare OperationLimitError, and the other tables must still flush.
+DuckLake 1.5.5 flushes a table by removing every one of its inlined rows:
+the current schema version's inlined-data table is emptied, an older
+version's is dropped, and the inlined-deletion table is emptied. Each of
+those is one range delete in the change set, so the flush of a table holding
+any number of inlined rows is one slot of a handful of operations, and the
+lake reads the same rows after it, from the log and after the holder folded.
 """
 
 from __future__ import annotations
@@ -14,16 +15,24 @@ from pathlib import Path
 import pytest
 
 import slatelake
-from slatelake.maintenance.report import FAILED, RAN, SKIPPED
+from slatelake.catalog.folder import Folder
+from slatelake.log.changeset import ChangeSet
+from slatelake.maintenance.report import RAN
+from slatelake.store.location import LakeLocation
 
-FLUSH = {"MAINTENANCE_FLUSH_INLINED_DATA": "true", "MAINTENANCE_MERGE_ADJACENT_FILES": "true"}
+FLUSH = {"MAINTENANCE_FLUSH_INLINED_DATA": "true"}
+CAP = 30
+META = "__slatelake_meta"
 
 
 @pytest.fixture(params=["file", "s3"])
 def inlined(
     request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> tuple[str, str]:
-    """Table big: 40 inlined rows (8 small inserts); table small: 3 inlined rows."""
+) -> tuple[str, list[tuple[int, int | None]], int]:
+    """Table ``big``: 60 inlined rows over two schema versions (3 of them
+    deleted, so ended but still inlined); table ``p``: 1000 rows in Parquet
+    with 40 deletions inlined. Built under the default cap.
+    Returns (url, big's rows, p's row count)."""
     monkeypatch.setenv("SLATELAKE_VERIFY_CAPTURE", "1")
     if request.param == "s3":
         bucket = request.getfixturevalue("s3_bucket")
@@ -32,75 +41,75 @@ def inlined(
         url, data = (tmp_path / "lake").as_uri(), f"{tmp_path / 'data'}/"
     with slatelake.connect(url, data_path=data) as s:
         s.sql("CREATE TABLE big (id INTEGER)")
-        s.sql("CREATE TABLE small (id INTEGER)")
         for i in range(8):
             s.sql(f"INSERT INTO big SELECT * FROM range({i * 5}, {i * 5 + 5})")
-        s.sql("INSERT INTO small VALUES (1), (2), (3)")
-    return url, data
+        s.sql("ALTER TABLE big ADD COLUMN w INTEGER")
+        for i in range(8, 12):
+            s.sql(f"INSERT INTO big SELECT i, i FROM range({i * 5}, {i * 5 + 5}) t(i)")
+        s.sql("DELETE FROM big WHERE id IN (3, 17, 44)")
+        s.sql("CREATE TABLE p (id INTEGER)")
+        s.sql("INSERT INTO p SELECT * FROM range(1000)")
+        for i in range(8):  # small deletions are inlined, not written as delete files
+            s.sql(f"DELETE FROM p WHERE id >= {i * 5} AND id < {i * 5 + 5}")
+        assert _inlined_rows(s, "big") > CAP and _inlined_rows(s, "p") > CAP
+        big = sorted(s.sql("SELECT id, w FROM big").fetchall())
+        count = s.sql("SELECT count(*) FROM p").fetchone()[0]
+    assert len(big) == 57 and count == 960
+    return url, big, count
 
 
 def _inlined_rows(session, table: str) -> int:  # noqa: ANN001
-    """Rows DuckLake still holds inline for ``table`` (its inlined data tables)."""
+    """Rows DuckLake holds inline for ``table``: inlined data and deletions."""
     table_id = session.sql(
-        "SELECT table_id FROM __slatelake_meta.ducklake_table "
-        "WHERE table_name = ? AND end_snapshot IS NULL",
+        f"SELECT table_id FROM {META}.ducklake_table WHERE table_name = ? AND end_snapshot IS NULL",
         [table],
     ).fetchone()[0]
     names = session.sql(
-        "SELECT table_name FROM duckdb_tables() WHERE database_name = '__slatelake_meta' "
-        "AND table_name LIKE ?",
-        [f"ducklake_inlined_data_{table_id}_%"],
+        "SELECT table_name FROM duckdb_tables() WHERE database_name = ? AND ("
+        "table_name LIKE ? OR table_name = ?)",
+        [META, f"ducklake_inlined_data_{table_id}_%", f"ducklake_inlined_delete_{table_id}"],
     ).fetchall()
-    return sum(
-        session.sql(f'SELECT count(*) FROM __slatelake_meta."{n}"').fetchone()[0] for (n,) in names
-    )
+    return sum(session.sql(f'SELECT count(*) FROM {META}."{n}"').fetchone()[0] for (n,) in names)
 
 
-def test_a_table_over_the_cap_fails_by_name_while_the_others_flush(
-    inlined: tuple[str, str], monkeypatch: pytest.MonkeyPatch
+def _reads(url: str) -> tuple[list[tuple[int, int | None]], int]:
+    with slatelake.connect(url, read_only=True) as s:
+        assert _inlined_rows(s, "big") == 0 and _inlined_rows(s, "p") == 0
+        return sorted(s.sql("SELECT id, w FROM big").fetchall()), s.sql(
+            "SELECT count(*) FROM p"
+        ).fetchone()[0]
+
+
+def test_a_table_holding_more_inlined_rows_than_the_cap_flushes_in_one_small_slot(
+    inlined: tuple[str, list[tuple[int, int | None]], int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    url, _ = inlined
-    monkeypatch.setenv("SLATELAKE_MAX_CHANGESET_OPS", "30")
+    url, big, count = inlined
+    monkeypatch.setenv("SLATELAKE_MAX_CHANGESET_OPS", str(CAP))
     with slatelake.connect(url, options=FLUSH) as s:
+        before = s.lake.log.list_after(0)
+        first_new = max(info.seq for info in before) + 1
         report = s.maintenance()
-        assert _inlined_rows(s, "small") == 0, "the table under the cap was not flushed"
-        assert _inlined_rows(s, "big") == 40
-        assert sorted(r[0] for r in s.sql("SELECT id FROM big").fetchall()) == list(range(40))
-        assert sorted(r[0] for r in s.sql("SELECT id FROM small").fetchall()) == [1, 2, 3]
-    flush = report.step("flush_inlined_data")
-    assert flush.status == FAILED
-    assert "main.big holds 40 inlined rows" in flush.detail
-    assert "cap of 30" in flush.detail and "SLATELAKE_MAX_CHANGESET_OPS" in flush.detail
-    assert "flushed 3 rows from 1 other table" in flush.detail
-    assert "OperationLimitError" not in flush.detail
-    assert report.work_pending
-    merge = report.step("merge_adjacent_files")
-    assert merge.status == SKIPPED and "flush_inlined_data failed" in merge.detail
+        flush = report.step("flush_inlined_data")
+        assert flush.status == RAN, flush.detail
+        assert flush.counts["rows_flushed"] > CAP
+        assert _inlined_rows(s, "big") == 0 and _inlined_rows(s, "p") == 0
+        slots = [(info.seq, s.lake.log.read(info.seq)) for info in s.lake.log.list_after(0)]
+    # DuckLake commits of the pass (its status record is head-preserving): one per table.
+    flushes: list[ChangeSet] = [
+        cs for seq, sets in slots if seq >= first_new for cs in sets or [] if cs.mints_snapshot
+    ]
+    made = sorted(cs.changes_made for cs in flushes)
+    assert made == ["deleted_from_table:2", "inline_flush:1"], made
+    for cs in flushes:
+        assert cs.operations <= 15, (cs.changes_made, cs.operations)
+        assert cs.ranges, "the inlined rows were not removed by a range delete"
+    assert not report.work_pending
 
-    # The fix the message names works: a cap above the table's rows flushes it.
-    monkeypatch.setenv("SLATELAKE_MAX_CHANGESET_OPS", "1000")
-    with slatelake.connect(url, options=FLUSH) as s:
-        report = s.maintenance()
-        assert _inlined_rows(s, "big") == 0
-        assert sorted(r[0] for r in s.sql("SELECT id FROM big").fetchall()) == list(range(40))
-    assert report.step("flush_inlined_data").status == RAN
-    assert report.step("flush_inlined_data").counts == {"rows_flushed": 40}
-
-
-def test_a_flush_refused_for_its_bookkeeping_says_how_many_operations_it_needed(
-    inlined: tuple[str, str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # 40 rows fit under a cap of 42, but the flush's snapshot, file and stats
-    # rows do not: the log refuses the commit, and the step still names it.
-    url, _ = inlined
-    monkeypatch.setenv("SLATELAKE_MAX_CHANGESET_OPS", "42")
-    with slatelake.connect(url, options=FLUSH) as s:
-        report = s.maintenance()
-        assert _inlined_rows(s, "small") == 0
-        assert _inlined_rows(s, "big") == 40
-        assert sorted(r[0] for r in s.sql("SELECT id FROM big").fetchall()) == list(range(40))
-    flush = report.step("flush_inlined_data")
-    assert flush.status == FAILED
-    assert "main.big holds 40 inlined rows" in flush.detail
-    assert "operations, over the cap of 42" in flush.detail
-    assert "OperationLimitError" not in flush.detail
+    assert _reads(url) == (big, count)  # a fresh session replays the log
+    folder = Folder(LakeLocation.parse(url), margin_s=0)
+    try:
+        folded = folder.fold_once()
+        assert folded.fold_seq == max(seq for seq, _ in slots)
+    finally:
+        folder.close()
+    assert _reads(url) == (big, count)  # the holder folded: read from the store

@@ -6,21 +6,30 @@ rows, materialization, the folder) <- ``ducklake`` (DuckDB + DuckLake over a
 materialized catalog). See DESIGN.md.
 
 ``slatelake.connect(url, data_path=None, read_only=False)`` opens a session;
-duckdb is imported only when it is called.
+duckdb is imported only when it is called. The errors it raises are exported
+here (``slatelake.errors``); each says whether retrying can help (``retryable``).
 """
 
 from typing import Any
 
 from slatelake.errors import (
+    AlreadyRunningError,
+    AmbiguousWriteError,
     ConflictError,
     CorruptionError,
     FencedError,
     FormatError,
+    LeaseLiveError,
     MisconfigurationError,
     NotFoundError,
     OperationLimitError,
+    PermissionDeniedError,
     ReadOnlyError,
     SlatelakeError,
+    StaleViewError,
+    StoreError,
+    StoreTimeoutError,
+    StoreUnavailableError,
     UnsupportedError,
 )
 
@@ -50,15 +59,23 @@ def connect(
 
 
 __all__ = [
+    "AlreadyRunningError",
+    "AmbiguousWriteError",
     "ConflictError",
     "CorruptionError",
     "FencedError",
     "FormatError",
+    "LeaseLiveError",
     "MisconfigurationError",
     "NotFoundError",
     "OperationLimitError",
+    "PermissionDeniedError",
     "ReadOnlyError",
     "SlatelakeError",
+    "StaleViewError",
+    "StoreError",
+    "StoreTimeoutError",
+    "StoreUnavailableError",
     "UnsupportedError",
     "connect",
 ]

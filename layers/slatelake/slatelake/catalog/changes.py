@@ -6,6 +6,11 @@ to stored keys: an updated row is a delete plus an insert of the same key (the
 put wins); ending a versioned row deletes its live key and puts its history
 key; a grouped table rewrites its parent's whole value from the base state.
 Two different rows mapping to one key is refused: it would lose a row.
+
+An inlined table whose every row goes (DuckLake's flush empties the current
+one, and drops an older schema version's) loses them through one range
+delete over its rows' prefix: one operation against the change-set cap, so a
+flush never outgrows it, however many rows the table held.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from slatelake.catalog.rows import (
 )
 from slatelake.catalog.state import CatalogState
 from slatelake.errors import UnsupportedError
-from slatelake.log.changeset import ChangeSet
+from slatelake.log.changeset import ChangeSet, KeyRange, prefix_range
 
 
 @dataclass
@@ -67,6 +72,7 @@ def build_change_set(
 ) -> ChangeSet:
     puts: dict[bytes, bytes] = {}
     deletes: set[bytes] = set()
+    ranges: list[KeyRange] = []
     put_rows: dict[bytes, Row] = {}
 
     def put(key: bytes, value: bytes, row: Row | None, table: str) -> None:
@@ -85,8 +91,11 @@ def build_change_set(
         ins, dels = changes.inserted.get(table, []), changes.deleted.get(table, [])
         inline = registry.inline_table(table)
         if inline is not None:
-            for row in dels:
-                deletes.add(inline_row_key(inline, row))
+            doomed = {inline_row_key(inline, row) for row in dels}
+            if doomed and doomed == _inline_keys(base, inline):
+                ranges.append(prefix_range(inline_rows_prefix(inline)))  # cleared (a flush)
+            else:
+                deletes.update(doomed)
             for row in ins:
                 put(inline_row_key(inline, row), encode_inline_row(inline, row), row, table)
             continue
@@ -107,8 +116,8 @@ def build_change_set(
     for name in changes.dropped_inline:
         inline = _inline(name)
         deletes.add(inline_ddl_key(inline))
-        rows_prefix = inline_rows_prefix(inline)
-        deletes.update(k for k in base.entries if k.startswith(rows_prefix))
+        if _inline_keys(base, inline):
+            ranges.append(prefix_range(inline_rows_prefix(inline)))
 
     deletes -= puts.keys()
     return ChangeSet(
@@ -118,7 +127,14 @@ def build_change_set(
         mints_snapshot=mints_snapshot,
         tables=changes.tables,
         changes_made=changes_made,
+        ranges=tuple(sorted(ranges)),
     )
+
+
+def _inline_keys(base: CatalogState, inline: registry.InlineTable) -> set[bytes]:
+    """The stored row keys of one inlined table, through the kind index."""
+    rows_prefix = inline_rows_prefix(inline)
+    return {k for k in base.keys_of_kind(inline.row_kind) if k.startswith(rows_prefix)}
 
 
 def _grouped(

@@ -1,14 +1,16 @@
 """The folder: the one process holding the SlateDB writer.
 
 It folds log slots into the store, whole slots per WriteBatch, each batch
-also advancing ``sys/head`` and ``sys/fold``; flushes (the WAL is off: the
-log is the WAL); then truncates slots that are folded, flushed, past every
-live reader lease and older than the margin, always keeping the newest slot
-and raising the truncation mark (log/slots.py) before deleting any, so a view
-whose lease lapsed finds out it is stale. ``hold`` repeats this while
-SlateDB's compactor runs in the same handle, which is what executes store
-merges others submit. Opening a folder fences the previous one; a fenced
-folder's next flush raises FencedError.
+also advancing ``sys/head`` and ``sys/fold`` (a range delete becomes a
+delete of every key the store and the batch hold in the range, in the same
+WriteBatch); flushes (the WAL is off: the log is the WAL); then truncates
+slots that are folded, flushed, past every live reader lease and older than
+the margin, always keeping the newest slot and raising the truncation mark
+(log/slots.py) before deleting any, so a view whose lease lapsed finds out
+it is stale. ``hold`` repeats this while SlateDB's compactor runs in the
+same handle, which is what executes store merges others submit. Opening a
+folder fences the previous one; a fenced folder's next flush raises
+FencedError.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from slatelake.catalog.state import (
     SYS_FOLD,
     SYS_FORMAT,
     SYS_HEAD,
+    check_catalog_ranges,
     check_format,
     decode_fold,
     encode_fold,
@@ -141,6 +144,7 @@ class Folder:
             ) from None
         by_slot: dict[int, list] = {}
         for slot, cs in tail.applied:
+            check_catalog_ranges(cs, slot)  # nothing of a damaged tail is folded
             by_slot.setdefault(slot, []).append(cs)
         slots = list(range(self.seq + 1, tail.last_seq + 1))
         pending: dict[bytes, bytes | None] = {}
@@ -148,6 +152,8 @@ class Folder:
         head = self.head
         for slot in slots:
             for cs in by_slot.get(slot, []):
+                for start, end in cs.ranges:  # ranges first, as CatalogState.apply
+                    self._delete_range(start, end, pending)
                 for key, value in cs.puts:
                     pending[key] = value
                 for key in cs.deletes:
@@ -178,6 +184,24 @@ class Folder:
             self.head,
             truncated,
         )
+
+    def _delete_range(self, start: bytes, end: bytes, pending: dict[bytes, bytes | None]) -> None:
+        """Delete every key in ``[start, end)`` as of this point of the fold:
+        those pending in this batch and those stored (the writer reads its own
+        unflushed batches). They go into the slot's WriteBatch, so the range
+        lands atomically with the fold cursor; a slot is never split."""
+        for key in [k for k in pending if start <= k < end]:
+            pending[key] = None
+        segment = start[:2]  # a range stays inside one kind of one subspace
+        first = self.writer.seek_first(segment, start)
+        if first is None or first[0] >= end:
+            return
+        pending[first[0]] = None
+        for rows in self.writer.scan_prefix_batches(segment, start_after=first[0]):
+            for key, _ in rows:
+                if key >= end:
+                    return
+                pending[key] = None
 
     def _write(self, pending: dict[bytes, bytes | None], slot: int, head: Head) -> None:
         puts = [(k, v) for k, v in pending.items() if v is not None]

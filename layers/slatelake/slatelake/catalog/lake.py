@@ -33,11 +33,13 @@ from slatelake.errors import (
     MisconfigurationError,
     NotFoundError,
     ReadOnlyError,
+    StaleViewError,
+    retry,
 )
 from slatelake.log.changeset import ChangeSet, Head
 from slatelake.log.committer import Committed, Committer
 from slatelake.log.leases import LeaseBook, ReaderLease
-from slatelake.log.replay import StaleViewError, read_tail
+from slatelake.log.replay import read_tail
 from slatelake.log.slots import SlotLog
 from slatelake.store.db import StoreReader, open_reader, open_writer, store_exists
 from slatelake.store.location import LakeLocation
@@ -114,14 +116,21 @@ class Lake:
         return lake
 
     def close(self) -> None:
+        """Release the reader lease, best effort: it only holds truncation back
+        and lapses at its TTL, so a failed delete never fails the work that
+        came before the close; the store reader is closed either way."""
         try:
             self.lease.release()
-        except Exception:
-            if not self.read_only:
-                raise
-        if self._reader is not None:
-            self._reader.close()
-            self._reader = None
+        except Exception as exc:
+            log.warning(
+                "reader lease of %s not deleted at close (%s); it lapses at its TTL",
+                self.location.url,
+                exc,
+            )
+        finally:
+            if self._reader is not None:
+                self._reader.close()
+                self._reader = None
 
     def __enter__(self) -> Lake:
         return self
@@ -139,31 +148,36 @@ class Lake:
 
     # -- reading ---------------------------------------------------------
     def materialize(self) -> CatalogState:
-        """Every catalog row at the log's head: store view plus replay."""
-        for attempt in range(STALE_VIEW_RETRIES):
-            reader = self.reader(fresh=attempt > 0)
-            raw = reader.get(SYS_FOLD)
-            if raw is None:
-                raise CorruptionError(f"{self.location.url}: the store has no fold cursor")
-            seq, head = decode_fold(raw)
-            self._hold_lease(seq)
-            state = CatalogState(head=head, last_seq=seq)
-            for sub in CATALOG_SUBSPACES:
-                for batch in reader.scan_prefix_batches(bytes((sub,))):
-                    state.load(batch)
-            try:
-                tail = read_tail(self.log, head, seq)
-            except StaleViewError as exc:
-                last_error = exc
-                continue
-            for slot, cs in tail.applied:
-                state.apply(cs, slot)
-            state.last_seq = tail.last_seq
-            return state
-        raise CorruptionError(
-            f"{self.location.url}: {last_error}; the store's fold cursor did not catch up after "
-            f"{STALE_VIEW_RETRIES} fresh reads, so the log is missing slots"
+        """Every catalog row at the log's head: store view plus replay. A view
+        the folder truncated under it is re-read on a fresh store reader; one
+        still stale after that means slots are missing: corruption."""
+        return retry(
+            self._materialize_once,
+            attempts=STALE_VIEW_RETRIES,
+            on=StaleViewError,
+            between=lambda *_: self.reader(fresh=True),
+            give_up=lambda exc, tries: CorruptionError(
+                f"{self.location.url}: {exc}; the store's fold cursor did not catch up after "
+                f"{tries} fresh reads, so the log is missing slots"
+            ),
         )
+
+    def _materialize_once(self) -> CatalogState:
+        reader = self.reader()
+        raw = reader.get(SYS_FOLD)
+        if raw is None:
+            raise CorruptionError(f"{self.location.url}: the store has no fold cursor")
+        seq, head = decode_fold(raw)
+        self._hold_lease(seq)
+        state = CatalogState(head=head, last_seq=seq)
+        for sub in CATALOG_SUBSPACES:
+            for batch in reader.scan_prefix_batches(bytes((sub,))):
+                state.load(batch)
+        tail = read_tail(self.log, head, seq)  # StaleViewError: truncated under this view
+        for slot, cs in tail.applied:
+            state.apply(cs, slot)
+        state.last_seq = tail.last_seq
+        return state
 
     def _hold_lease(self, seq: int) -> None:
         """Pin the slots this view needs. Best effort when read-only: a

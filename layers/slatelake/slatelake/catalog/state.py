@@ -4,7 +4,8 @@
 ``fold`` (last folded slot seq plus the head it produced). An unknown, newer
 format refuses with FormatError. ``CatalogState`` is every catalog row
 (live and ended) keyed by its stored key, plus the head and the last log slot
-it includes; applying a change set advances it exactly as folding would.
+it includes; applying a change set advances it exactly as folding would
+(range deletes included: they remove every row key in the range).
 """
 
 from __future__ import annotations
@@ -16,10 +17,10 @@ from typing import Any
 
 from slatelake.catalog import registry
 from slatelake.catalog.rows import Row, decode_entry, inline_rows_prefix, table_of_key
-from slatelake.errors import FormatError
+from slatelake.errors import CorruptionError, FormatError
 from slatelake.log.changeset import ChangeSet, Head
 from slatelake.store import values
-from slatelake.store.keys import Subspace, encode_key
+from slatelake.store.keys import Subspace, encode_key, subspace_label
 
 FORMAT_VERSION = 1
 SYS_FORMAT = encode_key(Subspace.SYS, 0x01)
@@ -35,6 +36,19 @@ INDEX_RANGE_PREFIX = 2 + 8
 # The head of a lake with no DuckLake snapshot yet: the first commit mints 0.
 EMPTY_HEAD = Head(-1, 0)
 CATALOG_SUBSPACES = (Subspace.SNAPSHOT, Subspace.CURRENT, Subspace.HISTORY, Subspace.INLINE)
+
+
+def check_catalog_ranges(cs: ChangeSet, seq: int | None = None) -> None:
+    """Range deletes remove catalog rows only: a range over ``sys`` or the
+    index entries is refused as damage (no slatelake release writes one)."""
+    for start, end in cs.ranges:
+        if start[0] not in CATALOG_SUBSPACES:
+            where = f"commit log slot {seq}: " if seq is not None else ""
+            raise CorruptionError(
+                f"{where}change set {cs.txn_id} range-deletes in subspace "
+                f"{subspace_label(start[0])} ({start.hex()}..{end.hex()}); only catalog "
+                "rows are range-deleted"
+            )
 
 
 def encode_format() -> bytes:
@@ -104,7 +118,15 @@ class CatalogState:
         return self._by_kind.get(kind, set())
 
     def apply(self, cs: ChangeSet, seq: int | None = None) -> None:
+        """Advance by one change set: its ranges, then puts, then deletes
+        (the order the folder writes them in)."""
         sweep = cs.tables == (SWEEP_INDEX_TABLE,)
+        check_catalog_ranges(cs, seq)  # before anything changes
+        for start, end in cs.ranges:
+            kinds = self._by_kind.get(start[1], set())
+            for key in [k for k in kinds if start <= k < end]:
+                del self.entries[key]
+                kinds.discard(key)
         for key, value in cs.puts:
             if key[0] == Subspace.SYS:
                 self.sys_overlay[key] = value

@@ -32,12 +32,13 @@ from typing import TYPE_CHECKING, Any
 from slatelake.catalog import indexes, registry
 from slatelake.catalog.rows import inline_ddl_key, inline_rows_prefix, row_key
 from slatelake.catalog.state import SWEEP_INDEX_TABLE, CatalogState
-from slatelake.errors import ConflictError, MisconfigurationError, ReadOnlyError
+from slatelake.errors import ConflictError, MisconfigurationError, ReadOnlyError, retry
 from slatelake.log.changeset import ChangeSet
 from slatelake.store.keys import Subspace, decode_key, encode_key
 
 if TYPE_CHECKING:
     from slatelake.catalog.lake import Lake
+    from slatelake.log.committer import Committed
 
 DEFAULT_BATCH_SIZE = 65_536
 DEFAULT_PACE_S = 1.0
@@ -192,25 +193,24 @@ class _Sweeper:
         if self.report.batches and self.request.pace_s:
             self.sleep(self.request.pace_s)
         keys = tuple(sorted(deletes))
-        for attempt in range(1, CONFLICT_RETRIES + 1):
+
+        def commit() -> Committed:  # against the head as it is now
             cs = ChangeSet(
                 base=self.state.head,
                 deletes=keys,
                 tables=(SWEEP_INDEX_TABLE if what == "index" else what,),
                 changes_made=f"slatelake:sweep:{what}",
             )
-            try:
-                committed = self.lake.commit_change_set(self.state, cs)
-            except ConflictError:
-                if attempt == CONFLICT_RETRIES:
-                    raise
-                self.report.rebases += 1
-                self.lake.refresh(self.state)
-                continue
-            self.report.rebases += committed.attempts - 1
-            self.report.batches += 1
-            return True
-        raise AssertionError("unreachable")
+            return self.lake.commit_change_set(self.state, cs)
+
+        def reread(*_: object) -> None:  # a real conflict: re-read the head, go again
+            self.report.rebases += 1
+            self.lake.refresh(self.state)
+
+        committed = retry(commit, attempts=CONFLICT_RETRIES, on=ConflictError, between=reread)
+        self.report.rebases += committed.attempts - 1
+        self.report.batches += 1
+        return True
 
     def _stopped(self) -> bool:
         return self.report.stopped is not None

@@ -19,7 +19,7 @@ from slatelake.cli.common import (
     print_report,
     print_table,
 )
-from slatelake.errors import MisconfigurationError, SlatelakeError
+from slatelake.errors import Backoff, MisconfigurationError, SlatelakeError, retry
 
 # Consecutive transient fold failures a holder rides out before it exits.
 HOLD_RETRIES = 3
@@ -155,27 +155,33 @@ def _raise_stopped(stop: threading.Event) -> Any:
 
 def _hold(folder: Any, args: argparse.Namespace, stop: threading.Event) -> None:
     """Fold every ``--poll`` seconds until stopped. A transient store failure
-    (``retryable``) is retried HOLD_RETRIES times in a row with backoff; then,
+    (``retryable``) is retried HOLD_RETRIES times in a row with backoff (twice
+    the poll, doubling, at most 30 s; one holder per lake, so no jitter); then,
     or at once for a terminal one, the error propagates and the holder exits
     non-zero: a supervisor restarts it, or a person reads why."""
-    failures = 0
+    backoff = Backoff(first_s=args.poll * 2, factor=2.0, cap_s=30.0, jitter=0.0)
+
+    def say(failures: int, exc: BaseException, wait_s: float) -> None:
+        print(
+            f"slatelake hold: fold failed ({type(exc).__name__}: {exc}); "
+            f"retry {failures} of {HOLD_RETRIES} in {wait_s:g}s",
+            file=sys.stderr,
+            flush=True,
+        )
+
     while not stop.is_set():
         try:
-            report = folder.fold_once()
-        except SlatelakeError as exc:
-            failures += 1
-            if not exc.retryable or failures > HOLD_RETRIES:
-                raise
-            backoff = min(args.poll * 2**failures, 30.0)
-            print(
-                f"slatelake hold: fold failed ({type(exc).__name__}: {exc}); "
-                f"retry {failures} of {HOLD_RETRIES} in {backoff:g}s",
-                file=sys.stderr,
-                flush=True,
+            report = retry(
+                folder.fold_once,
+                attempts=HOLD_RETRIES + 1,
+                backoff=backoff,
+                between=say,
+                wait=stop.wait,
             )
-            stop.wait(backoff)
-            continue
-        failures = 0
+        except SlatelakeError:
+            if stop.is_set():  # stopped while waiting to retry: a stop, not a failure
+                return
+            raise
         if report.slots or report.truncated:
             _print_fold(report, args.json)
         stop.wait(args.poll)

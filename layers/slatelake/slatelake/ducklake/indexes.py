@@ -21,8 +21,12 @@ lookup and the write path always agree.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote, urlsplit
 
 import duckdb
 
@@ -36,8 +40,13 @@ from slatelake.errors import (
     ConflictError,
     MisconfigurationError,
     NotFoundError,
+    PermissionDeniedError,
     ReadOnlyError,
+    SlatelakeError,
+    StoreError,
+    StoreUnavailableError,
     UnsupportedError,
+    retry,
 )
 from slatelake.log.changeset import ChangeSet
 
@@ -50,6 +59,63 @@ NESTED = ("struct", "list", "map", "array", "union", "variant")
 _INSERTED = "change_type IN ('insert', 'update_postimage')"
 # DuckLake's changes_made entries for rows added to a table (UPDATE included)
 INSERT_CHANGES = frozenset({"inserted_into_table", "inlined_insert"})
+
+
+_FILE = re.compile(r"""(?:reading|writing|file|on) ['"]([^'"]+)['"]""")
+_HTTP = re.compile(r"\(HTTP (\d{3})([^)]*)\)")
+_S3_SAID = re.compile(r"\n\n([A-Za-z]+: [^\n]{0,160})")
+
+
+def _data_object(raw: str) -> str:
+    """A data file as a user names it: ``s3://bucket/key`` for an S3 request
+    URL (path or virtual-hosted style), the path itself for a local file."""
+    if not raw.startswith(("http://", "https://")):
+        return raw
+    parts = urlsplit(raw)
+    host, path = parts.hostname or "", unquote(parts.path).lstrip("/")
+    if ".s3" in host and host.endswith("amazonaws.com"):
+        return f"s3://{host.split('.s3', 1)[0]}/{path}"
+    return f"s3://{path}"
+
+
+def translate_data_error(what: str, exc: duckdb.Error) -> SlatelakeError:
+    """DuckDB's error reading a data file (httpfs or the file system) as a
+    typed slatelake error in one line naming the file: 401/403 and EACCES are
+    PermissionDeniedError, a missing file NotFoundError, a 5xx or a dropped
+    connection StoreUnavailableError (retryable), anything else StoreError."""
+    text = str(exc)
+    found = _FILE.search(text)
+    obj = _data_object(found.group(1)) if found else "a data file"
+    first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+    status = _HTTP.search(text)
+    said = _S3_SAID.search(text)
+    cause = f"HTTP {status.group(1)}{status.group(2)}" if status else first.rsplit(": ", 1)[-1]
+    if said is not None and status is not None:
+        cause += f", {said.group(1)}"
+    code = int(status.group(1)) if status else None
+    if code in (401, 403) or "Permission denied" in text:
+        return PermissionDeniedError(
+            f"{what}: reading {obj}: access denied ({cause}); check that the credentials in "
+            "the environment may read the lake's data path"
+        )
+    if code == 404 or "No such file" in text:
+        return NotFoundError(
+            f"{what}: {obj} is missing ({cause}); the catalog lists it, so it was removed "
+            "outside DuckLake"
+        )
+    if code is not None and (code >= 500 or code in (408, 429)):
+        return StoreUnavailableError(f"{what}: reading {obj}: no usable answer ({cause})")
+    return StoreError(f"{what}: reading {obj} failed ({cause})")
+
+
+@contextmanager
+def data_errors(what: str) -> Iterator[None]:
+    """Where slatelake reads data files on a caller's behalf (index builds,
+    lookups, the write hook), DuckDB's I/O errors come out typed."""
+    try:
+        yield
+    except duckdb.IOException as exc:
+        raise translate_data_error(what, exc) from None
 
 
 @dataclass(frozen=True)
@@ -172,8 +238,11 @@ def _writable(session: Session, verb: str) -> None:
 
 
 def create_index(session: Session, table: str, column: str, name: str | None = None) -> IndexInfo:
+    """Define the index and write its entries in one change set; a lost race
+    re-runs it on a fresh view (CREATE_ATTEMPTS in all)."""
     _writable(session, "create_index")
-    for attempt in range(1, CREATE_ATTEMPTS + 1):
+
+    def attempt() -> IndexInfo:
         session.refresh()
         state = session.state
         target = _resolve(state, table, column)
@@ -192,30 +261,27 @@ def create_index(session: Session, table: str, column: str, name: str | None = N
                 )
         kind = idx.kind_for(target.column_type)
         changes, defn = idx.define(state, target.table_id, target.column_id, index_name, kind)
-        with session.con.cursor() as cur:
+        with session.con.cursor() as cur, data_errors(f"create_index {index_name}"):
             rows = cur.execute(
                 f"SELECT rowid, {_value_sql(kind, column)} FROM {_relation(session, target)} "
                 f"WHERE {ident(column)} IS NOT NULL"
             ).fetchall()
         cs = build_change_set(state, changes, False, f"slatelake:create_index:{index_name}")
         cs = replace(cs, puts=cs.puts + tuple(_entries(kind, defn.index_id, rows)))
-        try:
-            session.commit_change_set(cs)
-        except ConflictError:
-            if attempt == CREATE_ATTEMPTS:
-                raise
-            continue
+        session.commit_change_set(cs)
         session.catalog_changed()  # DuckLake must see the bumped next_catalog_id
         return IndexInfo(
             index_name, defn.index_id, target.schema, target.table, column, idx.KIND_NAMES[kind]
         )
-    raise AssertionError("unreachable")
+
+    return retry(attempt, attempts=CREATE_ATTEMPTS, on=ConflictError)
 
 
 def drop_index(session: Session, name: str) -> IndexInfo:
     """End the definition; its entries stay until the sweep reclaims them."""
     _writable(session, "drop_index")
-    for attempt in range(1, CREATE_ATTEMPTS + 1):
+
+    def attempt() -> IndexInfo:
         session.refresh()
         state = session.state
         found = [d for d in idx.live_definitions(state) if d.name == name]
@@ -225,14 +291,10 @@ def drop_index(session: Session, name: str) -> IndexInfo:
         changes = RowChanges()
         idx.end(changes, found[0], state.head.snapshot_id)
         cs = build_change_set(state, changes, False, f"slatelake:drop_index:{name}")
-        try:
-            session.commit_change_set(cs)
-        except ConflictError:
-            if attempt == CREATE_ATTEMPTS:
-                raise
-            continue
+        session.commit_change_set(cs)
         return info
-    raise AssertionError("unreachable")
+
+    return retry(attempt, attempts=CREATE_ATTEMPTS, on=ConflictError)
 
 
 def _info(state: CatalogState, defn: idx.IndexDef) -> IndexInfo:
@@ -264,7 +326,7 @@ def lookup(session: Session, table: str, column: str, value: Any) -> list[Row]:
             f"no live index on {target.table}.{column}; create one with "
             f"`slatelake index create LAKE {target.table} {column}`"
         )
-    with session.con.cursor() as cur:
+    with session.con.cursor() as cur, data_errors(f"lookup {target.table}.{column}"):
         return _lookup(session, cur, state, target, found[0], value)
 
 
@@ -321,7 +383,7 @@ def index_writes(session: Session, captured: Captured) -> ChangeSet:
     if captured.mints_snapshot and touched:
         snap = state.head.snapshot_id + 1
         names = _names(state)
-        with session.con.cursor() as cur:
+        with session.con.cursor() as cur, data_errors("index entries of the commit"):
             for defn in live:
                 if defn.table_id not in touched or (defn.table_id, defn.column_id) not in names:
                     continue

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import logging
 import os
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from typing import Any, TypeVar
@@ -44,11 +43,13 @@ from slatelake.ducklake.guard import check_overlap, data_location, ducklake_data
 from slatelake.ducklake.sql import ident, literal
 from slatelake.ducklake.tables import create_sql, load_inline_table, load_registry_table
 from slatelake.errors import (
+    Backoff,
     ConflictError,
     MisconfigurationError,
     NotFoundError,
     ReadOnlyError,
 )
+from slatelake.errors import retry as _retry
 from slatelake.log.changeset import ChangeSet
 from slatelake.log.committer import Committed
 from slatelake.store.db import store_exists
@@ -416,12 +417,10 @@ def connect(
 
 
 def retry(fn: Callable[[], T], attempts: int = 5, backoff_s: float = 0.05) -> T:
-    """Re-run ``fn`` on ConflictError (the session re-materializes in between)."""
-    for attempt in range(1, attempts + 1):
-        try:
-            return fn()
-        except ConflictError:
-            if attempt == attempts:
-                raise
-            time.sleep(backoff_s * attempt)
-    raise AssertionError("unreachable")
+    """Re-run ``fn`` on ConflictError, at most ``attempts`` times, waiting
+    ``backoff_s`` doubled per attempt (capped at 1 s), jittered so racing
+    writers spread out. The session brings itself to the log's head before
+    the next statement. Only a conflict is re-run: nothing of it was
+    committed. (An AmbiguousWriteError may have landed: never re-run blindly.)"""
+    backoff = Backoff(first_s=backoff_s, factor=2.0, cap_s=max(backoff_s, 1.0), jitter=0.5)
+    return _retry(fn, attempts=attempts, backoff=backoff, on=ConflictError)

@@ -19,14 +19,19 @@ from __future__ import annotations
 
 import contextlib
 import os
-import random
 import time
 from dataclasses import dataclass
 
-from slatelake.errors import ConflictError, OperationLimitError, SlatelakeError
+from slatelake.errors import (
+    AmbiguousWriteError,
+    Backoff,
+    ConflictError,
+    MisconfigurationError,
+    OperationLimitError,
+    retry,
+)
 from slatelake.log.changeset import ChangeSet, Head, encode_envelope
 from slatelake.log.slots import SlotLog
-from slatelake.store.objects import AmbiguousWriteError
 
 DEFAULT_MAX_OPERATIONS = 250_000
 MAX_OPERATIONS_ENV = "SLATELAKE_MAX_CHANGESET_OPS"
@@ -41,8 +46,6 @@ def max_operations_from_env() -> int:
     except ValueError:
         value = 0
     if value <= 0:
-        from slatelake.errors import MisconfigurationError
-
         raise MisconfigurationError(f"{MAX_OPERATIONS_ENV}={raw!r}: expected a positive integer")
     return value
 
@@ -69,13 +72,23 @@ class Committer:
         self.max_attempts = max_attempts
         self.backoff_s = backoff_s
         self.ambiguous_rereads = ambiguous_rereads
+        # After the n-th lost race: anywhere up to backoff_s * 2**n, at most 64 * backoff_s.
+        self._race_backoff = Backoff(
+            first_s=2 * backoff_s, factor=2.0, cap_s=64 * backoff_s, jitter=1.0
+        )
+        # Between looks at a slot or the truncation mark.
+        self._look_backoff = Backoff(first_s=backoff_s, factor=1.0, cap_s=backoff_s, jitter=0.0)
 
     def check_limit(self, cs: ChangeSet) -> None:
         if cs.operations > self.max_operations:
             raise OperationLimitError(cs.operations, self.max_operations)
 
     def commit(self, cs: ChangeSet, seq: int) -> Committed:
-        """Write ``cs`` at ``seq`` (the slot after the committer's view)."""
+        """Write ``cs`` at ``seq`` (the slot after the committer's view).
+
+        Not ``retry``: a lost race is an answer, not an error; each attempt
+        writes the next slot with a rebased change set, and the one error
+        here (ConflictError) ends the loop instead of repeating it."""
         self.check_limit(cs)
         for attempt in range(1, self.max_attempts + 1):
             outcome, winner = self._attempt(cs, seq)
@@ -84,14 +97,17 @@ class Committer:
                 return Committed(seq, cs.result, cs, attempt)
             cs = self._rebase_or_raise(cs, seq, winner)
             seq += 1
-            time.sleep(random.uniform(0, self.backoff_s * min(2**attempt, 64)))
+            time.sleep(self._race_backoff.delay(attempt))
         raise ConflictError(
             f"gave up after {self.max_attempts} lost races for the commit log; "
             "the lake is busy, retry later"
         )
 
     def _attempt(self, cs: ChangeSet, seq: int) -> tuple[bool, list[ChangeSet]]:
-        data = encode_envelope([cs])
+        """Write the slot, then look at it: won, lost (the winner's change sets),
+        or never happened (write again). A write-then-look protocol, not a
+        retried call, so not ``retry``; its looks (``_reread``) are."""
+        data = encode_envelope([cs], seq)  # the seq is checksummed: encoded per attempt
         for _ in range(self.ambiguous_rereads):
             try:
                 if self.log.try_write(seq, data):
@@ -134,36 +150,33 @@ class Committer:
         )
 
     def _truncation_mark(self, cs: ChangeSet, seq: int) -> int:
-        last: Exception | None = None
-        for _ in range(self.ambiguous_rereads):
-            try:
-                return self.log.truncated_upto()
-            except SlatelakeError as exc:
-                last = exc
-                if not exc.retryable:
-                    break
-            except Exception as exc:  # transport trouble: look again
-                last = exc
-            time.sleep(self.backoff_s)
-        raise AmbiguousWriteError(
-            f"commit log slot {seq}: written, but the truncation mark could not be read "
-            f"({last}), so whether it landed below the fold is unknown; the change set "
-            f"{cs.txn_id} can be looked up by its txn id"
-        ) from last
+        """The mark, looked at until it reads; any failure to read it (a
+        refusal at once, a transient one after the last look) leaves the
+        commit's fate unknown: AmbiguousWriteError."""
+        try:
+            return retry(
+                self.log.truncated_upto,
+                attempts=self.ambiguous_rereads,
+                backoff=self._look_backoff,
+            )
+        except Exception as exc:
+            raise AmbiguousWriteError(
+                f"commit log slot {seq}: written, but the truncation mark could not be read "
+                f"({exc}), so whether it landed below the fold is unknown; the change set "
+                f"{cs.txn_id} can be looked up by its txn id"
+            ) from exc
 
     def _reread(self, seq: int) -> list[ChangeSet] | None:
-        last: Exception | None = None
-        for _ in range(self.ambiguous_rereads):
-            try:
-                return self.log.read(seq)
-            except SlatelakeError as exc:
-                if not exc.retryable:  # refused or corrupt: looking again cannot help
-                    raise
-                last = exc
-            except OSError as exc:  # transport trouble while looking; look again
-                last = exc
-            time.sleep(self.backoff_s)
-        raise AmbiguousWriteError(f"commit log slot {seq}: could not re-read it: {last}")
+        """The slot's change sets (None: absent). A refused or corrupt read is
+        raised at once; a transient one is looked at again, then ambiguous."""
+        return retry(
+            lambda: self.log.read(seq),
+            attempts=self.ambiguous_rereads,
+            backoff=self._look_backoff,
+            give_up=lambda exc, tries: AmbiguousWriteError(
+                f"commit log slot {seq}: could not re-read it after {tries} attempts: {exc}"
+            ),
+        )
 
     def _rebase_or_raise(self, cs: ChangeSet, seq: int, winner: list[ChangeSet]) -> ChangeSet:
         first = winner[0]
@@ -178,10 +191,9 @@ class Committer:
                 f"{first.base.batch_seq}, this change set against {cs.base.batch_seq}; "
                 "the view is stale, re-run on a fresh view"
             )
-        mine = cs.keys()
         head = cs.base
         for w in winner:
-            if mine & w.keys():
+            if cs.overlaps(w):  # a range delete overlaps every key inside it
                 raise ConflictError(
                     f"commit log slot {seq}: txn {w.txn_id} changed the same keys; "
                     "re-run on a fresh view"

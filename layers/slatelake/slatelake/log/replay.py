@@ -1,7 +1,9 @@
 """Reading the tail of the log past a cursor, refusing damage.
 
 Integrity rules: slots past the cursor must be contiguous (a hole below a
-present slot is corruption, never an end of log); each change set's base head
+present slot is corruption, never an end of log); each slot must decode with
+its checksum and name its own seq (log/changeset.py), so a damaged slot or a
+copy of another one is corruption naming the slot; each change set's base head
 must equal the running view (apply), be behind it (already folded: skip), and
 never be ahead (corruption).
 
@@ -19,17 +21,11 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from slatelake.errors import CorruptionError, SlatelakeError
+from slatelake.errors import CorruptionError, StaleViewError
 from slatelake.log.changeset import ChangeSet, Head, decode_envelope
 from slatelake.log.slots import SlotLog
 
 READ_PARALLELISM = 8
-
-
-class StaleViewError(SlatelakeError):
-    """Slots the view needs were already truncated; re-read the store."""
-
-    retryable = True
 
 
 @dataclass
@@ -67,7 +63,7 @@ def read_tail(log: SlotLog, head: Head, cursor: int, upto: int | None = None) ->
     for seq, raw in zip(seqs, raws, strict=True):
         if raw is None:
             raise CorruptionError(f"commit log hole: slot {seq} vanished while being read")
-        for cs in decode_envelope(raw, f"commit log slot {seq}"):
+        for cs in decode_envelope(raw, seq, log.describe(seq)):
             apply_continuity(tail, seq, cs)
         tail.last_seq = seq
     return tail

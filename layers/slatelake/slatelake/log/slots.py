@@ -42,6 +42,13 @@ class SlotLog:
     def path(self, seq: int) -> str:
         return f"{self.prefix}{seq:0{SEQ_WIDTH}d}"
 
+    def url(self, seq: int) -> str:
+        """The slot's object as a URL under the lake (what errors name)."""
+        return f"{self.location.url}/{COMMITS_DIR}/{seq:0{SEQ_WIDTH}d}"
+
+    def describe(self, seq: int) -> str:
+        return f"commit log slot {seq} ({self.url(seq)})"
+
     def seq_of(self, path: str) -> int:
         name = path[len(self.prefix) :]
         if len(name) != SEQ_WIDTH or not name.isdigit():
@@ -70,8 +77,10 @@ class SlotLog:
         return self.client.get(self.path(seq))
 
     def read(self, seq: int) -> list[ChangeSet] | None:
+        """The change sets of slot ``seq`` (None when absent); a damaged slot,
+        or one holding another slot's envelope, is CorruptionError naming it."""
         data = self.read_raw(seq)
-        return None if data is None else decode_envelope(data, f"commit log slot {seq}")
+        return None if data is None else decode_envelope(data, seq, self.describe(seq))
 
     def delete(self, seq: int) -> None:
         self.client.delete(self.path(seq))

@@ -36,7 +36,13 @@ import time
 import uuid
 from dataclasses import dataclass
 
-from slatelake.errors import MisconfigurationError, SlatelakeError
+from slatelake.errors import (
+    AlreadyRunningError,
+    Backoff,
+    LeaseLiveError,
+    MisconfigurationError,
+    retry,
+)
 from slatelake.store.location import LakeLocation
 from slatelake.store.objects import ObjectClient
 
@@ -51,18 +57,6 @@ HELD, RELEASED, BROKEN, UNREADABLE = "held", "released", "broken", "unreadable"
 _RELIST_ATTEMPTS = 10
 _locks: dict[str, threading.Lock] = {}
 _locks_guard = threading.Lock()
-
-
-class AlreadyRunningError(SlatelakeError):
-    """Another pass holds this lake's maintenance lease."""
-
-    retryable = True
-
-
-class LeaseLiveError(AlreadyRunningError):
-    """``lease break`` refused: the owner's heartbeat is fresh, it is alive."""
-
-    retryable = False
 
 
 def process_lock(url: str) -> threading.Lock:
@@ -173,7 +167,7 @@ class PassLease:
 
     def current(self) -> Holder | None:
         """The newest record; None when no lease was ever written."""
-        for _ in range(_RELIST_ATTEMPTS):
+        for _ in range(_RELIST_ATTEMPTS):  # not ``retry``: a vanished record is an answer
             generations = self._generations()
             if not generations:
                 return None
@@ -241,16 +235,29 @@ class PassLease:
             return True
 
     def acquire(self, wait_s: float = 0.0, poll_s: float = 0.5) -> None:
-        deadline = time.monotonic() + wait_s
-        while not self.try_acquire():
-            if time.monotonic() >= deadline:
-                holder = self.current()
-                raise AlreadyRunningError(
-                    "maintenance already running on this lake"
-                    + (f" ({holder.describe()})" if holder else "")
-                    + "; retry later"
-                )
-            time.sleep(poll_s)
+        """Take the lease, trying every ``poll_s`` for up to ``wait_s`` seconds;
+        AlreadyRunningError naming the holder when it stays taken."""
+
+        def take() -> None:
+            if not self.try_acquire():
+                raise AlreadyRunningError("the maintenance lease is taken")
+
+        retry(
+            take,
+            attempts=math.ceil(wait_s / max(poll_s, 0.001)) + 2,  # the deadline ends it
+            backoff=Backoff(first_s=poll_s, factor=1.0, cap_s=poll_s, jitter=0.0),
+            on=AlreadyRunningError,
+            deadline_s=wait_s,
+            give_up=lambda _exc, _n: self._busy(),
+        )
+
+    def _busy(self) -> AlreadyRunningError:
+        holder = self.current()
+        return AlreadyRunningError(
+            "maintenance already running on this lake"
+            + (f" ({holder.describe()})" if holder else "")
+            + "; retry later"
+        )
 
     def renew(self) -> bool:
         """Write the next generation of a held lease. False (and ``lost`` set)
@@ -330,7 +337,7 @@ def break_lease(location: LakeLocation, client: ObjectClient | None = None) -> B
     next pass need not wait for its expiry. Refused with LeaseLiveError while
     the owner's heartbeat is fresh."""
     breaker = PassLease(location, client=client)
-    for _ in range(_RELIST_ATTEMPTS):
+    for _ in range(_RELIST_ATTEMPTS):  # not ``retry``: a lost claim is an answer, look again
         holder = breaker.current()
         now = time.time()
         if holder is None or not holder.held(now):

@@ -25,10 +25,16 @@ from typing import Any
 import duckdb
 
 from slatelake.ducklake.session import Session
-from slatelake.errors import ConflictError, MisconfigurationError, ReadOnlyError
+from slatelake.errors import (
+    AlreadyRunningError,
+    ConflictError,
+    MisconfigurationError,
+    ReadOnlyError,
+    retry,
+)
 from slatelake.log.changeset import ChangeSet
 from slatelake.maintenance import report as rpt
-from slatelake.maintenance.flight import AlreadyRunningError, PassLease, process_lock
+from slatelake.maintenance.flight import PassLease, process_lock
 from slatelake.maintenance.options import DUCKLAKE_STEPS, MaintenanceOptions
 from slatelake.maintenance.progress import Progress, Sink
 from slatelake.maintenance.report import FAILED, RAN, SKIPPED, PassReport
@@ -213,25 +219,25 @@ def record_pass(session: Session, report: PassReport) -> None:
     """Append to sys/maintenance_status as a head-preserving batch; a window
     that does not decode is rewritten from what could be read. A failure is
     logged and never changes the pass outcome."""
-    for attempt in range(1, STATUS_ATTEMPTS + 1):
-        try:
-            session.refresh()
-            window = rpt.decode_window(session.lake.read_sys(session.state, rpt.STATUS_KEY))
-            if window.warning is not None:
-                log.warning("%s; rewriting the window with this pass", window.warning)
-            report.head_snapshot_id = session.state.head.snapshot_id
-            report.head_batch_seq = session.state.head.batch_seq
-            cs = ChangeSet(
-                base=session.state.head,
-                puts=((rpt.STATUS_KEY, rpt.encode_window([*window, report])),),
-                tables=("sys/maintenance_status",),
-                changes_made="maintenance_status",
-            )
-            session.commit_change_set(cs)
-            return
-        except ConflictError:
-            if attempt == STATUS_ATTEMPTS:
-                log.warning("maintenance status not recorded after %d conflicts", attempt)
-        except Exception as exc:
-            log.warning("maintenance status not recorded: %s", exc)
-            return
+
+    def append() -> None:  # on a fresh view each attempt
+        session.refresh()
+        window = rpt.decode_window(session.lake.read_sys(session.state, rpt.STATUS_KEY))
+        if window.warning is not None:
+            log.warning("%s; rewriting the window with this pass", window.warning)
+        report.head_snapshot_id = session.state.head.snapshot_id
+        report.head_batch_seq = session.state.head.batch_seq
+        cs = ChangeSet(
+            base=session.state.head,
+            puts=((rpt.STATUS_KEY, rpt.encode_window([*window, report])),),
+            tables=("sys/maintenance_status",),
+            changes_made="maintenance_status",
+        )
+        session.commit_change_set(cs)
+
+    try:
+        retry(append, attempts=STATUS_ATTEMPTS, on=ConflictError)
+    except ConflictError:
+        log.warning("maintenance status not recorded after %d conflicts", STATUS_ATTEMPTS)
+    except Exception as exc:
+        log.warning("maintenance status not recorded: %s", exc)

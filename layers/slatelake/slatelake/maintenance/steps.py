@@ -13,12 +13,6 @@ Options arrive typed (options.py parsed them at bind); every name and value
 reaches SQL through ``ident``/``literal`` or as a rendered typed value. An
 interval ``older_than`` is a TIMESTAMPTZ computed in UTC, so the window is
 the same on every host whatever its time zone.
-
-Inline flush cannot be split: DuckLake 1.5.5 flushes each table's inlined
-rows in one transaction that deletes every one of them from the catalog, and
-offers no bound on how many. A table whose inlined rows exceed the
-change-set cap (SLATELAKE_MAX_CHANGESET_OPS) is therefore reported by name,
-with its row count and the cap, after the other tables flushed.
 """
 
 from __future__ import annotations
@@ -30,14 +24,15 @@ from typing import Any, TypeVar
 
 import duckdb
 
-from slatelake.catalog import registry
-from slatelake.ducklake.session import META_DB, Session
+from slatelake.ducklake.session import Session
 from slatelake.ducklake.sql import ident, literal
-from slatelake.errors import ConflictError, OperationLimitError
+from slatelake.errors import Backoff, ConflictError, OperationLimitError, retry
 from slatelake.maintenance.options import Instant, Interval, StepConfig, Value, Versions
 
 T = TypeVar("T")
-RETRY_WAITS = (0.1, 0.2)
+# A recognized conflict reruns the call: 3 attempts, waiting 100 ms then 200 ms.
+RETRY_ATTEMPTS = 3
+RETRY_BACKOFF = Backoff(first_s=0.1, factor=2.0, cap_s=0.2, jitter=0.0)
 EXPIRE_BATCH = 64
 TableName = tuple[str, str]  # (schema, table)
 
@@ -123,17 +118,21 @@ class Steps:
         return self.session.sql(sql, writes=True).fetchall()
 
     def with_retry(self, what: str, fn: Callable[[], T]) -> T:
-        for attempt in range(1, len(RETRY_WAITS) + 2):
-            try:
-                return fn()
-            except Exception as exc:
-                if not is_conflict(exc) or attempt > len(RETRY_WAITS):
-                    raise
-                wait = RETRY_WAITS[attempt - 1]
-                self.log(f"{what}: conflict on attempt {attempt}, retrying in {wait * 1000:.0f} ms")
-                if self.stop.wait(wait):
-                    raise
-        raise AssertionError("unreachable")
+        """``fn`` rerun on a conflict: ours (ConflictError) or DuckLake's own (a
+        DuckDB error, which carries no ``retryable`` flag). A stop cuts the wait."""
+
+        def say(attempt: int, _exc: BaseException, wait_s: float) -> None:
+            self.log(f"{what}: conflict on attempt {attempt}, retrying in {wait_s * 1000:.0f} ms")
+
+        return retry(
+            fn,
+            attempts=RETRY_ATTEMPTS,
+            backoff=RETRY_BACKOFF,
+            on=Exception,
+            retry_if=is_conflict,
+            between=say,
+            wait=self.stop.wait,
+        )
 
     def tables(self) -> list[TableName]:
         rows = self.session.sql(
@@ -202,12 +201,10 @@ class Steps:
         )
 
     def flush_inlined_data(self, cfg: StepConfig, skip: set[TableName]) -> StepOutcome:
-        """One call and commit per table. A table over the change-set cap is
-        not attempted (it could only fail, leaving an orphaned Parquet file);
-        the step fails naming it once every other table has flushed."""
-        flushed, failed, over = 0, [], []
-        cap = self.session.lake.committer.max_operations
-        inlined = self._inlined_rows()
+        """One call and commit per table. The commit removes the table's
+        inlined rows by range deletes, one change-set operation per inlined
+        table whatever its row count, so a flush never outgrows the cap."""
+        flushed, failed = 0, []
         tables = [t for t in self.tables() if t not in skip]
         for n, table in enumerate(tables):
             if (stopped := self._stopped("flush_inlined_data", n, tables)) is not None:
@@ -217,60 +214,25 @@ class Steps:
                     failed_tables=failed,
                     counts={"rows_flushed": flushed},
                 )
-            name, rows_inline = f"{table[0]}.{table[1]}", inlined.get(table, 0)
-            if rows_inline > cap:
-                over.append(f"{name} holds {rows_inline} inlined rows, over the cap of {cap}")
-                self.log(f"flush_inlined_data: {name} not attempted: {over[-1]}")
-                continue
+            name = f"{table[0]}.{table[1]}"
             self.log(f"flush_inlined_data: {name}")
             try:
                 rows = self.with_retry(
                     f"flush {table[1]}",
                     lambda t=table: self.call("flush_inlined_data", ("rows_flushed",), {}, scope=t),
                 )
-                flushed += sum(int(r[0]) for r in rows)
-            except OperationLimitError as exc:
-                over.append(
-                    f"{name} holds {rows_inline} inlined rows; its flush needs "
-                    f"{exc.operations} operations, over the cap of {exc.limit}"
-                )
-                self.log(f"flush_inlined_data: {name} refused: {over[-1]}")
             except Exception as exc:
                 if not is_conflict(exc):
                     raise
                 failed.append(table)
                 self.log(f"flush_inlined_data: deferred {name} after 3 attempts")
-        if over:
-            others = len(tables) - len(over) - len(failed)
-            raise StepFailed(_over_cap_message(over, flushed, others, failed))
+                continue
+            flushed += sum(int(r[0]) for r in rows)
         outcome = self._per_table_outcome(
             f"flushed {flushed} rows from {len(tables)} tables", failed
         )
         outcome.counts = {"rows_flushed": flushed}
         return outcome
-
-    def _inlined_rows(self) -> dict[TableName, int]:
-        """Rows each live table holds inline (its inlined data and inlined
-        deletions): a flush deletes each of them, one change-set operation apiece."""
-        meta = ident(META_DB)
-        ids = self.session.sql(
-            f"SELECT s.schema_name, t.table_name, t.table_id FROM {meta}.ducklake_table t "
-            f"JOIN {meta}.ducklake_schema s ON s.schema_id = t.schema_id "
-            "WHERE t.end_snapshot IS NULL AND s.end_snapshot IS NULL"
-        ).fetchall()
-        by_id = {table_id: (schema, table) for schema, table, table_id in ids}
-        names = self.session.sql(
-            "SELECT table_name FROM duckdb_tables() WHERE database_name = ?", [META_DB]
-        ).fetchall()
-        out: dict[TableName, int] = {}
-        for (name,) in names:
-            inline = registry.inline_table(name)
-            if inline is None or inline.ids[0] not in by_id:
-                continue
-            count = self.session.sql(f"SELECT count(*) FROM {meta}.{ident(name)}").fetchone()[0]
-            table = by_id[inline.ids[0]]
-            out[table] = out.get(table, 0) + int(count)
-        return out
 
     def compact(
         self, step: str, cfg: StepConfig, per_table: bool, skip: set[TableName]
@@ -341,16 +303,3 @@ class Steps:
         return StepOutcome(
             f"{detail}; deferred after 3 conflicts: {names}", pending=True, failed_tables=failed
         )
-
-
-def _over_cap_message(over: list[str], flushed: int, others: int, deferred: list[TableName]) -> str:
-    """Why tables could not flush, and the fix (there is no partial flush)."""
-    rest = f"flushed {flushed} rows from {others} other table{'s' if others != 1 else ''}"
-    if deferred:
-        rest += "; deferred after 3 conflicts: " + ", ".join(f"{s}.{t}" for s, t in deferred)
-    return (
-        "; ".join(over)
-        + ". DuckLake flushes a table's inlined rows in one transaction that deletes each "
-        "of them, and cannot flush part of a table: raise SLATELAKE_MAX_CHANGESET_OPS above "
-        f"the row count for the maintenance process, then the next pass flushes it ({rest})"
-    )

@@ -55,6 +55,9 @@ _REQUEST_TIMEOUT_S, _CONNECT_TIMEOUT_S, _CLIENT_RETRIES = 30.0, 5.0, 3
 _WEDGE_GRACE_S = 2.0
 
 _LIB = _gen._UniffiLib
+# What UniFFI raises when a buffer from Rust does not lift (a bindings mismatch,
+# never the data): ``db`` translates it into a StoreError naming the call.
+LiftError = _gen.InternalError
 _alloc = _LIB.ffi_slatedb_uniffi_rustbuffer_alloc
 _free = _LIB.ffi_slatedb_uniffi_rustbuffer_free
 _rust_call = _gen._uniffi_rust_call
@@ -124,7 +127,7 @@ def _lift_key_values(rbuf: Any) -> list[Any]:
         _rust_call(_free, rbuf)
     (count,) = _I32(data, 0)
     if count < 0:
-        raise _gen.InternalError("Unexpected negative sequence length")
+        raise LiftError("Unexpected negative sequence length")
     off = 4
     out = []
     new = _KeyValue.__new__
@@ -147,7 +150,7 @@ def _lift_key_values(rbuf: Any) -> list[Any]:
         kv.key, kv.value, kv.seq, kv.create_ts, kv.expire_ts = key, value, seq, create_ts, expire_ts
         out.append(kv)
     if off != len(data):
-        raise _gen.InternalError(f"junk data left in buffer: {len(data) - off} bytes")
+        raise LiftError(f"junk data left in buffer: {len(data) - off} bytes")
     return out
 
 

@@ -9,9 +9,10 @@
 
 Every handle is registered with the one-byte SubspaceExtractor, so each
 subspace is its own segment. Every call has a deadline and every failure a
-type (see ``_bindings`` and ``objects.classify``): SlateDB's own retries are
-bounded, so a 403 or a missing bucket surfaces in seconds, and a store that
-never answers costs one deadline. Knows nothing about DuckLake.
+type (see ``_bindings`` and ``objects.translate``, which reads SlateDB's error
+text the way it reads obstore's and names the request that failed): SlateDB's
+own retries are bounded, so a 403 or a missing bucket surfaces in seconds, and
+a store that never answers costs one deadline. Knows nothing about DuckLake.
 """
 
 from __future__ import annotations
@@ -47,12 +48,12 @@ from slatelake.errors import (
     CorruptionError,
     FencedError,
     MisconfigurationError,
+    StoreError,
     StoreTimeoutError,
 )
-from slatelake.errors import StoreError as StoreError  # re-exported: its old home
 from slatelake.store import _bindings
 from slatelake.store.location import LakeLocation
-from slatelake.store.objects import ObjectClient, classify, first_line
+from slatelake.store.objects import ObjectClient, read_fault, translate
 
 # Re-exported: the store's deadline knobs, for callers above this layer.
 STORE_TIMEOUT_ENV = _bindings.STORE_TIMEOUT_ENV
@@ -93,15 +94,21 @@ class SubspaceExtractor(PrefixExtractor):
 
 
 def _translate(exc: BaseException, what: str, location: LakeLocation) -> BaseException:
-    text = str(exc)
+    """SlateDB's error as a typed slatelake one; ``exc`` itself when it is not
+    SlateDB's (a bug of ours stays visible as what it is)."""
     if isinstance(exc, Error.Closed) and "FENCED" in str(getattr(exc, "reason", "")).upper():
         return FencedError(f"{what}: a newer folder holds the store writer; this one stops")
-    if "fenced" in text.lower():
+    if isinstance(exc, Error) and "fenced" in str(exc).lower():
         return FencedError(f"{what}: a newer folder holds the store writer; this one stops")
     if isinstance(exc, Error.Data):
-        return CorruptionError(f"{what}: SlateDB found damaged data: {first_line(text)}")
+        return CorruptionError(
+            f"{what}: SlateDB found damaged data ({read_fault(exc, location).cause}); an "
+            "object of the store was changed outside slatelake"
+        )
     if isinstance(exc, Error):
-        return classify(what, location, exc)
+        return translate(what, location, exc)
+    if isinstance(exc, _bindings.LiftError):
+        return StoreError(f"{what}: SlateDB's answer could not be read ({exc})")
     return exc
 
 
@@ -115,7 +122,7 @@ def _call(location: LakeLocation, what: str, coro: Any, timeout: float | None = 
         mapped = _translate(exc, what, location)
         if mapped is exc:
             raise
-        raise mapped from exc
+        raise mapped from None
 
 
 def _settings(overrides: dict[str, Any]) -> Any:
@@ -174,7 +181,7 @@ class _ScanMixin:
             )
             scan = self._handle.scan_with_options(rng, _BULK)
         it = _call(self.location, f"{self._what} scan", scan)
-        while True:
+        while True:  # one batch per call, not a retry
             rows = _call(self.location, f"{self._what} scan", it.next_batch(batch))
             if not rows:
                 return
