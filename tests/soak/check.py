@@ -1,0 +1,187 @@
+"""The soak's oracle: open the lake fresh and hold it to the writers' journals.
+
+Run in a process of its own, with the store reached directly (no fault
+proxy): ``python -m tests.soak.check LAKE WORKDIR SINCE`` prints one JSON
+object. Per table:
+
+- ``lost``: ids of acknowledged inserts absent now (an acknowledged or
+  ambiguous delete of them excuses the absence);
+- ``doubled``: ids present more than once;
+- ``refused_present``: ids of refused inserts present;
+- ``undeleted``: ids an acknowledged delete removed, present;
+- ``phantom``: ids present that no writer ever tried to insert.
+
+Then every retained snapshot (from SINCE, where the tables exist) is read
+whole with time travel: it must read, show no id twice, and show no refused
+or phantom id. The journals are loaded into DuckDB (in the session's own
+``memory`` database) so the comparison is joins, not Python sets.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from tests.soak.journal import AMBIGUOUS, TABLES, Operation, read_journal
+
+MEM = "memory"
+# Samples of what went wrong, kept verbatim, per kind of finding.
+SAMPLES = 5
+
+
+def load_operations(workdir: Path) -> list[Operation]:
+    ops: list[Operation] = []
+    for path in sorted(workdir.glob("writer-*.jsonl")):
+        ops.extend(read_journal(path)[0])
+    return ops
+
+
+def _write_ranges(ops: list[Operation], path: Path) -> int:
+    """The journal as (tbl, lo, hi, action, fate) rows for DuckDB to read."""
+    n = 0
+    with path.open("w", newline="") as f:
+        out = csv.writer(f)
+        out.writerow(["tbl", "lo", "hi", "action", "fate"])
+        for op in ops:
+            for action, ranges in (("insert", op.inserts), ("delete", op.deletes)):
+                for table, spans in ranges.items():
+                    for lo, hi in spans:
+                        out.writerow([table, lo, hi, action, op.fate or AMBIGUOUS])
+                        n += 1
+    return n
+
+
+def _load(con: Any, ops: list[Operation], workdir: Path) -> None:
+    ranges = workdir / "journal-ranges.csv"
+    _write_ranges(ops, ranges)
+    con.execute(
+        f"CREATE TABLE {MEM}.soak_ranges AS SELECT * FROM read_csv(?, header = true, "
+        "columns = {'tbl': 'VARCHAR', 'lo': 'BIGINT', 'hi': 'BIGINT', "
+        "'action': 'VARCHAR', 'fate': 'VARCHAR'})",
+        [str(ranges)],
+    )
+    con.execute(
+        f"CREATE TABLE {MEM}.soak_ids AS SELECT tbl, unnest(range(lo, hi)) AS id, action, fate "
+        f"FROM {MEM}.soak_ranges"
+    )
+    for table in TABLES:
+        con.execute(
+            f"CREATE TABLE {MEM}.soak_inserted_{table} AS SELECT id, fate FROM {MEM}.soak_ids "
+            "WHERE tbl = ? AND action = 'insert'",
+            [table],
+        )
+        con.execute(
+            f"CREATE TABLE {MEM}.soak_refused_{table} AS SELECT id "
+            f"FROM {MEM}.soak_inserted_{table} WHERE fate = 'refused'"
+        )
+
+
+def check_table(con: Any, table: str) -> dict[str, int]:
+    """The final state of ``table`` against the journal."""
+    con.execute(
+        f"CREATE TABLE {MEM}.soak_present_{table} AS "
+        f"SELECT id, count(*) AS c FROM lake.{table} GROUP BY id"
+    )
+    row = con.execute(
+        f"""
+        WITH j AS (SELECT id, action, fate FROM {MEM}.soak_ids WHERE tbl = ?),
+        ins AS (SELECT id, fate FROM j WHERE action = 'insert'),
+        gone AS (SELECT id FROM j WHERE action = 'delete' AND fate IN ('ack', 'ambiguous')),
+        dack AS (SELECT id FROM j WHERE action = 'delete' AND fate = 'ack'),
+        p AS (SELECT id, c FROM {MEM}.soak_present_{table})
+        SELECT
+          (SELECT count(*) FROM ins WHERE fate = 'ack'
+             AND NOT EXISTS (SELECT 1 FROM gone WHERE gone.id = ins.id)
+             AND NOT EXISTS (SELECT 1 FROM p WHERE p.id = ins.id)),
+          (SELECT count(*) FROM p WHERE c > 1),
+          (SELECT count(*) FROM ins JOIN p USING (id) WHERE fate = 'refused'),
+          (SELECT count(*) FROM dack JOIN p USING (id)),
+          (SELECT count(*) FROM p WHERE NOT EXISTS (SELECT 1 FROM ins WHERE ins.id = p.id)),
+          (SELECT count(*) FROM ins JOIN p USING (id) WHERE fate = 'ambiguous'),
+          (SELECT coalesce(sum(c), 0) FROM p)
+        """,
+        [table],
+    ).fetchone()
+    keys = (
+        "lost",
+        "doubled",
+        "refused_present",
+        "undeleted",
+        "phantom",
+        "ambiguous_present",
+        "rows_present",
+    )
+    return dict(zip(keys, (int(v) for v in row), strict=True))
+
+
+def check_snapshots(con: Any, since: int) -> dict[str, Any]:
+    """Every retained snapshot read whole, each table, with time travel."""
+    snaps = [
+        r[0]
+        for r in con.execute("SELECT snapshot_id FROM lake.snapshots() ORDER BY 1").fetchall()
+        if r[0] >= since
+    ]
+    found: dict[str, Any] = {
+        "snapshots_checked": 0,
+        "snapshots_unreadable": 0,
+        "snapshot_doubled": 0,
+        "snapshot_refused": 0,
+        "snapshot_phantom": 0,
+        "snapshot_samples": [],
+    }
+    t0 = time.monotonic()
+    for snap in snaps:
+        bad: list[str] = []
+        for table in TABLES:
+            try:
+                n, distinct, _, refused, phantom = con.execute(
+                    f"SELECT count(*), count(DISTINCT id), sum(length(payload)), "
+                    f"count(*) FILTER (WHERE id IN (SELECT id FROM {MEM}.soak_refused_{table})), "
+                    f"count(*) FILTER (WHERE id NOT IN "
+                    f"(SELECT id FROM {MEM}.soak_inserted_{table})) "
+                    f"FROM lake.{table} AT (VERSION => {int(snap)})"
+                ).fetchone()
+            except Exception as exc:
+                found["snapshots_unreadable"] += 1
+                bad.append(f"{table} unreadable: {type(exc).__name__}: {str(exc)[:300]}")
+                continue
+            found["snapshot_doubled"] += n - distinct
+            found["snapshot_refused"] += refused
+            found["snapshot_phantom"] += phantom
+            if n != distinct or refused or phantom:
+                bad.append(f"{table}: {n - distinct} doubled, {refused} refused, {phantom} phantom")
+        found["snapshots_checked"] += 1
+        if bad and len(found["snapshot_samples"]) < SAMPLES:
+            found["snapshot_samples"].append(f"snapshot {snap}: {'; '.join(bad)}")
+    found["snapshot_seconds"] = round(time.monotonic() - t0, 1)
+    return found
+
+
+def run(lake: str, workdir: Path, since: int) -> dict[str, Any]:
+    import slatelake
+
+    t0 = time.monotonic()
+    ops = load_operations(workdir)
+    with slatelake.connect(lake, read_only=True) as session:
+        con = session.con
+        _load(con, ops, workdir)
+        tables = {t: check_table(con, t) for t in TABLES}
+        result: dict[str, Any] = {"tables": tables}
+        for key in next(iter(tables.values())):
+            result[key] = sum(t[key] for t in tables.values())
+        result.update(check_snapshots(con, since))
+        result["head_snapshot"] = session.state.head.snapshot_id
+    result["seconds"] = round(time.monotonic() - t0, 1)
+    return result
+
+
+if __name__ == "__main__":
+    print(json.dumps(run(sys.argv[1], Path(sys.argv[2]), int(sys.argv[3]))))
+    # The verdict is printed; leave without teardown (see tests/ducklake/oracle.py).
+    sys.stdout.flush()
+    os._exit(0)

@@ -1,0 +1,156 @@
+"""The soak's figures, gathered from what its roles left in the work directory.
+
+Writers' journals (commits, conflicts, refusals, ambiguous outcomes, rows),
+the maintainer's pass log (each Lambda answer: passes run, deferred — left
+work pending —, failed, skipped, per-step outcomes), the readers' counters,
+and each role's own peak RSS (merged into ``peaks``, which the driver also
+fills from /proc while the roles run).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import statistics
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from tests.soak.journal import ACK, AMBIGUOUS, REFUSED, read_journal
+
+# Kept verbatim in the figures, at most this many of each kind.
+SAMPLES = 10
+_IDS = re.compile(r"[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}|\d+")
+
+
+def reason(error: str) -> str:
+    """An error's kind, without the numbers and ids that make each one unique."""
+    text = error.removeprefix("ConflictError: Transaction conflict - ")
+    return _IDS.sub("N", re.split(r"[;(]", text, maxsplit=1)[0]).strip()[:120]
+
+
+def peak(peaks: dict[str, float], role: str, mb: float) -> None:
+    peaks[role] = max(peaks.get(role, 0.0), mb)
+
+
+def writes(workdir: Path, peaks: dict[str, float]) -> dict[str, Any]:
+    fates: Counter[str] = Counter()
+    kinds: Counter[str] = Counter()
+    reasons: Counter[str] = Counter()
+    acked: list[float] = []
+    conflicts = rows = reconnects = 0
+    for path in sorted(workdir.glob("writer-*.jsonl")):
+        ops, done = read_journal(path)
+        for op in ops:
+            fates[op.fate] += 1
+            if op.fate == ACK:
+                kinds[op.kind] += 1
+                rows += op.rows_inserted
+                acked.append(op.seconds)
+            elif op.error is not None:
+                reasons[f"{op.fate}: {reason(op.error)}"] += 1
+            conflicts += op.fate == REFUSED and (op.error or "").startswith("ConflictError")
+        if done is not None:
+            reconnects += done.reconnects
+            peak(peaks, "writer", done.rss_mb)
+    return {
+        "commits": fates[ACK],
+        "conflicts": conflicts,
+        "refused": fates[REFUSED],
+        "ambiguous": fates[AMBIGUOUS],
+        "rows_acknowledged": rows,
+        "commits_by_kind": dict(kinds),
+        "commit_seconds": _spread(acked),
+        "refusal_reasons": dict(reasons.most_common(SAMPLES)),
+        "writer_reconnects": reconnects,
+    }
+
+
+def _spread(values: list[float]) -> dict[str, float]:
+    """Median, 95th percentile and maximum, in seconds."""
+    if len(values) < 2:
+        only = round(values[0], 3) if values else 0.0
+        return {"p50": only, "p95": only, "max": only}
+    cuts = statistics.quantiles(values, n=20)
+    return {"p50": round(cuts[9], 3), "p95": round(cuts[18], 3), "max": round(max(values), 3)}
+
+
+def passes(workdir: Path, peaks: dict[str, float]) -> dict[str, Any]:
+    """A pass is run when the Lambda answered with a report; deferred when
+    that report left work pending (a step deferred tables after conflicts,
+    or stopped); failed when a step failed, the lease was lost, or the
+    invocation answered with an error; skipped when another pass held the lease."""
+    path = workdir / "passes.jsonl"
+    counts: Counter[str] = Counter()
+    steps: dict[str, Counter[str]] = {}
+    errors: list[str] = []
+    seconds: list[float] = []
+    lines = path.read_text().splitlines() if path.exists() else []
+    for line in lines:
+        doc = json.loads(line)
+        if doc["t"] == "exit":
+            peak(peaks, "maintainer", doc["rss_mb"])
+            continue
+        answer = doc["answer"]
+        if not answer.get("ok"):
+            counts["failed"] += 1
+            err = answer.get("error") or {}
+            errors.append(f"invocation: {err.get('type')}: {str(err.get('message'))[:300]}")
+            continue
+        report = answer.get("result")
+        if report is None:
+            counts["skipped"] += 1
+            continue
+        counts["run"] += 1
+        seconds.append(doc["seconds"])
+        counts["deferred"] += bool(report["work_pending"])
+        failed = report.get("lease_lost") is not None
+        for step in report["steps"]:
+            steps.setdefault(step["step"], Counter())[step["status"]] += 1
+            if step["status"] == "failed":
+                failed = True
+                errors.append(f"{step['step']}: {step['detail'][:300]}")
+        counts["failed"] += failed
+    return {
+        "passes_run": counts["run"],
+        "passes_deferred": counts["deferred"],
+        "passes_failed": counts["failed"],
+        "passes_skipped": counts["skipped"],
+        "pass_seconds_max": max(seconds, default=0.0),
+        "pass_steps": {k: dict(v) for k, v in steps.items()},
+        "pass_errors": errors[:SAMPLES],
+    }
+
+
+def reads(workdir: Path, peaks: dict[str, float]) -> dict[str, Any]:
+    totals: Counter[str] = Counter()
+    samples: list[str] = []
+    for path in sorted(workdir.glob("reader-*.json")):
+        doc = json.loads(path.read_text())
+        for key in ("reads", "expired", "failed", "doubled_reads"):
+            totals[key] += doc[key]
+        samples.extend(doc["samples"])
+        peak(peaks, "reader", doc["rss_mb"])
+    return {
+        "reads": totals["reads"],
+        "reads_expired": totals["expired"],
+        "read_failures": totals["failed"],
+        "reads_doubled": totals["doubled_reads"],
+        "read_failure_samples": samples[:SAMPLES],
+    }
+
+
+def human_line(f: dict[str, Any]) -> str:
+    """The figures in one line, for people (the JSON line follows it)."""
+    rss = ", ".join(f"{role} {mb:g}" for role, mb in f.get("peak_rss_mb", {}).items())
+    where = "moto S3" if f["s3"] else "local files"
+    return (
+        f"soak {f['minutes']:g} min, {f['writers']} writers on {where}, fault rate "
+        f"{f['fault_rate']:g}: {f['commits']} commits ({f['rows_acknowledged']} rows), "
+        f"{f['conflicts']} conflicts, {f['ambiguous']} ambiguous, {f.get('faults', 0)} faults "
+        f"injected; lost {f.get('lost')}, doubled {f.get('doubled')}; passes "
+        f"{f['passes_run']} run, {f['passes_deferred']} deferred, {f['passes_failed']} failed; "
+        f"{f['reads']} reads ({f['read_failures']} failed); "
+        f"{f.get('snapshots_checked', 0)} snapshots checked; holder restarts "
+        f"{f['holder_restarts']}; peak RSS MB: {rss}"
+    )

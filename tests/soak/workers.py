@@ -1,0 +1,404 @@
+"""The soak's child processes: ``python -m tests.soak.workers ROLE ...``.
+
+- ``setup LAKE DATA``: create the lake and its two tables, print the snapshot
+  they exist from;
+- ``writer LAKE JOURNAL STOP INDEX SEED``: commit until STOP exists: Parquet
+  inserts of a few thousand rows, small inlined inserts, transactions that
+  insert into both tables and delete, and deletes of its own earlier rows,
+  journaling every operation (``journal.py``);
+- ``reader LAKE OUT STOP SINCE SEED``: time-travel reads of retained
+  snapshots (read-only), counting rows and distinct ids;
+- ``maintainer LAKE DATA OUT STOP INTERVAL OPTIONS``: the maintenance Lambda's
+  handler, invoked in this process as EventBridge's rule would, every
+  INTERVAL seconds.
+
+Every role stops when STOP exists or when the driver that started it is gone,
+and reports its own peak RSS. Nothing here catches more than it records: an
+error is journaled with its type, and the session is reopened when it may be
+unusable.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import resource
+import sys
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tests.soak.journal import (
+    ACK,
+    AMBIGUOUS,
+    ID_SPAN,
+    REFUSED,
+    TABLES,
+    Journal,
+    Operation,
+    Ranges,
+    WriterExit,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+FUNCTION_DIR = ROOT / "functions" / "maintenance"
+COLUMNS = "id BIGINT, writer INTEGER, op BIGINT, payload VARCHAR"
+# Operation mix of a writer (weights) and its pause between operations (seconds).
+MIX = {"parquet": 4, "inline": 3, "txn": 2, "delete": 2}
+PAUSE_S = 0.15
+
+
+def peak_rss_mb() -> float:
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
+class Stop:
+    """STOP exists, or the driver that started this process is gone. A role
+    says it is up with ``ready`` (a file beside STOP): the driver's clock
+    starts when every role is, so a slow start does not eat the run."""
+
+    def __init__(self, path: str) -> None:
+        self.path = Path(path)
+        self.parent = os.getppid()
+
+    def ready(self) -> None:
+        (self.path.parent / f"ready-{os.getpid()}").touch()
+
+    def __call__(self) -> bool:
+        return self.path.exists() or os.getppid() != self.parent
+
+    def wait(self, seconds: float) -> bool:
+        end = time.monotonic() + seconds
+        while not self():
+            left = end - time.monotonic()
+            if left <= 0:
+                return False
+            time.sleep(min(0.2, left))
+        return True
+
+
+def _error(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {str(exc)[:300]}"
+
+
+# -- setup ---------------------------------------------------------------------
+
+
+def setup(lake: str, data: str) -> None:
+    import slatelake
+    from slatelake.ducklake.sql import ident
+
+    with slatelake.connect(lake, data_path=data) as session:
+        with session.transaction():
+            for table in TABLES:
+                session.sql(f"CREATE TABLE {ident(table)} ({COLUMNS})")
+        print(json.dumps({"since": session.state.head.snapshot_id}))
+
+
+# -- writer --------------------------------------------------------------------
+
+
+class Planner:
+    """Picks each operation and its row ids; keeps the writer's own live rows
+    (acknowledged, not deleted) so deletes only ever target those."""
+
+    def __init__(self, index: int, rng: random.Random) -> None:
+        self.index = index
+        self.rng = rng
+        self.next_id = (index + 1) * ID_SPAN
+        self.live: dict[str, list[tuple[int, int]]] = {t: [] for t in TABLES}
+
+    def _ids(self, n: int) -> tuple[int, int]:
+        lo = self.next_id
+        self.next_id += n
+        return lo, lo + n
+
+    def _take(self, table: str, most: int) -> tuple[int, int] | None:
+        """Remove a random stretch of up to ``most`` live ids of ``table`` from the pool."""
+        pool = self.live[table]
+        if not pool:
+            return None
+        at = self.rng.randrange(len(pool))
+        lo, hi = pool.pop(at)
+        n = self.rng.randint(1, min(most, hi - lo))
+        a = self.rng.randint(lo, hi - n)
+        pool.extend(span for span in ((lo, a), (a + n, hi)) if span[0] < span[1])
+        return a, a + n
+
+    def next(self, op: int) -> Operation:
+        kind = self.rng.choices(list(MIX), weights=list(MIX.values()))[0]
+        ins: Ranges = {}
+        dels: Ranges = {}
+        if kind == "delete":
+            table = "events" if self.rng.random() < 0.7 else "notes"
+            span = self._take(table, 500)
+            if span is None:
+                kind = "inline"
+            else:
+                dels[table] = [span]
+        if kind == "parquet":
+            ins["events"] = [self._ids(self.rng.randint(1000, 4000))]
+        elif kind == "inline":
+            ins["notes"] = [self._ids(self.rng.randint(1, 5))]
+        elif kind == "txn":
+            ins["events"] = [self._ids(self.rng.randint(200, 1500))]
+            ins["notes"] = [self._ids(self.rng.randint(1, 3))]
+            span = self._take("events", 300)
+            if span is not None:
+                dels["events"] = [span]
+        return Operation(op, kind, ins, dels)
+
+    def settle(self, op: Operation) -> None:
+        """Acknowledged inserts join the pool; a refused delete's rows return
+        to it (they are still live); an ambiguous one's never do."""
+        if op.fate == ACK:
+            for table, spans in op.inserts.items():
+                self.live[table].extend(spans)
+        elif op.fate == REFUSED:
+            for table, spans in op.deletes.items():
+                self.live[table].extend(spans)
+
+
+def _apply(session: Any, op: Operation, writer: int) -> None:
+    from slatelake.ducklake.sql import ident
+
+    payload = f"w{writer}-op{op.op}"
+    for table, spans in op.inserts.items():
+        for lo, hi in spans:
+            session.sql(
+                f"INSERT INTO {ident(table)} SELECT i, ?, ?, ? FROM range(?, ?) r(i)",
+                [writer, op.op, payload, lo, hi],
+            )
+    for table, spans in op.deletes.items():
+        for lo, hi in spans:
+            session.sql(f"DELETE FROM {ident(table)} WHERE id >= ? AND id < ?", [lo, hi])
+
+
+def _open(lake: str, stop: Stop, read_only: bool = False) -> Any | None:
+    """A session, retried every second through store trouble until STOP."""
+    import slatelake
+
+    while not stop():
+        try:
+            return slatelake.connect(lake, read_only=read_only)
+        except Exception as exc:
+            print(f"connect failed: {_error(exc)}", file=sys.stderr, flush=True)
+            stop.wait(1.0)
+    return None
+
+
+def _close(session: Any) -> None:
+    try:
+        session.close()
+    except Exception as exc:
+        print(f"close failed: {_error(exc)}", file=sys.stderr, flush=True)
+
+
+def writer(lake: str, journal_path: str, stop_path: str, index: int, seed: int) -> None:
+    import duckdb
+
+    from slatelake.errors import ConflictError
+
+    stop = Stop(stop_path)
+    rng = random.Random(seed)
+    planner = Planner(index, rng)
+    journal = Journal(Path(journal_path))
+    done = WriterExit()
+    errors: Counter[str] = Counter()
+    session = None
+    n = 0
+    while not stop():
+        if session is None:
+            session = _open(lake, stop)
+            if session is None:
+                break
+            stop.ready()
+        op = planner.next(n)
+        journal.intent(op)
+        t0 = time.monotonic()
+        try:
+            if op.kind == "txn":
+                with session.transaction():
+                    _apply(session, op, index)
+            else:
+                _apply(session, op, index)
+            op.fate = ACK
+        except ConflictError as exc:
+            op.fate, op.error = REFUSED, _error(exc)
+        except duckdb.Error as exc:  # DuckDB failed it before anything reached the log
+            op.fate, op.error = REFUSED, _error(exc)
+        except Exception as exc:  # the commit's outcome is unknown to us
+            op.fate, op.error = AMBIGUOUS, _error(exc)
+            _close(session)
+            session = None
+            done.reconnects += 1
+        if op.error is not None:
+            errors[op.error.split(":", 1)[0]] += 1
+        op.seconds = time.monotonic() - t0
+        journal.outcome(op)
+        planner.settle(op)
+        n += 1
+        stop.wait(rng.uniform(0, PAUSE_S))
+    if session is not None:
+        _close(session)
+    done.rss_mb, done.errors = peak_rss_mb(), dict(errors)
+    journal.exit(done)
+    journal.close()
+
+
+# -- reader --------------------------------------------------------------------
+
+
+@dataclass
+class ReaderStats:
+    reads: int = 0
+    expired: int = 0  # the snapshot was expired while it was read (benign)
+    failed: int = 0  # a retained snapshot failed to read
+    doubled_reads: int = 0  # a read that saw one id twice
+    reconnects: int = 0
+    errors: dict[str, int] = field(default_factory=dict)
+    samples: list[str] = field(default_factory=list)  # the first few failures, verbatim
+    rss_mb: float = 0.0
+
+
+def _snapshots(session: Any, since: int) -> list[int]:
+    rows = session.sql("SELECT snapshot_id FROM lake.snapshots() ORDER BY 1").fetchall()
+    return [r[0] for r in rows if r[0] >= since]
+
+
+def _read_at(session: Any, snap: int) -> bool:
+    """Every table at ``snap``, whole; False when an id shows twice."""
+    from slatelake.ducklake.sql import ident
+
+    clean = True
+    for table in TABLES:
+        n, distinct, _ = session.sql(
+            f"SELECT count(*), count(DISTINCT id), sum(length(payload)) "
+            f"FROM {ident(table)} AT (VERSION => {int(snap)})"
+        ).fetchone()
+        clean = clean and n == distinct
+    return clean
+
+
+def reader(lake: str, out_path: str, stop_path: str, since: int, seed: int) -> None:
+    import duckdb
+
+    stop = Stop(stop_path)
+    rng = random.Random(seed)
+    stats = ReaderStats()
+    out = Path(out_path)
+    session = None
+    while not stop():
+        if session is None:
+            session = _open(lake, stop, read_only=True)
+            if session is None:
+                break
+            stop.ready()
+        snap = None
+        try:
+            snaps = _snapshots(session, since)
+            if snaps:
+                snap = rng.choice(snaps[-20:] if rng.random() < 0.5 else snaps)
+                if not _read_at(session, snap):
+                    stats.doubled_reads += 1
+                stats.reads += 1
+        except Exception as exc:
+            _classify_failure(session, snap, since, exc, stats)
+            if not isinstance(exc, duckdb.Error):
+                _close(session)
+                session, stats.reconnects = None, stats.reconnects + 1
+        if (stats.reads + stats.failed + stats.expired) % 10 == 0:
+            _dump(out, stats)
+        stop.wait(rng.uniform(0.2, 0.6))
+    if session is not None:
+        _close(session)
+    _dump(out, stats)
+
+
+def _classify_failure(
+    session: Any, snap: int | None, since: int, exc: Exception, stats: ReaderStats
+) -> None:
+    """Expired under the read (benign), or a retained snapshot that failed."""
+    try:
+        retained = snap is None or snap in _snapshots(session, since)
+    except Exception:
+        retained = True
+    if not retained:
+        stats.expired += 1
+        return
+    stats.failed += 1
+    kind = type(exc).__name__
+    stats.errors[kind] = stats.errors.get(kind, 0) + 1
+    if len(stats.samples) < 5:
+        stats.samples.append(f"snapshot {snap}: {_error(exc)}")
+
+
+def _dump(out: Path, stats: ReaderStats) -> None:
+    stats.rss_mb = peak_rss_mb()
+    tmp = out.with_suffix(".tmp")
+    tmp.write_text(json.dumps(asdict(stats)))
+    tmp.replace(out)
+
+
+# -- maintainer ------------------------------------------------------------------
+
+
+def maintainer(
+    lake: str, data: str, out_path: str, stop_path: str, interval: float, options: str
+) -> None:
+    """The Lambda's handler, called as a scheduled rule calls it, each INTERVAL s."""
+    os.environ.update(
+        SLATELAKE_LAKE=lake,
+        SLATELAKE_DATA_PATH=data,
+        POWERTOOLS_SERVICE_NAME="slatelake-maintenance",
+        POWERTOOLS_METRICS_NAMESPACE="Slatelake",
+    )
+    sys.path.insert(0, str(FUNCTION_DIR))
+    import app  # the Lambda's own module, imported as Lambda imports it
+
+    from tests.functions.conftest import FakeContext
+
+    stop = Stop(stop_path)
+    stop.ready()
+    event = {
+        "trigger": "scheduled",
+        "lake": lake,
+        "data_path": data,
+        "options": json.loads(options),
+    }
+    with Path(out_path).open("a", encoding="utf-8", buffering=1) as out:
+        next_at = time.monotonic() + interval
+        while not stop.wait(max(0.0, next_at - time.monotonic())):
+            next_at = time.monotonic() + interval
+            t0 = time.monotonic()
+            answer = app.handler(event, FakeContext())
+            doc = {"t": "pass", "answer": answer, "seconds": round(time.monotonic() - t0, 3)}
+            out.write(json.dumps(doc, default=str) + "\n")
+        out.write(json.dumps({"t": "exit", "rss_mb": peak_rss_mb()}) + "\n")
+
+
+def main(argv: list[str]) -> None:
+    role, args = argv[0], argv[1:]
+    if role == "setup":
+        setup(*args)
+    elif role == "writer":
+        writer(args[0], args[1], args[2], int(args[3]), int(args[4]))
+    elif role == "reader":
+        reader(args[0], args[1], args[2], int(args[3]), int(args[4]))
+    elif role == "maintainer":
+        maintainer(args[0], args[1], args[2], args[3], float(args[4]), args[5])
+    else:
+        raise SystemExit(f"unknown role {role!r}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
+    # Everything is recorded. Leave without interpreter teardown: native
+    # threads (SlateDB, DuckDB) occasionally abort it after all work is done
+    # (see tests/ducklake/oracle.py), which would read as a crashed role.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
