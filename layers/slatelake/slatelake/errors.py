@@ -106,6 +106,18 @@ class UnsupportedError(SlatelakeError):
     retryable = False
 
 
+class StepFailed(SlatelakeError):
+    """A maintenance step could not complete. The pass records it in its report
+    (and the status window) and goes on or stops per RFC 0021's abort rule;
+    ``pending`` says whether work remains for a later pass."""
+
+    retryable = False
+
+    def __init__(self, message: str, pending: bool = True) -> None:
+        super().__init__(message)
+        self.pending = pending
+
+
 class OperationLimitError(SlatelakeError):
     """A change set holds more operations than the configured cap allows.
 

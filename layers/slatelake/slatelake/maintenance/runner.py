@@ -30,6 +30,7 @@ from slatelake.errors import (
     ConflictError,
     MisconfigurationError,
     ReadOnlyError,
+    StepFailed,
     retry,
 )
 from slatelake.log.changeset import ChangeSet
@@ -38,7 +39,7 @@ from slatelake.maintenance.flight import PassLease, process_lock
 from slatelake.maintenance.options import DUCKLAKE_STEPS, MaintenanceOptions
 from slatelake.maintenance.progress import Progress, Sink
 from slatelake.maintenance.report import FAILED, RAN, SKIPPED, PassReport
-from slatelake.maintenance.steps import StepFailed, StepOutcome, Steps, TableName
+from slatelake.maintenance.steps import StepOutcome, Steps, TableName
 from slatelake.maintenance.store_step import run_compact_store
 from slatelake.maintenance.sweep_steps import run_sweep_steps
 

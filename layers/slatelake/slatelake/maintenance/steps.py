@@ -26,7 +26,7 @@ import duckdb
 
 from slatelake.ducklake.session import Session
 from slatelake.ducklake.sql import ident, literal
-from slatelake.errors import Backoff, ConflictError, OperationLimitError, retry
+from slatelake.errors import Backoff, ConflictError, OperationLimitError, StepFailed, retry
 from slatelake.maintenance.options import Instant, Interval, StepConfig, Value, Versions
 
 T = TypeVar("T")
@@ -35,14 +35,6 @@ RETRY_ATTEMPTS = 3
 RETRY_BACKOFF = Backoff(first_s=0.1, factor=2.0, cap_s=0.2, jitter=0.0)
 EXPIRE_BATCH = 64
 TableName = tuple[str, str]  # (schema, table)
-
-
-class StepFailed(Exception):
-    """A step could not complete; ``pending`` says whether work remains."""
-
-    def __init__(self, message: str, pending: bool = True) -> None:
-        super().__init__(message)
-        self.pending = pending
 
 
 @dataclass
