@@ -17,6 +17,7 @@ anything else is a ``LakeNotAllowedError`` before any store is touched.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -30,9 +31,10 @@ from slatelake.maintenance.options import (
     MaintenanceConfigError,
     parse_bool,
     parse_seconds,
+    value_text,
 )
 from slatelake.store.keys import Subspace
-from slatelake.store.location import LakeLocation
+from slatelake.store.location import LakeLocation, show_input
 
 ACTIONS = ("maintenance", "compact_store", "census", "status")
 TRIGGERS = ("scheduled", "manual")
@@ -86,8 +88,8 @@ def parse_event(event: Any, env: Mapping[str, str] | None = None) -> Invocation:
         return _build({**detail, "trigger": "scheduled"}, env)
     if "detail-type" in event:
         raise InvocationError(
-            f"unsupported EventBridge event {event.get('detail-type')!r} from "
-            f"{event.get('source')!r}; only aws.events 'Scheduled Event' starts a pass"
+            f"unsupported EventBridge event {show_input(event.get('detail-type'))} from "
+            f"{show_input(event.get('source'))}; only aws.events 'Scheduled Event' starts a pass"
         )
     return _build(event, env)
 
@@ -96,17 +98,22 @@ def _build(doc: dict[str, Any], env: Mapping[str, str]) -> Invocation:
     unknown = sorted(set(doc) - EVENT_KEYS)
     if unknown:
         raise InvocationError(
-            f"unknown event key(s) {', '.join(map(repr, unknown))}; an event takes "
+            f"unknown event key(s) {', '.join(map(show_input, unknown))}; an event takes "
             + ", ".join(sorted(EVENT_KEYS))
         )
     trigger = doc.get("trigger", "manual")
     if trigger not in TRIGGERS:
-        raise InvocationError(f"trigger {trigger!r} is not one of {', '.join(TRIGGERS)}")
+        raise InvocationError(f"trigger {show_input(trigger)} is not one of {', '.join(TRIGGERS)}")
     action = doc.get("action", "maintenance")
     if action not in ACTIONS:
-        raise InvocationError(f"unknown action {action!r}; expected one of {', '.join(ACTIONS)}")
+        raise InvocationError(
+            f"unknown action {show_input(action)}; expected one of {', '.join(ACTIONS)}"
+        )
     if trigger == "scheduled" and action != "maintenance":
         raise InvocationError(f"a scheduled event runs the maintenance pass, not {action!r}")
+    if doc.get("lake") is not None and not isinstance(doc["lake"], str):
+        # Not "absent": a 0, false or [] must not fall back to the stack's lake.
+        raise InvocationError(f"lake must be a string, not {type(doc['lake']).__name__}")
     lake = doc.get("lake") or env.get(ENV_LAKE)
     if not lake or not isinstance(lake, str):
         raise InvocationError(
@@ -124,22 +131,31 @@ def _build(doc: dict[str, Any], env: Mapping[str, str]) -> Invocation:
         _check_maintenance_options(options)
     else:
         options = _action_options(action, options)
-    wait_s = doc.get("wait_s")
-    if wait_s is not None and (not isinstance(wait_s, int | float) or wait_s < 0):
-        raise InvocationError(f"wait_s={wait_s!r}: expected seconds, zero or more")
-    return Invocation(action, trigger, lake, data_path, options, wait_s)
+    return Invocation(action, trigger, lake, data_path, options, _wait_s(doc.get("wait_s")))
+
+
+def _wait_s(value: Any) -> float | None:
+    """Seconds to wait for a running pass: a finite number, zero or more (not a
+    boolean, not NaN, nothing too large to be a float)."""
+    if value is None:
+        return None
+    try:
+        seconds = float(value) if isinstance(value, int | float) else math.nan
+    except OverflowError:
+        seconds = math.nan
+    if isinstance(value, bool) or not math.isfinite(seconds) or seconds < 0:
+        raise InvocationError(f"wait_s={show_input(value)}: expected seconds, zero or more")
+    return seconds
 
 
 def _check_maintenance_options(options: dict[str, Any]) -> None:
     """Shape only; the pass's own parser validates names and values at bind."""
     for key, value in options.items():
-        if not isinstance(value, str | int | float | bool):
-            raise MaintenanceConfigError(f"{key}: expected a string, number or boolean value")
-        options[key] = str(value).lower() if isinstance(value, bool) else str(value)
+        options[key] = value_text(show_input(key), value)  # the key quoted: it is outside text
         if key.upper().removeprefix("META_").endswith("MAINTENANCE_INTERVAL"):
             raise MaintenanceConfigError(
-                f"{key} has no meaning in the Lambda: the EventBridge rule's schedule sets "
-                "the cadence; drop the option"
+                f"{show_input(key)} has no meaning in the Lambda: the EventBridge rule's "
+                "schedule sets the cadence; drop the option"
             )
 
 
@@ -148,32 +164,26 @@ def _action_options(action: str, options: dict[str, Any]) -> dict[str, Any]:
     unknown = sorted(set(options) - accepted)
     if unknown:
         raise InvocationError(
-            f"unknown option(s) {', '.join(map(repr, unknown))} for action {action!r}; it takes "
-            + (", ".join(sorted(accepted)) or "none")
+            f"unknown option(s) {', '.join(map(show_input, unknown))} for action {action!r}; "
+            "it takes " + (", ".join(sorted(accepted)) or "none")
         )
     out: dict[str, Any] = {}
     for key, value in options.items():
         if key == "subspace":
             try:
-                out[key] = Subspace.from_label(str(value))
+                out[key] = Subspace.from_label(value_text("options.subspace", value))
             except ValueError as exc:
-                raise InvocationError(f"options.subspace={value!r}: {exc}") from None
+                raise InvocationError(f"options.subspace={show_input(value)}: {exc}") from None
         elif key == "timeout":
-            out[key] = parse_seconds("options.timeout", str(value))
+            out[key] = parse_seconds("options.timeout", value)
         else:
-            out[key] = parse_bool(f"options.{key}", str(value))
+            out[key] = parse_bool(f"options.{key}", value)
     if out.get("require_completed") and "timeout" not in out:
         raise InvocationError(
             "options.require_completed needs options.timeout: without a bound the merge "
             "is only submitted"
         )
     return out
-
-
-def _show(value: str) -> str:
-    """A hostile string, quoted and bounded, for an error message."""
-    text = repr(value)
-    return text if len(text) <= 200 else text[:200] + "...'"
 
 
 def _configured(
@@ -208,7 +218,7 @@ def allowed_lake(lake: str, env: Mapping[str, str]) -> str:
     allowed = _configured(env, ENV_LAKE, ENV_ALLOWED_LAKES, LakeLocation.parse)
     if not allowed:
         raise LakeNotAllowedError(
-            f"lake {_show(lake)} refused: this function has no lake configured; set "
+            f"lake {show_input(lake)} refused: this function has no lake configured; set "
             f"{ENV_LAKE} (the stack's lake) or {ENV_ALLOWED_LAKES}"
         )
     try:
@@ -217,7 +227,7 @@ def allowed_lake(lake: str, env: Mapping[str, str]) -> str:
         raise InvocationError(f'"lake": {exc}') from None
     if url not in allowed:
         raise LakeNotAllowedError(
-            f"lake {_show(lake)} refused: this function maintains only "
+            f"lake {show_input(lake)} refused: this function maintains only "
             f"{', '.join(sorted(allowed))}; deploy a stack for that lake or add it to "
             f"{ENV_ALLOWED_LAKES}"
         )
@@ -239,7 +249,7 @@ def allowed_data_path(data_path: Any, lake: str, env: Mapping[str, str]) -> str 
         raise InvocationError(f'"data_path": {exc}') from None
     if url not in allowed:
         raise LakeNotAllowedError(
-            f"data_path {_show(data_path)} refused: this function writes data only under "
+            f"data_path {show_input(data_path)} refused: this function writes data only under "
             f"{', '.join(sorted(allowed)) or 'no data path (none configured)'}; set "
             f"{ENV_DATA_PATH} or add it to {ENV_ALLOWED_DATA_PATHS}"
         )

@@ -1,16 +1,20 @@
 """``slatelake index create|drop|list|lookup``: equality indexes from a shell.
 
 Each verb is one session call. ``lookup`` takes the value as text; DuckDB
-casts it to the column's type, exactly as the index rendered it.
+casts it to the column's type, exactly as the index rendered it, and a value
+the column cannot hold exits 2 naming it. The lake URL and every name are
+checked at argument parsing (exit 2), before the lake is opened.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from dataclasses import asdict
 from typing import Any
 
-from slatelake.cli.common import print_json, print_table
+from slatelake.cli.arguments import catalog_text, lake_url
+from slatelake.cli.common import EXIT_USAGE, print_json, print_table
 
 COLUMNS = ("name", "index_id", "schema", "table", "column", "kind")
 
@@ -52,10 +56,22 @@ def _cmd_list(args: argparse.Namespace) -> int:
 
 
 def _cmd_lookup(args: argparse.Namespace) -> int:
+    import duckdb
+
     from slatelake.ducklake.indexes import column_names
+    from slatelake.store.location import show_input
 
     with _connect(args, read_only=True) as session:
-        rows = session.lookup(args.table, args.column, args.value)
+        try:
+            rows = session.lookup(args.table, args.column, args.value)
+        except duckdb.ConversionException as exc:  # the value does not cast to the column
+            why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            print(
+                f"slatelake index lookup: value {show_input(args.value)} does not fit column "
+                f"{show_input(args.column)}: {why}",
+                file=sys.stderr,
+            )
+            return EXIT_USAGE
         names = column_names(session, args.table)  # the table as the lake names it, quoted
     if args.json:
         print_json([dict(zip(names, r, strict=True)) for r in rows])
@@ -76,21 +92,21 @@ def register(sub: Any) -> None:
     def verb(name: str, func: Any, help_: str) -> argparse.ArgumentParser:
         p = verbs.add_parser(name, help=help_, description=help_)
         p.set_defaults(func=func)
-        p.add_argument("lake", metavar="LAKE", help="lake URL")
+        p.add_argument("lake", metavar="LAKE", type=lake_url, help="lake URL")
         return p
 
     p = verb("create", _cmd_create, "Index a column; builds entries for its rows now.")
-    p.add_argument("table", help="table name, or schema.table")
-    p.add_argument("column")
-    p.add_argument("--name", help="index name (default <table>_<column>_idx)")
+    p.add_argument("table", type=catalog_text, help="table name, or schema.table")
+    p.add_argument("column", type=catalog_text)
+    p.add_argument("--name", type=catalog_text, help="index name (default <table>_<column>_idx)")
     p.add_argument("--json", action="store_true")
     p = verb("drop", _cmd_drop, "Drop an index by name; its entries stop being visible at once.")
-    p.add_argument("name")
+    p.add_argument("name", type=catalog_text)
     p.add_argument("--json", action="store_true")
     p = verb("list", _cmd_list, "List the live indexes (read-only).")
     p.add_argument("--json", action="store_true")
     p = verb("lookup", _cmd_lookup, "The live rows whose column equals VALUE (read-only).")
-    p.add_argument("table", help="table name, or schema.table")
-    p.add_argument("column")
-    p.add_argument("value")
+    p.add_argument("table", type=catalog_text, help="table name, or schema.table")
+    p.add_argument("column", type=catalog_text)
+    p.add_argument("value", type=catalog_text)
     p.add_argument("--json", action="store_true")

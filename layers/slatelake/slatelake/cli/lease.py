@@ -15,6 +15,7 @@ import sys
 from dataclasses import asdict
 from typing import Any
 
+from slatelake.cli.arguments import lake_url
 from slatelake.cli.common import EXIT_ERROR, EXIT_USAGE
 
 EXIT_LEASE_LIVE = 5
@@ -92,7 +93,7 @@ def register(sub: Any) -> None:
         description="Print the newest lease record: owner, pid and host, last heartbeat, expiry.",
     )
     show.set_defaults(func=_cmd_show)
-    show.add_argument("lake", metavar="LAKE", help="lake URL")
+    show.add_argument("lake", metavar="LAKE", type=lake_url, help="lake URL")
     show.add_argument("--json", action="store_true", help="print the record as JSON")
     brk = verbs.add_parser(
         "break",
@@ -104,5 +105,5 @@ def register(sub: Any) -> None:
         epilog=EXIT_STATUSES,
     )
     brk.set_defaults(func=_cmd_break)
-    brk.add_argument("lake", metavar="LAKE", help="lake URL")
+    brk.add_argument("lake", metavar="LAKE", type=lake_url, help="lake URL")
     brk.add_argument("--json", action="store_true", help="print what was broken as JSON")

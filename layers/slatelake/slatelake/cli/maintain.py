@@ -4,6 +4,10 @@
 the pass lost its lease to another process), so a cron job or CI step sees
 it. ``status`` never fails on a damaged status record: it prints what could
 be read and a warning on stderr, and the next pass rewrites the record.
+
+Everything given is checked before the lake is touched: the lake URL, data
+path and wait at argument parsing, the options bound on a bare DuckDB, so a
+refused ``maintain`` (exit 2) never creates, opens or writes a lake.
 """
 
 from __future__ import annotations
@@ -13,7 +17,8 @@ import json
 import sys
 from typing import Any
 
-from slatelake.cli.common import add_lake_command, parse_kv, print_report
+from slatelake.cli.arguments import data_path, lake_verb, wait_seconds
+from slatelake.cli.common import parse_kv, print_report
 
 EXIT_STEP_FAILED = 4
 EXIT_STATUSES = (
@@ -25,10 +30,11 @@ EXIT_STATUSES = (
 
 def _cmd_maintain(args: argparse.Namespace) -> int:
     import slatelake
+    from slatelake.maintenance.options import bind
 
-    with slatelake.connect(
-        args.lake, data_path=args.data_path, options=parse_kv(args.option)
-    ) as session:
+    options = parse_kv(args.option)
+    bind(options)  # before connect, which would create a new lake
+    with slatelake.connect(args.lake, data_path=args.data_path, options=options) as session:
         report = session.maintenance(wait_s=args.wait)
     print_report(report, args.json)
     if not report.failed:
@@ -63,7 +69,7 @@ def _cmd_status(args: argparse.Namespace) -> int:
 
 
 def register(sub: Any) -> None:
-    p = add_lake_command(
+    p = lake_verb(
         sub,
         "maintain",
         _cmd_maintain,
@@ -71,7 +77,7 @@ def register(sub: Any) -> None:
         "order) with the given MAINTENANCE_* options, and print its report.",
     )
     p.epilog = EXIT_STATUSES
-    p.add_argument("--data-path", metavar="PATH", help="data path (for a new lake)")
+    p.add_argument("--data-path", metavar="PATH", type=data_path, help="data path (for a new lake)")
     p.add_argument(
         "--option",
         action="append",
@@ -81,13 +87,13 @@ def register(sub: Any) -> None:
     )
     p.add_argument(
         "--wait",
-        type=float,
+        type=wait_seconds,
         default=60.0,
         metavar="SEC",
         help="wait this long for a pass already running (default 60)",
     )
     p.add_argument("--json", action="store_true", help="print the report as JSON")
-    p = add_lake_command(
+    p = lake_verb(
         sub,
         "status",
         _cmd_status,

@@ -6,21 +6,37 @@ Sibling prefixes that share text (``lake`` and ``lakehouse``), other buckets
 and other store kinds do not overlap. Both sides are compared after
 ``LakeLocation.parse`` normalized them (``.``, ``..``, symlinks), so no
 spelling of a nested location slips past.
+
+A data path is handed to DuckLake, which lists its files with a glob: a
+data path holding a glob character ('*', '?', '[', ...) would let the orphan
+step match, and delete, files in other directories, so it is refused.
 """
 
 from __future__ import annotations
 
 from slatelake.errors import MisconfigurationError
-from slatelake.store.location import LakeLocation
+from slatelake.store.location import LakeLocation, show_input
+
+# What DuckDB's glob reads as a pattern, and the separator it also reads as '/'.
+_GLOB = frozenset("*?[]{}\\")
 
 
 def data_location(data_path: str) -> LakeLocation:
     """Parse a DuckLake DATA_PATH (URL or absolute local path) as a location."""
-    if "://" not in data_path and not data_path.startswith("/"):
+    if not isinstance(data_path, str) or ("://" not in data_path and not data_path.startswith("/")):
         raise MisconfigurationError(
-            f"data path {data_path!r}: use an absolute path or a URL such as s3://bucket/data"
+            f"data path {show_input(data_path)}: use an absolute path or a URL such as "
+            "s3://bucket/data"
         )
-    return LakeLocation.parse(data_path)
+    loc = LakeLocation.parse(data_path, what="data path", lake=False)
+    glob = sorted({ch for ch in loc.root if ch in _GLOB})
+    if glob:
+        raise MisconfigurationError(
+            f"data path {show_input(data_path)}: holds {', '.join(map(repr, glob))}, which "
+            "DuckLake reads as a glob when it lists data files (its cleanup would reach other "
+            "directories); choose a path without them"
+        )
+    return loc
 
 
 def ducklake_data_path(data_path: str) -> str:

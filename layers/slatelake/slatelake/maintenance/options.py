@@ -14,10 +14,11 @@ refused, naming both.
 Every value is parsed here, once, to the type DuckLake declares (a real
 bool, an integer in range, a finite number, an interval or a UTC instant, a
 list of snapshot ids), so the steps render typed SQL and never re-read text.
-Booleans read exactly DuckDB's own spellings. Every mistake is a
-MaintenanceConfigError naming the option, raised before any work: nothing
-configured wrong ever runs unattended, and nothing DuckLake would reject
-mid-pass gets past bind.
+Booleans read exactly DuckDB's own spellings, numbers ASCII digits. Every
+mistake is a MaintenanceConfigError naming the option on one line, raised
+before any work (``bind`` checks on a bare DuckDB, before a lake is opened):
+nothing configured wrong ever runs unattended, and nothing DuckLake would
+reject mid-pass gets past bind.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ import duckdb
 
 from slatelake.errors import MisconfigurationError
 from slatelake.store.keys import Subspace
+from slatelake.store.location import show_input
 
 PREFIX = "MAINTENANCE_"
 ALIAS_PREFIX = "META_MAINTENANCE_"
@@ -61,20 +63,14 @@ _TRUE = frozenset({"true", "t", "yes", "y", "1"})
 _FALSE = frozenset({"false", "f", "no", "n", "0"})
 _SPELLINGS = "true, t, yes, y, 1 or false, f, no, n, 0"
 _UNITS = {
-    "s": 1,
-    "sec": 1,
-    "second": 1,
-    "seconds": 1,
-    "m": 60,
-    "min": 60,
-    "minute": 60,
-    "minutes": 60,
-    "h": 3600,
-    "hour": 3600,
-    "hours": 3600,
-    "d": 86400,
-    "day": 86400,
-    "days": 86400,
+    name: seconds
+    for seconds, names in (
+        (1, "s sec second seconds"),
+        (60, "m min minute minutes"),
+        (3600, "h hour hours"),
+        (86400, "d day days"),
+    )
+    for name in names.split()
 }
 # Durations slatelake waits on (timers, timeouts): well inside threading's TIMEOUT_MAX.
 MAX_DURATION_S = 365 * 86400
@@ -87,8 +83,10 @@ _INT_RANGES = {"UBIGINT": (0, 2**64 - 2), "BIGINT": (-(2**63), 2**63 - 1)}
 # DuckLake's own bounds on particular parameters (checked by it only at the call).
 _AT_LEAST_ONE = {"max_compacted_files", "max_file_size"}
 _FRACTION = {"delete_threshold"}
-_DECIMAL = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
-_VERSIONS = re.compile(r"\[\s*(\d+(?:\s*,\s*\d+)*)\s*\]")
+_DECIMAL = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?", re.ASCII)
+_VERSIONS = re.compile(r"\[\s*(\d+(?:\s*,\s*\d+)*)\s*\]", re.ASCII)
+# An integer option given as a number (JSON, Python) longer than this is no setting.
+_MAX_INT_BITS = 128
 _TIMESTAMPTZ = "TIMESTAMP WITH TIME ZONE"
 
 
@@ -182,47 +180,75 @@ def ducklake_signatures(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, s
 
 
 # -- values ------------------------------------------------------------------
+def _bad(option: str, value: object, why: str) -> MaintenanceConfigError:
+    return MaintenanceConfigError(f"{option}={show_input(value)}: {why}")
+
+
+def value_text(option: str, value: object) -> str:
+    """The text an option's value spells. Environment variables and flags are
+    text; a Lambda event's JSON or a Python caller may give a number or a
+    boolean, read as JSON prints it. Anything else (a list, an object, null),
+    an integer too long to be a setting, a NUL byte (DuckDB would end the
+    statement there) or text that is not UTF-8 (a lone surrogate) is refused,
+    naming the option: nothing downstream meets a value it cannot print."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        if value.bit_length() > _MAX_INT_BITS:
+            raise MaintenanceConfigError(
+                f"{option}=<an integer of {value.bit_length()} bits>: too large for any option"
+            )
+        return str(value)
+    if isinstance(value, float):
+        return repr(value)  # 'nan' and 'inf' spell themselves and are refused as such
+    if not isinstance(value, str):
+        raise _bad(option, value, "expected text, a number or a boolean")
+    if "\x00" in value:
+        raise _bad(option, value, "contains a NUL byte; remove it")
+    if any(0xD800 <= ord(ch) <= 0xDFFF for ch in value):
+        raise _bad(option, value, "not UTF-8 text (a lone surrogate); respell it")
+    return value
+
+
 def parse_bool(option: str, value: object) -> bool:
     """True or false as DuckDB reads text (trimmed, any case); anything else refused."""
-    text = str(value).strip(_WS).lower()
+    text = value_text(option, value).strip(_WS).lower()
     if text in _TRUE:
         return True
     if text in _FALSE:
         return False
-    raise MaintenanceConfigError(f"{option}={value!r}: expected true or false ({_SPELLINGS})")
+    raise _bad(option, value, f"expected true or false ({_SPELLINGS})")
 
 
 def parse_seconds(option: str, value: object) -> float:
     """Seconds from '30', '30s', '5m', '2 hours', '1d'; positive, at most 365 days."""
-    text = str(value).strip(_WS).lower()
-    m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([a-z]*)", text)
+    text = value_text(option, value).strip(_WS).lower()
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([a-z]*)", text, re.ASCII)
     if not m or (m.group(2) and m.group(2) not in _UNITS):
-        raise MaintenanceConfigError(
-            f"{option}={value!r}: expected a duration such as 30s, 5m, 2h or 1d"
-        )
+        raise _bad(option, value, "expected a duration such as 30s, 5m, 2h or 1d")
     seconds = float(m.group(1)) * _UNITS.get(m.group(2) or "s", 1)
     if seconds <= 0:
-        raise MaintenanceConfigError(f"{option}={value!r}: must be positive")
+        raise _bad(option, value, "must be positive")
     if not seconds <= MAX_DURATION_S:
-        raise MaintenanceConfigError(f"{option}={value!r}: must be at most 365 days")
+        raise _bad(option, value, "must be at most 365 days")
     return seconds
 
 
 def _whole(text: str) -> int | None:
     """An integer from decimal digits (optional sign), or None; never a huge parse."""
-    if not re.fullmatch(r"[+-]?\d{1,40}", text):
+    if not re.fullmatch(r"[+-]?\d{1,40}", text, re.ASCII):
         return None
     return int(text)
 
 
 def parse_positive_int(option: str, value: object) -> int:
-    number = _whole(str(value).strip(_WS))
+    number = _whole(value_text(option, value).strip(_WS))
     if number is None:
-        raise MaintenanceConfigError(f"{option}={value!r}: expected a positive integer")
+        raise _bad(option, value, "expected a positive integer")
     if number <= 0:
-        raise MaintenanceConfigError(f"{option}={value!r}: must be positive")
+        raise _bad(option, value, "must be positive")
     if number > MAX_OWN_INT:
-        raise MaintenanceConfigError(f"{option}={value!r}: must be at most {MAX_OWN_INT}")
+        raise _bad(option, value, f"must be at most {MAX_OWN_INT}")
     return number
 
 
@@ -230,32 +256,28 @@ def _parse_int(option: str, param: str, type_: str, value: object) -> int:
     low, high = _INT_RANGES[type_]
     if param in _AT_LEAST_ONE:
         low = max(low, 1)
-    number = _whole(str(value).strip(_WS))
+    number = _whole(value_text(option, value).strip(_WS))
     if number is None or not low <= number <= high:
-        raise MaintenanceConfigError(
-            f"{option}={value!r}: DuckLake takes a whole number from {low} to {high}"
-        )
+        raise _bad(option, value, f"DuckLake takes a whole number from {low} to {high}")
     return number
 
 
 def _parse_double(option: str, param: str, value: object) -> float:
-    text = str(value).strip(_WS)
+    text = value_text(option, value).strip(_WS)
     number = float(text) if _DECIMAL.fullmatch(text) else math.nan
     if not math.isfinite(number):
-        raise MaintenanceConfigError(f"{option}={value!r}: expected a finite number")
+        raise _bad(option, value, "expected a finite number")
     if param in _FRACTION and not 0.0 <= number <= 1.0:
-        raise MaintenanceConfigError(f"{option}={value!r}: must be between 0 and 1")
+        raise _bad(option, value, "must be between 0 and 1")
     return number
 
 
 def _parse_versions(option: str, value: object) -> Versions:
-    m = _VERSIONS.fullmatch(str(value).strip(_WS))
-    ids = [_whole(d) for d in re.findall(r"\d+", m.group(1))] if m else []
+    m = _VERSIONS.fullmatch(value_text(option, value).strip(_WS))
+    ids = [_whole(d) for d in re.findall(r"\d+", m.group(1), re.ASCII)] if m else []
     high = _INT_RANGES["UBIGINT"][1]
     if not ids or any(i is None or i > high for i in ids):
-        raise MaintenanceConfigError(
-            f"{option}={value!r}: expected a non-empty list of snapshot ids such as '[2,3]'"
-        )
+        raise _bad(option, value, "expected a non-empty list of snapshot ids such as '[2,3]'")
     return Versions(tuple(sorted({i for i in ids if i is not None})))
 
 
@@ -272,7 +294,7 @@ class _Casts:
                 config={"autoinstall_known_extensions": False, "autoload_known_extensions": False}
             )
             self._con.execute("SET TimeZone = 'UTC'")
-        text = str(value).strip(_WS)
+        text = value_text(option, value).strip(_WS)
         interval, seconds, instant, finite = self._con.execute(
             "SELECT CAST(TRY_CAST($1 AS INTERVAL) AS VARCHAR), epoch(TRY_CAST($1 AS INTERVAL)), "
             "CAST(TRY_CAST($1 AS TIMESTAMPTZ) AS VARCHAR), isfinite(TRY_CAST($1 AS TIMESTAMPTZ))",
@@ -280,14 +302,14 @@ class _Casts:
         ).fetchone()
         if interval is not None:
             if not 0 <= seconds <= MAX_WINDOW_S:
-                raise MaintenanceConfigError(
-                    f"{option}={value!r}: a window must be zero or more and at most 100 years"
-                )
+                raise _bad(option, value, "a window must be zero or more and at most 100 years")
             return Interval(interval, float(seconds))
         if instant is None or not finite:
-            raise MaintenanceConfigError(
-                f"{option}={value!r}: expected an interval such as '7 days' or a finite "
-                "timestamp such as '2024-01-01 00:00:00+00' (no offset means UTC)"
+            raise _bad(
+                option,
+                value,
+                "expected an interval such as '7 days' or a finite timestamp such as "
+                "'2024-01-01 00:00:00+00' (no offset means UTC)",
             )
         return Instant(instant)
 
@@ -326,9 +348,9 @@ def _own_parser(name: str) -> Callable[[str, Any], Any]:
 
 def _parse_subspace(option: str, value: object) -> Subspace:
     try:
-        return Subspace.from_label(str(value).strip(_WS))
+        return Subspace.from_label(value_text(option, value).strip(_WS))
     except ValueError as exc:
-        raise MaintenanceConfigError(f"{option}={value!r}: {exc}") from None
+        raise _bad(option, value, str(exc)) from None
 
 
 # -- names ---------------------------------------------------------------------
@@ -350,9 +372,17 @@ def _split_step(rest: str) -> tuple[str, str] | None:
     return None
 
 
-def _refuse_nul(key: str, value: object) -> None:
-    if "\x00" in key or "\x00" in str(value):
-        raise MaintenanceConfigError(f"option {key!r}={value!r} contains a NUL byte; remove it")
+def _option_name(key: object) -> str:
+    """An option's name: ASCII text (a non-ASCII letter such as 'ﬂ' or 'ı' would
+    upper-case into another option's name), without NUL."""
+    if isinstance(key, str) and "\x00" in key:
+        raise MaintenanceConfigError(f"option {show_input(key)} contains a NUL byte; remove it")
+    if not isinstance(key, str) or not key.isascii():
+        raise MaintenanceConfigError(
+            f"unknown option {show_input(key)}: option names are ASCII text such as "
+            f"{PREFIX}FLUSH_INLINED_DATA"
+        )
+    return key
 
 
 def _target(option: str, key: str, signatures: Mapping[str, Mapping[str, str]]) -> tuple:
@@ -367,7 +397,7 @@ def _target(option: str, key: str, signatures: Mapping[str, Mapping[str, str]]) 
     split = _split_step(rest)
     if split is None:
         raise MaintenanceConfigError(
-            f"unknown option {option}; steps are "
+            f"unknown option {show_input(key)}; steps are "
             + ", ".join(PREFIX + s.upper() for s in DUCKLAKE_STEPS)
             + " and slatelake's own are "
             + ", ".join(PREFIX + o for o in sorted(_OWN))
@@ -378,7 +408,7 @@ def _target(option: str, key: str, signatures: Mapping[str, Mapping[str, str]]) 
     accepted = signatures.get(step, {})
     if param not in accepted:
         raise MaintenanceConfigError(
-            f"unknown option {option}: ducklake_{step} on this DuckLake pin has no "
+            f"unknown option {show_input(key)}: ducklake_{step} on this DuckLake pin has no "
             f"parameter {param!r} (it takes {', '.join(sorted(accepted)) or 'none'})"
         )
     return ("param", step, param)
@@ -391,10 +421,10 @@ def _bind(
     (an alias, another case) must agree."""
     bound: dict[tuple, Any] = {}
     given: dict[tuple, tuple[str, object]] = {}
-    for key, value in raw.items():
-        _refuse_nul(str(key), value)
-        option = _canonical(str(key))
-        target = _target(option, str(key), signatures)
+    for raw_key, value in raw.items():
+        key = _option_name(raw_key)
+        option = _canonical(key)
+        target = _target(option, key, signatures)
         if target[0] == "own":
             parser = _own_parser(target[1])
         elif target[0] == "step":
@@ -405,8 +435,8 @@ def _bind(
         if target in bound and bound[target] != parsed:
             first, earlier = given[target]
             raise MaintenanceConfigError(
-                f"{first!r}={earlier!r} and {key!r}={value!r} both set {option} and disagree; "
-                "give it once"
+                f"{first!r}={show_input(earlier)} and {key!r}={show_input(value)} both set "
+                f"{option} and disagree; give it once"
             )
         bound[target], given[target] = parsed, (key, value)
     return bound
@@ -433,6 +463,15 @@ def parse_options(
                 "drop the parameter or enable the step"
             )
         steps[step] = StepConfig(bool(enabled) or bool(params), params)
+    for step in ("cleanup_old_files", "delete_orphaned_files"):
+        # DuckLake refuses both at the call ("either cleanup_all OR older_than").
+        params = steps[step].params
+        if params.get("cleanup_all") is True and "older_than" in params:
+            name = f"{PREFIX}{step.upper()}"
+            raise MaintenanceConfigError(
+                f"{name}_CLEANUP_ALL=true and {name}_OLDER_THAN are both given; DuckLake takes "
+                "one or the other: drop one"
+            )
     merge = steps["merge_adjacent_files"].params
     if merge.get("min_file_size", -1) >= merge.get("max_file_size", math.inf):
         name = f"{PREFIX}MERGE_ADJACENT_FILES"
@@ -464,3 +503,16 @@ def parse_options(
         table_batches=own.get("TABLE_BATCHES", False),
         progress=own.get("PROGRESS", False),
     )
+
+
+def bind(raw: Mapping[str, object]) -> MaintenanceOptions:
+    """Bind ``raw`` as a session would, on a bare DuckDB holding only the
+    pinned DuckLake extension: the CLI and the Lambda call it before a lake
+    is opened, created or written, so a refused option leaves no trace."""
+    from slatelake.ducklake import extensions
+
+    con = extensions.connect()
+    try:
+        return parse_options(raw, ducklake_signatures(con))
+    finally:
+        con.close()

@@ -5,16 +5,25 @@ Under the root: ``store/`` (the SlateDB database) and ``commits/`` (the log).
 S3 takes region, credentials and ``AWS_ENDPOINT_URL`` from the environment, so
 tests point it at moto's server and Lambda at its role. Memory lakes live for
 the process: the same name gives the same objects to every handle.
+
+Parsing refuses, as MisconfigurationError naming the input, every spelling
+that would name another place than it seems to: control and invisible
+characters, text that is not UTF-8, `.`/`..`/empty segments in object keys,
+queries and fragments, and (for a lake root) characters the store clients
+rewrite in keys.
 """
 
 from __future__ import annotations
 
 import os
+import re
+import string
 import threading
+import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlparse
+from urllib.parse import unquote, urlsplit
 
 from slatedb.uniffi import ObjectStore, ObjectStoreBuilder, ObjectStoreType
 
@@ -23,6 +32,13 @@ from slatelake.store._bindings import obstore_retry_config, s3_client_options
 
 STORE_DIR = "store"
 COMMITS_DIR = "commits"
+# Characters a lake root may hold: what SlateDB, obstore and the file system
+# all keep as given in an object key (the rest of printable ASCII, and all
+# non-ASCII, they percent-encode, each its own way).
+_KEY_PUNCTUATION = " !$&'()+,-.:;=@_"
+_KEY_SAFE = frozenset(string.ascii_letters + string.digits + _KEY_PUNCTUATION + "/")
+_BUCKET = re.compile(r"[a-z0-9][a-z0-9._-]{0,62}")
+SHOWN_CHARS = 200
 
 _memory_lock = threading.Lock()
 _memory_stores: dict[str, tuple[Any, Any]] = {}
@@ -39,62 +55,83 @@ class LakeLocation:
     _stores: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
-    def parse(cls, url: str) -> LakeLocation:
+    def parse(cls, url: str, *, what: str = "lake URL", lake: bool = True) -> LakeLocation:
         """Parse and normalize once: ``url`` of the result is the canonical spelling,
-        so two spellings of one place compare (and lock, and overlap) as one."""
+        so two spellings of one place compare (and lock, and overlap) as one.
+
+        ``lake`` holds a lake root to what the object store clients write
+        unchanged (``_check_lake_root``); a data path (``lake=False``, read
+        only by DuckDB) is held to the rest. ``what`` names the input in errors.
+        """
+        shown = f"{what} {show_input(url)}"  # errors name the input as given
         if not isinstance(url, str) or not url:
-            raise MisconfigurationError(
-                f"lake URL {url!r}: expected a URL such as s3://bucket/lake"
-            )
-        if any(ch in url for ch in "\x00\r\n"):
-            raise MisconfigurationError(f"lake URL {url!r}: contains a control character")
-        parsed = urlparse(url)
+            raise MisconfigurationError(f"{shown}: expected a URL such as s3://bucket/lake")
+        _check_text(shown, url)
+        if "://" not in url and url.startswith("/"):
+            url = Path(url).as_uri()  # a bare absolute path is that file URL
+        try:
+            parsed = urlsplit(url)
+        except ValueError as exc:  # e.g. an unclosed '[' read as an IPv6 host
+            raise MisconfigurationError(f"{shown}: not a URL ({exc})") from None
         scheme = parsed.scheme
         if scheme == "file":
             if parsed.netloc not in ("", "localhost"):
                 raise MisconfigurationError(
-                    f"lake URL {url!r}: file URLs need an absolute path, e.g. file:///data/lake"
+                    f"{shown}: file URLs need an absolute path, e.g. file:///data/lake"
                 )
-            path = unquote(parsed.path)
+            if parsed.query or parsed.fragment or "?" in url or "#" in url:
+                raise MisconfigurationError(
+                    f"{shown}: a file URL takes no query or fragment; "
+                    "spell '?' as %3F and '#' as %23"
+                )
+            try:
+                path = unquote(parsed.path, errors="strict")
+            except UnicodeDecodeError:
+                raise MisconfigurationError(
+                    f"{shown}: a percent escape is not UTF-8 text"
+                ) from None
+            _check_text(shown, path)
             if not path.startswith("/"):
-                raise MisconfigurationError(f"lake URL {url!r}: the path must be absolute")
+                raise MisconfigurationError(f"{shown}: the path must be absolute")
             # `.`, `..` and symlinks resolved here, once: `/x/sub/..` is `/x`.
             real = os.path.realpath(path)
             if real == "/":
                 raise MisconfigurationError(
-                    f"lake URL {url!r}: the file system root cannot be a lake; name a directory"
+                    f"{shown}: the file system root cannot be a lake; name a directory"
                 )
+            _check_text(shown, real)  # a symlink's target is outside input too
+            if lake:
+                _check_lake_root(shown, real.strip("/"))
             return cls(url=Path(real).as_uri(), scheme="file", bucket="", root=real.strip("/"))
         if scheme == "memory":
             name = (parsed.netloc + parsed.path).strip("/")
             if not name:
+                raise MisconfigurationError(f"{shown}: name the memory lake, memory://name")
+            if parsed.query or parsed.fragment or "?" in url or "#" in url:
                 raise MisconfigurationError(
-                    f"lake URL {url!r}: name the memory lake, memory://name"
+                    f"{shown}: a memory location takes no query or fragment"
                 )
-            _check_segments(url, name)
+            _check_segments(shown, name)
             return cls(url=f"memory://{name}", scheme="memory", bucket=name, root="")
         if scheme == "s3":
             if not parsed.netloc:
+                raise MisconfigurationError(f"{shown}: name the bucket, s3://bucket/prefix")
+            if parsed.query or parsed.fragment or "?" in url or "#" in url:
+                raise MisconfigurationError(f"{shown}: an S3 location takes no query or fragment")
+            if not _BUCKET.fullmatch(parsed.netloc):
                 raise MisconfigurationError(
-                    f"lake URL {url!r}: name the bucket, s3://bucket/prefix"
-                )
-            if parsed.query or parsed.fragment or parsed.params:
-                raise MisconfigurationError(
-                    f"lake URL {url!r}: an S3 location takes no query or fragment"
-                )
-            if parsed.netloc != parsed.netloc.lower() or "@" in parsed.netloc:
-                raise MisconfigurationError(
-                    f"lake URL {url!r}: S3 bucket names are lowercase and carry no "
-                    "credentials; spell the bucket as it is named"
+                    f"{shown}: S3 bucket names are lowercase letters, digits, "
+                    "'.', '-' and '_' and carry no credentials or port; spell the bucket as "
+                    "it is named"
                 )
             root = parsed.path.strip("/")
-            _check_segments(url, root)
+            _check_segments(shown, root)
+            if lake:
+                _check_lake_root(shown, root)
             canonical = f"s3://{parsed.netloc}/{root}" if root else f"s3://{parsed.netloc}"
             return cls(url=canonical, scheme="s3", bucket=parsed.netloc, root=root)
-        if "://" not in url and url.startswith("/"):
-            return cls.parse(Path(url).as_uri())
         raise MisconfigurationError(
-            f"lake URL {url!r}: unsupported scheme {scheme!r}; use file:///abs/path, "
+            f"{shown}: unsupported scheme {scheme!r}; use file:///abs/path, "
             "memory://name or s3://bucket/prefix"
         )
 
@@ -153,7 +190,29 @@ class LakeLocation:
         return theirs[: len(mine)] == mine
 
 
-def _check_segments(url: str, path: str) -> None:
+def show_input(value: object) -> str:
+    """An outside value for an error message: quoted (no raw newline reaches a
+    log line) and bounded (a megabyte of input is not echoed back)."""
+    try:
+        text = repr(value)
+    except ValueError:  # an integer past Python's 4300-digit limit has no repr
+        return f"<{type(value).__name__} too large to show>"
+    return text if len(text) <= SHOWN_CHARS else text[:SHOWN_CHARS] + "..."
+
+
+def _check_text(shown: str, text: str) -> None:
+    """No control or invisible formatting character (urlsplit silently drops
+    tabs and newlines, and a right-to-left mark shows another name than it
+    holds), and nothing that is not UTF-8 text (a lone surrogate)."""
+    bad = sorted({ch for ch in text if unicodedata.category(ch) in ("Cc", "Cf", "Cs")})
+    if bad:
+        raise MisconfigurationError(
+            f"{shown}: contains the control or invisible character(s) "
+            f"{', '.join(map(repr, bad))}; spell the location without them"
+        )
+
+
+def _check_segments(shown: str, path: str) -> None:
     """Object keys are literal: `.`, `..` or an empty segment would name a
     different place than it seems to (and escape the overlap guard)."""
     if not path:
@@ -161,8 +220,24 @@ def _check_segments(url: str, path: str) -> None:
     bad = [seg for seg in path.split("/") if seg in ("", ".", "..")]
     if bad:
         raise MisconfigurationError(
-            f"lake URL {url!r}: the path has an empty, '.' or '..' segment; "
-            "spell the location without them"
+            f"{shown}: the path has an empty, '.' or '..' segment; spell the location without them"
+        )
+
+
+def _check_lake_root(shown: str, root: str) -> None:
+    """A lake root holds only characters every store client writes as given.
+
+    SlateDB and obstore percent-encode the others in object keys, and not the
+    same number of times: a root with '~', '%' or 'é' put the log, the
+    manifests and the SSTs under three different prefixes, none of which the
+    overlap guard saw.
+    """
+    bad = sorted({ch for ch in root if ch not in _KEY_SAFE})
+    if bad:
+        raise MisconfigurationError(
+            f"{shown}: a lake path holds letters, digits, spaces and "
+            f"{_KEY_PUNCTUATION!r} only, not {', '.join(map(repr, bad))} "
+            "(object stores rewrite those in keys); choose another name"
         )
 
 

@@ -1,0 +1,78 @@
+"""argparse converters for what a shell hands the CLI, parsed at the edge.
+
+A value refused here ends the command before any lake is opened, created or
+written: argparse prints its usage line and one error line naming the
+argument and the value, and exits 2. A converter returns the value as given
+(the verbs pass it on unchanged); it only decides whether it is usable.
+Heavy modules (slatedb, duckdb) are imported only when a value is checked.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from typing import Any
+
+from slatelake.cli.common import Handler
+from slatelake.errors import MisconfigurationError
+
+
+def lake_url(text: str) -> str:
+    """A lake URL ``LakeLocation.parse`` accepts."""
+    from slatelake.store.location import LakeLocation
+
+    try:
+        LakeLocation.parse(text)
+    except MisconfigurationError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+def data_path(text: str) -> str:
+    """A data path the overlap guard can compare (absolute path or URL)."""
+    from slatelake.ducklake.guard import data_location
+
+    try:
+        data_location(text)
+    except MisconfigurationError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+def wait_seconds(text: str) -> float:
+    """Seconds to wait: a finite number, zero or more, at most a year (a timer
+    past that overflows; NaN and a negative wait have no meaning)."""
+    from slatelake.maintenance.options import MAX_DURATION_S
+    from slatelake.store.location import show_input
+
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not (math.isfinite(seconds) and 0 <= seconds <= MAX_DURATION_S):
+        raise argparse.ArgumentTypeError(
+            f"{show_input(text)}: expected seconds, zero or more and at most {MAX_DURATION_S}"
+        )
+    return seconds
+
+
+def catalog_text(text: str) -> str:
+    """A table, column or index name, or a value to look up: UTF-8 text (a
+    lone surrogate is what Python makes of argv bytes that are not UTF-8, and
+    neither DuckDB nor the catalog can hold it), without NUL."""
+    from slatelake.store.location import show_input
+
+    if "\x00" in text or any(0xD800 <= ord(ch) <= 0xDFFF for ch in text):
+        raise argparse.ArgumentTypeError(
+            f"{show_input(text)}: not UTF-8 text without NUL; respell it"
+        )
+    return text
+
+
+def lake_verb(sub: Any, name: str, func: Handler, help_: str) -> argparse.ArgumentParser:
+    """A subcommand whose first argument is a lake URL, refused at parse (exit 2)
+    when it is not one."""
+    p = sub.add_parser(name, help=help_, description=help_)
+    p.set_defaults(func=func)
+    p.add_argument("lake", metavar="LAKE", type=lake_url, help="lake URL")
+    return p
