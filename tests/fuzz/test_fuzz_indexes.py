@@ -3,10 +3,9 @@
 on one open session, on local files and on moto's S3.
 
 A name resolves, or the call raises a slatelake error; a refused call leaves
-the lake as it was. Two kinds of input still escape as foreign errors from
-``ducklake/indexes.py`` (reported, not owned here): an index name that is not
-UTF-8 text, and a lookup value the column cannot hold. They are pinned below
-as strict xfails, which turn red the day indexes.py translates them.
+the lake as it was. Two kinds of input once escaped as foreign errors: an
+index name that is not UTF-8 text, and a lookup value the column cannot hold;
+each is pinned below as a MisconfigurationError.
 """
 
 from __future__ import annotations
@@ -36,8 +35,6 @@ from tests.fuzz.inputs import (
 pytestmark = pytest.mark.filterwarnings("ignore:Generating overly large repr")
 EXAMPLES = {"file": 40, "s3": 10}
 _names = st.sampled_from(NASTY_STRINGS) | hostile_text
-# What the catalog can hold; a lone surrogate is the reported escape (see the xfail below).
-_utf8_names = _names.filter(lambda s: not any(0xD800 <= ord(c) <= 0xDFFF for c in s))
 INDEXED = {"by_v": ("t", "v"), "t_id_idx": ("t", "id"), "t_ts_idx": ("t", "ts")}
 
 
@@ -61,7 +58,7 @@ def test_index_entry_points_resolve_hostile_names_or_refuse_touching_nothing(
         verb=st.sampled_from(("create", "drop", "list", "columns")),
         table=st.sampled_from(TABLES) | _names,
         column=st.sampled_from(COLUMNS) | _names,
-        name=st.none() | st.sampled_from(INDEXES) | _utf8_names,
+        name=st.none() | st.sampled_from(INDEXES) | _names,
     )
     @example(verb="columns", table="a.b.c", column="", name=None)
     @example(verb="create", table='we.ird.t"q é', column="d e", name="'; DROP TABLE t; --")
@@ -84,11 +81,6 @@ def test_index_entry_points_resolve_hostile_names_or_refuse_touching_nothing(
     run()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="reported: ducklake/indexes.py create_index encodes a name that is not UTF-8 "
-    "(UnicodeEncodeError); it should refuse it as MisconfigurationError",
-)
 def test_an_index_name_that_is_not_utf8_is_refused_as_misconfiguration(
     session: tuple[Lake, Any],
 ) -> None:
@@ -99,12 +91,6 @@ def test_an_index_name_that_is_not_utf8_is_refused_as_misconfiguration(
     assert lake.snapshot() == before
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="reported: ducklake/indexes.py _lookup casts the value with DuckDB and lets "
-    "ConversionException / RuntimeError / TypeError escape; it should raise "
-    "MisconfigurationError naming the value and the column's type",
-)
 def test_a_lookup_value_the_column_cannot_hold_is_refused_as_misconfiguration(
     session: tuple[Lake, Any],
 ) -> None:

@@ -214,11 +214,6 @@ def test_bind_refuses_a_bad_option_with_no_lake_at_all() -> None:
         bind({P + "VACUUM": "true"})
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="reported: cli/common.py parse_kv names a repeated key unquoted, so a key "
-    "holding a newline splits the message over two lines",
-)
 def test_a_repeated_option_key_is_named_quoted_on_one_line() -> None:
     with pytest.raises(MaintenanceConfigError) as info:
         parse_kv(["K\nX=1", "K\nX=2"])

@@ -81,7 +81,7 @@ def test_the_cli_refuses_an_option_given_twice_naming_both_values(lake: str) -> 
 
 def test_parse_kv_refuses_a_repeated_key_even_with_the_same_value() -> None:
     assert parse_kv(["A=1", "B=x=y"]) == {"A": "1", "B": "x=y"}
-    with pytest.raises(MaintenanceConfigError, match="--option K is given twice"):
+    with pytest.raises(MaintenanceConfigError, match="--option 'K' is given twice"):
         parse_kv(["K=1", "K=1"])
 
 

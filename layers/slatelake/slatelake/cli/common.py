@@ -32,7 +32,7 @@ def parse_kv(pairs: list[str] | None) -> dict[str, str]:
             raise MaintenanceConfigError(f"--option {pair!r}: expected KEY=VALUE")
         if key in out:
             raise MaintenanceConfigError(
-                f"--option {key} is given twice ({out[key]!r} and {value!r}); give it once"
+                f"--option {key!r} is given twice ({out[key]!r} and {value!r}); give it once"
             )
         out[key] = value
     return out

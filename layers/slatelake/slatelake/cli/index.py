@@ -56,21 +56,14 @@ def _cmd_list(args: argparse.Namespace) -> int:
 
 
 def _cmd_lookup(args: argparse.Namespace) -> int:
-    import duckdb
-
     from slatelake.ducklake.indexes import column_names
-    from slatelake.store.location import show_input
+    from slatelake.errors import MisconfigurationError
 
     with _connect(args, read_only=True) as session:
         try:
             rows = session.lookup(args.table, args.column, args.value)
-        except duckdb.ConversionException as exc:  # the value does not cast to the column
-            why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            print(
-                f"slatelake index lookup: value {show_input(args.value)} does not fit column "
-                f"{show_input(args.column)}: {why}",
-                file=sys.stderr,
-            )
+        except MisconfigurationError as exc:  # e.g. the value does not cast to the column
+            print(f"slatelake index lookup: {exc}", file=sys.stderr)
             return EXIT_USAGE
         names = column_names(session, args.table)  # the table as the lake names it, quoted
     if args.json:

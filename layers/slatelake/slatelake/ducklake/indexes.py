@@ -49,6 +49,7 @@ from slatelake.errors import (
     retry,
 )
 from slatelake.log.changeset import ChangeSet
+from slatelake.store.location import show_input
 
 if TYPE_CHECKING:
     from slatelake.ducklake.capture import Captured
@@ -237,10 +238,28 @@ def _writable(session: Session, verb: str) -> None:
         raise MisconfigurationError(f"{verb} runs outside an explicit transaction; commit first")
 
 
+def _name(what: str, value: object) -> str:
+    """A name from outside (table, column, index): text the catalog can store
+    (UTF-8, no NUL), refused naming it otherwise."""
+    if not isinstance(value, str):
+        raise MisconfigurationError(f"{what} {show_input(value)} is not text")
+    if "\x00" in value:
+        raise MisconfigurationError(f"{what} {show_input(value)} contains a NUL byte")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise MisconfigurationError(
+            f"{what} {show_input(value)} is not valid UTF-8 (a lone surrogate)"
+        ) from None
+    return value
+
+
 def create_index(session: Session, table: str, column: str, name: str | None = None) -> IndexInfo:
     """Define the index and write its entries in one change set; a lost race
     re-runs it on a fresh view (CREATE_ATTEMPTS in all)."""
     _writable(session, "create_index")
+    table, column = _name("table", table), _name("column", column)
+    name = None if name is None else _name("index name", name)
 
     def attempt() -> IndexInfo:
         session.refresh()
@@ -312,6 +331,7 @@ def lookup(session: Session, table: str, column: str, value: Any) -> list[Row]:
     through the index and read through DuckLake."""
     if value is None:
         raise MisconfigurationError("an equality index holds no NULLs; query `IS NULL` instead")
+    table, column = _name("table", table), _name("column", column)
     if not session.in_transaction:
         session.refresh()
     state = session.state
@@ -332,6 +352,7 @@ def lookup(session: Session, table: str, column: str, value: Any) -> list[Row]:
 
 def column_names(session: Session, table: str) -> list[str]:
     """The columns of ``table`` ('t' or 'schema.t'), as a lookup returns them."""
+    table = _name("table", table)
     if not session.in_transaction:
         session.refresh()
     target = _resolve_table(session.state, table)
@@ -352,8 +373,23 @@ def _lookup(
     # The value cast to the column's type, then rendered as the index renders it;
     # built as expressions (the column's type travels as a type, not as SQL text).
     ctype = cur.sql(f"SELECT {ident(column)} FROM {rel} LIMIT 0").types[0]
-    typed = duckdb.ConstantExpression(value).cast(ctype)
-    (rendered,) = cur.sql("SELECT 1").select(typed.cast(_key_type(defn.kind))).fetchone()
+    refused = MisconfigurationError(
+        f"value {show_input(value)} does not fit {target.table}.{column} ({ctype})"
+    )
+    try:
+        typed = duckdb.ConstantExpression(value).cast(ctype)
+        (rendered,) = cur.sql("SELECT 1").select(typed.cast(_key_type(defn.kind))).fetchone()
+    except (
+        duckdb.ConversionException,
+        duckdb.NotImplementedException,
+        RuntimeError,  # a lone surrogate, from the binding
+        TypeError,
+        ValueError,  # an integer past Python's digit limit
+        OverflowError,
+    ):
+        raise refused from None
+    if rendered is None:  # a cast that yields NULL (NaN to an integer) matches nothing typed
+        raise refused
     prefix = idx.value_prefix(defn.kind, defn.index_id, idx.component(defn.kind, rendered))
     row_ids = idx.entry_row_ids(session.lake.reader(), state, prefix)
     if not row_ids:

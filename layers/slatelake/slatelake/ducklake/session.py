@@ -89,16 +89,24 @@ class Session:
         self.read_only = read_only
         self.data_path = data_path
         self.lake = Lake.open(lake_url, read_only=read_only)
-        self.con = extensions.connect()
-        self._aux = self.con.cursor()
-        self.capture = Capture(self._aux, META_DB)
-        self.verify = os.environ.get(VERIFY_ENV) == "1"
-        self._in_txn = False
-        self._txn_failed = False
-        self._stale = False
-        self._attached = False
-        self.state = self.lake.materialize()
-        self._load()
+        try:
+            self.con = extensions.connect()
+        except BaseException:
+            self.lake.close()
+            raise
+        try:
+            self._aux = self.con.cursor()
+            self.capture = Capture(self._aux, META_DB)
+            self.verify = os.environ.get(VERIFY_ENV) == "1"
+            self._in_txn = False
+            self._txn_failed = False
+            self._stale = False
+            self._attached = False
+            self.state = self.lake.materialize()
+            self._load()
+        except BaseException:  # refused (another data path...): leave no reader lease behind
+            self.close()
+            raise
 
     # -- loading -------------------------------------------------------------
     def _load(self) -> None:

@@ -17,7 +17,12 @@ import threading
 from collections.abc import Callable, Mapping
 
 from slatelake.ducklake.session import Session
-from slatelake.maintenance.options import MaintenanceOptions, ducklake_signatures, parse_options
+from slatelake.maintenance.options import (
+    MaintenanceOptions,
+    bind,
+    ducklake_signatures,
+    parse_options,
+)
 from slatelake.maintenance.report import PassReport, StatusWindow
 from slatelake.maintenance.runner import read_window, refuse_unless_autocommit, run_pass
 from slatelake.maintenance.scheduler import Scheduler
@@ -36,11 +41,14 @@ class MaintainedSession(Session):
         options: Mapping[str, str] | None = None,
         on_pass: Callable[[PassReport], None] | None = None,
     ) -> None:
-        super().__init__(lake_url, data_path=data_path, read_only=read_only, alias=alias)
         self._raw_options = dict(options or {})
         self.scheduler: Scheduler | None = None
+        # Options given are bound before the lake is opened (or created), so a
+        # refused option leaves nothing behind; none given bind on our own DuckDB.
+        bound = bind(self._raw_options) if self._raw_options else None
+        super().__init__(lake_url, data_path=data_path, read_only=read_only, alias=alias)
         try:
-            self.options: MaintenanceOptions = parse_options(
+            self.options: MaintenanceOptions = bound or parse_options(
                 self._raw_options, ducklake_signatures(self.con)
             )
         except BaseException:
