@@ -16,10 +16,20 @@ already being merged is adopted (waited on), not skipped and not submitted
 twice. The merge touches no catalog key: the head stamp does not move, no
 snapshot is minted, a materialization before and after is identical.
 A read-only handle refuses with ReadOnlyError.
+
+SlateDB mints a submitted merge's id (a ULID) from the submitter's clock
+before it reads the compactions record, keeps it across its own conflict
+retries, and the record refuses a new job older than its newest one
+("invalid clock tick, must be monotonic"). So a job minted later by anyone
+else -- the holder's scheduler, another pass, the Lambda -- that lands first
+refuses the submit, having written nothing. Such a refusal is submitted
+again (a fresh id from a later clock), a bounded number of times; a record
+whose newest job is far ahead of this clock is clock skew, reported as such.
 """
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -48,6 +58,11 @@ _SEVERITY = (FAILED, PENDING, COMPLETED, SKIPPED)
 MIN_POLL_S = 0.05
 # A tree as planned: (sorted-run id, its SST view ids) per run.
 Tree = tuple[tuple[int, tuple[str, ...]], ...]
+# A submit refused because the record holds a newer job: tries in all, and the
+# longest this clock waits to pass that job's (a wider gap is clock skew).
+SUBMIT_ATTEMPTS = 4
+MAX_CLOCK_WAIT_S = 2.0
+_BEHIND_RECORD = re.compile(r"invalid clock tick.*?last_tick=\W*(\d+)")
 
 
 @dataclass(frozen=True)
@@ -236,19 +251,66 @@ def _skip_reason(segment: Any) -> str:
 
 
 def _submit(admin: StoreAdmin, segment: Any, merge: SubspaceMerge) -> str | None:
-    """Submit the full-tree plan; on refusal, adopt a merge that raced in, or
-    report the tree failed. Returns the compaction id to wait on."""
-    try:
-        return str(admin.submit_compaction(full_tree_spec(segment)).id)
-    except Exception as exc:
-        view = admin.read_compactor_state_view()
-        recent = list(view.compactions.recent_compactions) if view.compactions else []
-        active = active_merge_of(recent, bytes(segment.prefix))
+    """Submit the full-tree plan; on refusal, adopt a merge that raced in,
+    submit again when a newer job in the record refused it (nothing was
+    written), or report the tree failed. Returns the compaction id to wait on."""
+    for attempt in range(1, SUBMIT_ATTEMPTS + 1):
+        try:
+            return str(admin.submit_compaction(full_tree_spec(segment)).id)
+        except Exception as exc:
+            refusal = exc
+        active = _active_merge(admin, segment)
         if active is not None:
             merge.adopted = True
             return str(active.id)
-        merge.outcome, merge.reason = FAILED, f"submit refused: {type(exc).__name__}: {exc}"
-        return None
+        newest_ms = _newest_job_ms(refusal)
+        if newest_ms is None:
+            return _failed(merge, f"submit refused: {_one_line(refusal)}")
+        wait_s = (newest_ms + 1) / 1000 - time.time()
+        if wait_s > MAX_CLOCK_WAIT_S:
+            return _failed(
+                merge,
+                f"submit refused: the compactions record's newest job was minted {wait_s:.1f}s "
+                f"ahead of this machine's clock ({_one_line(refusal)}); sync the clocks (NTP) "
+                "of the holder and of every machine that submits merges",
+            )
+        if attempt < SUBMIT_ATTEMPTS and wait_s > 0:
+            time.sleep(wait_s)
+    return _failed(
+        merge,
+        f"submit refused {SUBMIT_ATTEMPTS} times: each time another submitter or the holder's "
+        "scheduler recorded a newer compaction between this submit's clock reading and its "
+        f"write ({_one_line(refusal)}); nothing was submitted, run it again",
+    )
+
+
+def _failed(merge: SubspaceMerge, reason: str) -> None:
+    merge.outcome, merge.reason = FAILED, reason
+
+
+def _active_merge(admin: StoreAdmin, segment: Any) -> Any | None:
+    view = admin.read_compactor_state_view()
+    recent = list(view.compactions.recent_compactions) if view.compactions else []
+    return active_merge_of(recent, bytes(segment.prefix))
+
+
+def _newest_job_ms(exc: BaseException) -> int | None:
+    """The record's newest job's tick (ms) when SlateDB refused a submit for a
+    newer job in the record, else None. The store layer's message may
+    summarize SlateDB's, so the chained original is read too."""
+    seen: BaseException | None = exc
+    for _ in range(4):
+        if seen is None:
+            return None
+        match = _BEHIND_RECORD.search(str(seen))
+        if match is not None:
+            return int(match.group(1))
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+def _one_line(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
 
 
 def _tree_signature(segment: Any) -> Tree:
