@@ -156,10 +156,14 @@ def table_columns(con: duckdb.DuckDBPyConnection, db: str, table: str) -> list[t
 
 
 def meta_tables(con: duckdb.DuckDBPyConnection, db: str) -> set[str]:
+    """The tables of the (in-memory, view-free) metadata database. Listed from
+    ``duckdb_columns()``: ``duckdb_tables()`` computes every attached table's
+    size, which makes DuckLake load and cache the statistics of every lake
+    table at each new snapshot, a cost per commit that grows with the lake."""
     return {
         name
         for (name,) in con.execute(
-            "SELECT table_name FROM duckdb_tables() WHERE database_name = ?", [db]
+            "SELECT DISTINCT table_name FROM duckdb_columns() WHERE database_name = ?", [db]
         ).fetchall()
     }
 
