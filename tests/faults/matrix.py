@@ -1,0 +1,294 @@
+"""The fault matrix, as data: which operation, which request it fails (the
+boundary: HTTP method and key prefix), how, and what must come of it.
+
+Outcomes (what the operation's caller sees, then what the lake holds):
+
+- ``retried``: a client retried the failed request; the operation was
+  acknowledged and its effect is there exactly once;
+- ``durable``: the write landed but its answer was lost, and slatelake found
+  it (re-read the slot, or the retry met its own object); acknowledged, exactly once;
+- ``never happened``: the operation raised ``error`` (a typed error) or its
+  pass step failed naming it; its effect is absent;
+- ``ambiguous``: it raised ``error``, an error that says the write may have
+  landed; its effect is absent or there exactly once.
+
+Every case then opens the lake fresh, checks the oracle and runs a pass that
+completes (``lake.check_lake``). A transient fault fails one request
+(``times=1``); a persistent one fails every matching request until the
+operation ends, past every client's own retries.
+
+``CASES`` is every combination, its outcome from the rules in ``expect``
+(written from what the proxy showed each client doing) or ``OBSERVED``;
+``DEFAULT`` the ones CI runs (about a minute on two cores);
+``SLATELAKE_FAULTS_FULL=1`` (``bash scripts/faults --full``) runs them all.
+A case where slatelake misbehaves states the right outcome and carries
+``bug``, naming what happens instead: it is a strict xfail until fixed.
+``python -m tests.faults.matrix [--full]`` prints the cases as a table.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from tests.faults.proxy import KINDS, FaultRule
+
+OUTCOMES = ("retried", "durable", "never happened", "ambiguous")
+# A delay past every deadline: the store timeout the cases run with, plus one.
+STORE_TIMEOUT_S = 4.0
+DELAY_S = STORE_TIMEOUT_S + 1.0
+FULL_ENV = "SLATELAKE_FAULTS_FULL"
+
+
+@dataclass(frozen=True)
+class Case:
+    operation: str  # tests/faults/operations.py OPERATIONS
+    method: str  # HTTP method, or LIST for a bucket listing
+    prefix: str  # the key prefix under the lake root or the data path
+    kind: str  # proxy.KINDS
+    outcome: str  # OUTCOMES
+    error: str | None = None  # the typed error class (never happened / ambiguous)
+    persistent: bool = False  # fail every matching request, not just the first
+    nth: int = 1  # which matching request fails first
+    bug: str | None = None  # the observed outcome is a bug: strict xfail with this reason
+
+    def __post_init__(self) -> None:
+        assert self.kind in KINDS, self.kind
+        assert self.outcome in OUTCOMES, self.outcome
+        assert (self.error is None) == (self.outcome in ("retried", "durable")), self
+
+    @property
+    def boundary(self) -> str:
+        return self.prefix.rstrip("/").replace("/", "_")
+
+    @property
+    def id(self) -> str:
+        kind = f"{self.kind}_persistent" if self.persistent else self.kind
+        nth = f"_{self.nth}th" if self.nth > 1 else ""
+        outcome = self.outcome.replace(" ", "_")
+        if self.error:
+            outcome += f"_{self.error}"
+        return f"{self.operation}-{self.method.lower()}{nth}-{self.boundary}-{kind}-{outcome}"
+
+    def rule(self) -> FaultRule:
+        return FaultRule(
+            method=self.method,
+            prefix=self.prefix,
+            kind=self.kind,
+            nth=self.nth,
+            times=None if self.persistent else 1,
+            delay_s=DELAY_S if self.kind == "delay" else 0.0,
+        )
+
+
+def full_mode() -> bool:
+    return os.environ.get(FULL_ENV, "") not in ("", "0")
+
+
+# -- the boundaries each operation crosses (seen with FaultProxy(record=True)) --
+# Each pass step runs alone, so its commit is the pass's first slot PUT and its
+# lease the pass's first maintenance/ PUT.
+BOUNDARIES: dict[str, tuple[tuple[str, str], ...]] = {
+    "commit": (
+        ("LIST", "commits/"),  # the statement's refresh to the log's head
+        ("PUT", "data/"),  # the Parquet file, through DuckDB's httpfs
+        ("PUT", "commits/"),  # the slot, create-if-absent
+        ("GET", "log/"),  # the truncation mark, read after the slot PUT
+    ),
+    "fold": (
+        ("GET", "commits/"),
+        ("LIST", "commits/"),
+        ("PUT", "store/manifest/"),  # opening the writer (fencing) and the flush
+        ("PUT", "store/compacted/"),  # the flushed L0 SSTs
+        ("PUT", "store/wal/"),
+        ("PUT", "log/"),  # the truncation mark, raised before deleting
+        ("POST", "commits/"),  # deleting folded slots
+        ("LIST", "readers/"),  # the reader leases truncation honours
+    ),
+    "pass_expire": (
+        ("PUT", "maintenance/"),  # the pass lease
+        ("LIST", "maintenance/"),
+        ("POST", "maintenance/"),  # releasing it
+        ("PUT", "commits/"),
+    ),
+    "pass_flush": (("PUT", "data/"), ("PUT", "commits/")),
+    "pass_merge": (("GET", "data/"), ("PUT", "data/"), ("PUT", "commits/")),
+    "pass_rewrite": (("GET", "data/"), ("PUT", "data/"), ("PUT", "commits/")),
+    "pass_cleanup": (("POST", "data/"), ("PUT", "commits/")),
+    "pass_orphans": (("LIST", "data/"), ("HEAD", "data/"), ("POST", "data/")),
+    "sweep": (("GET", "store/compacted/"), ("LIST", "commits/"), ("PUT", "commits/")),
+    "store_merge": (
+        ("GET", "store/manifest/"),
+        ("LIST", "store/compactions/"),
+        ("PUT", "store/compactions/"),  # the submitted merge
+    ),
+}
+
+UNTYPED_DUCKDB = (
+    "bug: a data-file request that fails inside DuckDB's httpfs reaches the caller as "
+    "duckdb.HTTPException / duckdb.IOException, not as a typed slatelake error"
+)
+LEASE_LEFT_HELD = (
+    "bug: a pass whose lease claim fails after its PUT landed (the answer was lost, or "
+    "collecting the older lease generations failed) raises but leaves the lease it won "
+    "held, so every later pass is refused (AlreadyRunningError) until that lease expires"
+)
+SLATEDB_403_AS_RETRYABLE = (
+    "bug: a persistent 403 on this SlateDB request is raised as a retryable "
+    "StoreTimeoutError / StoreUnavailableError (SlateDB retries the refusal until the call "
+    "deadline, or reports it without its status), not PermissionDeniedError"
+)
+HTTPFS_NO_DEADLINE = (
+    "bug: DuckDB's httpfs requests do not honour SLATELAKE_STORE_TIMEOUT_S: with every "
+    "data-file HEAD held past the deadline, delete_orphaned_files waits out each one in "
+    "turn (over a minute here) instead of failing the step"
+)
+_READS = ("GET", "LIST", "HEAD")
+# The fold's last phase: after the batch is flushed, truncation (leases, the
+# mark, deletes). A fault there stops a fold that already landed.
+_TRUNCATION = {("LIST", "readers/"), ("PUT", "log/"), ("POST", "commits/")}
+Expectation = tuple[str, str | None, str | None]  # (outcome, error, bug)
+
+
+def expect(operation: str, method: str, prefix: str, kind: str, persistent: bool) -> Expectation:
+    """The expected outcome by rule; ``OBSERVED`` overrides it where a case differs.
+
+    Who retries what: obstore retries 5xx (and, for reads, dropped
+    connections); SlateDB retries every failure, a 403 too, within the call's
+    deadline; DuckDB's httpfs retries data-file requests; slatelake retries
+    the truncation mark and resolves a failed slot PUT by re-reading the slot.
+    A fault that outlasts the retries raises: a refusal (403) or
+    unavailability (5xx, a drop, a delay past the deadline), or, where the
+    write may have landed, an ambiguous error. A delay is past every deadline."""
+    data, store = prefix == "data/", prefix.startswith("store/")
+    slot_write = (method, prefix) == ("PUT", "commits/")
+    lease_write = (method, prefix) == ("PUT", "maintenance/")
+    mark_read = operation == "commit" and (method, prefix) == ("GET", "log/")
+    landed = operation == "fold" and (method, prefix) in _TRUNCATION
+    failed = "ambiguous" if landed or slot_write or mark_read else "never happened"
+    if data:  # httpfs retries every fault; what outlasts it is untyped
+        if kind == "403" or (persistent and kind != "delay"):
+            error = "PermissionDeniedError" if kind == "403" else "StoreUnavailableError"
+            return "never happened", error, UNTYPED_DUCKDB
+        return ("durable" if kind == "drop_after" else "retried"), None, None
+    if (method, prefix) == ("POST", "maintenance/") and (persistent or kind not in ("500", "503")):
+        error = "PermissionDeniedError" if kind == "403" else "StoreUnavailableError"
+        return "never happened", error, LEASE_LEFT_HELD  # the claim landed; the GC failed
+    if kind == "403":
+        if store and not persistent:
+            return "retried", None, None
+        if mark_read:
+            return "ambiguous", "AmbiguousWriteError", None
+        # A refusal is definite: nothing landed (the fold's own batch aside).
+        return "ambiguous" if landed else "never happened", "PermissionDeniedError", None
+    if lease_write and (persistent or kind not in ("500", "503")):
+        left_held = LEASE_LEFT_HELD if kind in ("drop_after", "delay") else None
+        return "ambiguous", "AmbiguousWriteError", left_held
+    if kind == "delay":
+        if slot_write:
+            return "durable", None, None  # it lands late; the re-read finds it
+        if mark_read and not persistent:
+            return "retried", None, None
+        return failed, "AmbiguousWriteError" if mark_read else "StoreUnavailableError", None
+    retried = "durable" if kind == "drop_after" and method not in _READS else "retried"
+    if not persistent:
+        if kind in ("500", "503") or store or slot_write or method in _READS or prefix == "log/":
+            return retried, None, None
+        return failed, "StoreUnavailableError", None  # obstore never retries a dropped write
+    if slot_write and kind == "drop_after":
+        return "durable", None, None
+    return (
+        failed,
+        "AmbiguousWriteError" if slot_write or mark_read else "StoreUnavailableError",
+        None,
+    )
+
+
+# Where SlateDB's retries outlast a refusal or hide it (its manifest PUT does not).
+_REFUSAL_AS_RETRYABLE = ("never happened", "PermissionDeniedError", SLATEDB_403_AS_RETRYABLE)
+OBSERVED: dict[str, Expectation] = {
+    "fold-put-store_compacted-403_persistent": _REFUSAL_AS_RETRYABLE,
+    "fold-put-store_wal-403_persistent": _REFUSAL_AS_RETRYABLE,
+    "store_merge-get-store_manifest-403_persistent": _REFUSAL_AS_RETRYABLE,
+    "store_merge-list-store_compactions-403_persistent": _REFUSAL_AS_RETRYABLE,
+    "store_merge-put-store_compactions-403_persistent": _REFUSAL_AS_RETRYABLE,
+    # SlateDB's retried PUT of the compactions record finds the one that landed.
+    "store_merge-put-store_compactions-drop_after_persistent": ("durable", None, None),
+    "pass_orphans-head-data-delay_persistent": (
+        "never happened",
+        "StoreUnavailableError",
+        HTTPFS_NO_DEADLINE,
+    ),
+}
+
+
+def _stem(case: Case) -> str:
+    return case.id.rsplit("-", 1)[0]
+
+
+def _all_cases() -> list[Case]:
+    cases = []
+    for operation, boundaries in BOUNDARIES.items():
+        for method, prefix in boundaries:
+            for kind in KINDS:
+                for persistent in (False, True):
+                    probe = Case(operation, method, prefix, kind, "retried", persistent=persistent)
+                    outcome, error, bug = OBSERVED.get(_stem(probe)) or expect(
+                        operation, method, prefix, kind, persistent
+                    )
+                    cases.append(
+                        Case(operation, method, prefix, kind, outcome, error, persistent, bug=bug)
+                    )
+    return cases
+
+
+CASES = _all_cases()
+# The CI matrix: every operation, every kind, the boundaries where a fault
+# tests a decision slatelake makes (ambiguity, refusal, fencing, leases).
+DEFAULT_STEMS = (
+    "commit-put-commits-drop_after",
+    "commit-put-commits-403",
+    "commit-put-commits-503_persistent",
+    "commit-put-commits-delay",
+    "commit-put-data-503_persistent",
+    "commit-get-log-403",
+    "commit-list-commits-drop_before",
+    "fold-put-store_manifest-500_persistent",
+    "fold-put-store_compacted-drop_after",
+    "fold-put-log-403",
+    "fold-post-commits-drop_after",
+    "pass_expire-put-commits-drop_after",
+    "pass_expire-put-maintenance-403",
+    "pass_expire-put-maintenance-drop_after",
+    "pass_flush-put-data-500_persistent",
+    "pass_merge-get-data-drop_before",
+    "pass_rewrite-put-commits-503_persistent",
+    "pass_cleanup-post-data-403",
+    "pass_orphans-list-data-500_persistent",
+    "sweep-put-commits-drop_after",
+    "store_merge-put-store_compactions-503_persistent",
+)
+_BY_STEM = {_stem(c): c for c in CASES}
+DEFAULT = [_BY_STEM[s] for s in DEFAULT_STEMS]
+
+
+def markdown(cases: list[Case]) -> str:
+    """The cases as a markdown table (for docs/architecture.md)."""
+    lines = [
+        "| operation | request | fault | outcome | error | bug |",
+        "|---|---|---|---|---|---|",
+    ]
+    for c in cases:
+        kind = f"{c.kind}, persistent" if c.persistent else c.kind
+        bug = "yes" if c.bug else ""
+        lines.append(
+            f"| {c.operation} | {c.method} `{c.prefix}` | {kind} | {c.outcome} "
+            f"| {c.error or ''} | {bug} |"
+        )
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":  # python -m tests.faults.matrix [--full]
+    import sys
+
+    print(markdown(CASES if "--full" in sys.argv else DEFAULT))

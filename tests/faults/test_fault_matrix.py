@@ -1,0 +1,93 @@
+"""The fault matrix (tests/faults/matrix.py), run: each case fails one
+boundary of one operation through the proxy in front of moto, checks what
+the operation's caller saw, then opens the lake fresh without faults, checks
+the oracle of acknowledged commits and runs a pass that completes.
+
+The base lake is built once per module (per worker) and each case starts
+from a copy of it at the same keys. ``SLATELAKE_FAULTS_FULL=1`` (or
+``bash scripts/faults --full``) runs every combination, not just the default.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import boto3
+import pytest
+
+from slatelake.store.db import COMPACTOR_POLL_ENV
+from tests.faults import matrix
+from tests.faults.lake import BaseLake, build_base, check_lake, copy_bucket, record, stray_file
+from tests.faults.operations import COMMIT_ROWS, Observation, run_operation
+from tests.faults.proxy import FaultProxy
+
+STORE_TIMEOUT_ENV = "SLATELAKE_STORE_TIMEOUT_S"
+
+
+def _params() -> list:
+    chosen = matrix.CASES if matrix.full_mode() else matrix.DEFAULT
+    return [
+        pytest.param(
+            case,
+            id=case.id,
+            marks=[pytest.mark.xfail(strict=True, reason=case.bug)] if case.bug else [],
+        )
+        for case in chosen
+    ]
+
+
+@pytest.fixture(scope="module")
+def faulted(moto_endpoint: str) -> Iterator[tuple[BaseLake, FaultProxy]]:
+    """The base lake (built straight on moto) and a proxy in front of moto."""
+    s3 = boto3.client("s3", endpoint_url=moto_endpoint)
+    work, pristine = (f"faults-{uuid.uuid4().hex[:10]}" for _ in range(2))
+    s3.create_bucket(Bucket=work)
+    s3.create_bucket(Bucket=pristine)
+    base = BaseLake(f"s3://{work}/lake", f"s3://{work}/data/", work, pristine)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(COMPACTOR_POLL_ENV, "100ms")
+        build_base(base.url, base.data_path)
+        stray_file(base)
+        record(base)
+    copy_bucket(work, pristine, moto_endpoint)
+    with FaultProxy(upstream=moto_endpoint) as proxy:
+        yield base, proxy
+
+
+def _assert_outcome(case: matrix.Case, seen: Observation) -> None:
+    assert not seen.hung, f"the operation hung: {seen.detail}"
+    if case.outcome in ("retried", "durable"):
+        assert seen.acked, f"expected {case.outcome}, but it raised {seen.error}: {seen.detail}"
+        return
+    assert not seen.acked, f"expected {case.error}, but it was acknowledged: {seen.detail}"
+    assert case.error is not None and seen.raised(case.error), (
+        f"expected {case.error}, got {seen.error}: {seen.detail}"
+    )
+
+
+@pytest.mark.parametrize("case", _params())
+def test_fault(
+    case: matrix.Case,
+    faulted: tuple[BaseLake, FaultProxy],
+    moto_endpoint: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    base, proxy = faulted
+    copy_bucket(base.pristine, base.bucket, moto_endpoint)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.url)
+    monkeypatch.setenv(STORE_TIMEOUT_ENV, f"{matrix.STORE_TIMEOUT_S:g}")
+    monkeypatch.setenv(COMPACTOR_POLL_ENV, "100ms")
+    proxy.clear()
+    before = proxy.injected
+    try:
+        seen = run_operation(case.operation, base.url, lambda: proxy.add(case.rule()), proxy.clear)
+    finally:
+        proxy.clear()
+    assert proxy.injected > before, f"the fault never fired: {case.operation} made no such request"
+    _assert_outcome(case, seen)
+    rows = COMMIT_ROWS if case.operation == "commit" else None
+    present = {"retried": "once", "durable": "once", "never happened": "absent"}.get(
+        case.outcome, "either"
+    )
+    check_lake(base, rows, present, fold=case.operation == "fold")
