@@ -26,6 +26,7 @@ lease ``lost``; the pass checks that at every boundary and stops.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
@@ -38,9 +39,11 @@ from dataclasses import dataclass
 
 from slatelake.errors import (
     AlreadyRunningError,
+    AmbiguousWriteError,
     Backoff,
     LeaseLiveError,
     MisconfigurationError,
+    SlatelakeError,
     retry,
 )
 from slatelake.store.location import LakeLocation
@@ -205,19 +208,44 @@ class PassLease:
         return json.dumps(doc).encode()
 
     def _claim(self, generation: int, body: bytes) -> bool:
-        """Create ``generation`` and check it is the newest; collect older ones."""
-        if not self.client.put_if_absent(self._path(generation), body):
-            raw = self.client.get(self._path(generation))
+        """Create ``generation`` and check it is the newest; collect older ones.
+
+        A claim that raises never leaves its record held: a PUT whose answer
+        was lost is settled by reading the record back (ours: claimed), and a
+        failure after the record landed withdraws it before raising. Collecting
+        older generations is best effort: only the newest one counts.
+        """
+        path = self._path(generation)
+        try:
+            created = self.client.put_if_absent(path, body)
+        except AmbiguousWriteError:
+            raw = self.client.get(path)
+            if raw is None:
+                raise  # it did not land (a write still in flight lapses at its TTL)
+            if _decode(generation, raw).owner != self.owner:
+                return False
+            created = True
+        if not created:
+            raw = self.client.get(path)
             # Ours after all (an earlier PUT that reported an error had landed)?
             if raw is None or _decode(generation, raw).owner != self.owner:
                 return False
-        generations = self._generations()
-        if not generations or generations[-1] != generation:
-            if generations and generations[-1] > generation:
-                self.client.delete(self._path(generation))  # a collected one re-created
-            return False
+        try:
+            generations = self._generations()
+            if not generations or generations[-1] != generation:
+                if generations and generations[-1] > generation:
+                    self.client.delete(path)  # a collected one re-created
+                return False
+        except BaseException:
+            with contextlib.suppress(Exception):
+                self.client.delete(path)
+            raise
         for older in generations[:-1]:
-            self.client.delete(self._path(older))
+            try:
+                self.client.delete(self._path(older))
+            except SlatelakeError as exc:
+                log.warning("older maintenance lease %s not collected: %s", older, exc)
+                break  # the next claim collects it
         return True
 
     def try_acquire(self) -> bool:
