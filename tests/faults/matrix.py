@@ -131,6 +131,25 @@ UNTYPED_DUCKDB = (
     "bug: a data-file request that fails inside DuckDB's httpfs reaches the caller as "
     "duckdb.HTTPException / duckdb.IOException, not as a typed slatelake error"
 )
+# Where a DuckDB data-file error still escapes untranslated (observed in the
+# full matrix; the cause is not yet found): a one-off 403 on the merge's and
+# rewrite's reads, and DuckLake's own cleanup/orphan deletes and HEADs.
+STILL_UNTYPED = frozenset(
+    {
+        "pass_merge-get-data-403",
+        "pass_rewrite-get-data-403",
+        "pass_cleanup-post-data-403",
+        "pass_cleanup-post-data-403_persistent",
+        "pass_orphans-head-data-403",
+        "pass_orphans-head-data-403_persistent",
+        "pass_orphans-head-data-500_persistent",
+        "pass_orphans-head-data-503_persistent",
+        "pass_orphans-head-data-drop_before_persistent",
+        "pass_orphans-head-data-drop_after_persistent",
+        "pass_orphans-post-data-403",
+        "pass_orphans-post-data-403_persistent",
+    }
+)
 LEASE_LEFT_HELD = (
     "bug: a lease PUT held past the store deadline lands after the claim gave up and "
     "re-read nothing, so the pass raised but its late record holds the lease and the "
@@ -169,10 +188,13 @@ def expect(operation: str, method: str, prefix: str, kind: str, persistent: bool
     mark_read = operation == "commit" and (method, prefix) == ("GET", "log/")
     landed = operation == "fold" and (method, prefix) in _TRUNCATION
     failed = "ambiguous" if landed or slot_write or mark_read else "never happened"
-    if data:  # httpfs retries every fault; what outlasts it is untyped
+    if data:  # httpfs retries every fault; what outlasts it is a typed error
         if kind == "403" or (persistent and kind != "delay"):
             error = "PermissionDeniedError" if kind == "403" else "StoreUnavailableError"
-            return "never happened", error, UNTYPED_DUCKDB
+            stem = f"{operation}-{method.lower()}-data-{kind}" + (
+                "_persistent" if persistent else ""
+            )
+            return "never happened", error, UNTYPED_DUCKDB if stem in STILL_UNTYPED else None
         return ("durable" if kind == "drop_after" else "retried"), None, None
     if (method, prefix) == ("POST", "maintenance/") and (persistent or kind not in ("500", "503")):
         return "tolerated", None, None  # collecting old lease records is best effort

@@ -62,8 +62,11 @@ _INSERTED = "change_type IN ('insert', 'update_postimage')"
 INSERT_CHANGES = frozenset({"inserted_into_table", "inlined_insert"})
 
 
-_FILE = re.compile(r"""(?:reading|writing|file|on) ['"]([^'"]+)['"]""")
-_HTTP = re.compile(r"\(HTTP (\d{3})([^)]*)\)")
+_FILE = re.compile(r"""(?:reading|writing|file|on|to) ['"]([^'"]+)['"]|URL (\S+?): """)
+_HTTP = re.compile(r"\(HTTP (\d{3})([^)]*)\)|\(HTTP code (\d{3})\)|returned HTTP (\d{3})")
+# httpfs's method, when it names one; without a status, the connection failed.
+_METHOD = re.compile(r"for HTTP (GET|HEAD|PUT|POST|DELETE) ")
+_VERBS = {"PUT": "writing", "POST": "writing", "DELETE": "deleting"}
 _S3_SAID = re.compile(r"\n\n([A-Za-z]+: [^\n]{0,160})")
 
 
@@ -80,33 +83,41 @@ def _data_object(raw: str) -> str:
 
 
 def translate_data_error(what: str, exc: duckdb.Error) -> SlatelakeError:
-    """DuckDB's error reading a data file (httpfs or the file system) as a
-    typed slatelake error in one line naming the file: 401/403 and EACCES are
-    PermissionDeniedError, a missing file NotFoundError, a 5xx or a dropped
-    connection StoreUnavailableError (retryable), anything else StoreError."""
+    """DuckDB's error on a data file (httpfs or the file system) as a typed
+    slatelake error in one line naming the file: 401/403 and EACCES are
+    PermissionDeniedError, a missing file NotFoundError, a 5xx, a dropped
+    connection or a timeout StoreUnavailableError (retryable), anything else
+    StoreError."""
     text = str(exc)
     found = _FILE.search(text)
-    obj = _data_object(found.group(1)) if found else "a data file"
+    obj = _data_object(found.group(1) or found.group(2)) if found else "a data file"
     first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
     status = _HTTP.search(text)
+    method = _METHOD.search(text)
+    verb = _VERBS.get(method.group(1), "reading") if method else "reading"
     said = _S3_SAID.search(text)
-    cause = f"HTTP {status.group(1)}{status.group(2)}" if status else first.rsplit(": ", 1)[-1]
+    code = int(next(g for g in status.group(1, 3, 4) if g)) if status else None
+    if status is None:
+        cause = first.split(" for HTTP ", 1)[0].rsplit(": ", 1)[-1]
+    else:
+        cause = f"HTTP {code}{status.group(2) or ''}"
     if said is not None and status is not None:
         cause += f", {said.group(1)}"
-    code = int(status.group(1)) if status else None
     if code in (401, 403) or "Permission denied" in text:
         return PermissionDeniedError(
-            f"{what}: reading {obj}: access denied ({cause}); check that the credentials in "
-            "the environment may read the lake's data path"
+            f"{what}: {verb} {obj}: access denied ({cause}); check that the credentials in "
+            "the environment may read and write the lake's data path"
         )
     if code == 404 or "No such file" in text:
         return NotFoundError(
-            f"{what}: {obj} is missing ({cause}); the catalog lists it, so it was removed "
-            "outside DuckLake"
+            f"{what}: {obj} is missing ({cause}); if it is a file of the lake's data path, "
+            "it was removed outside DuckLake"
         )
-    if code is not None and (code >= 500 or code in (408, 429)):
-        return StoreUnavailableError(f"{what}: reading {obj}: no usable answer ({cause})")
-    return StoreError(f"{what}: reading {obj} failed ({cause})")
+    if (code is not None and (code >= 500 or code in (408, 429))) or (
+        code is None and method is not None
+    ):
+        return StoreUnavailableError(f"{what}: {verb} {obj}: no usable answer ({cause})")
+    return StoreError(f"{what}: {verb} {obj} failed ({cause})")
 
 
 @contextmanager

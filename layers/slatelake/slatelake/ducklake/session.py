@@ -9,6 +9,9 @@ the session re-materializes before the next statement; ``retry`` re-runs a
 callable on conflict. Read-only sessions attach DuckLake read-only and never
 write a slot.
 
+A write statement whose data-file request failed inside DuckDB's httpfs
+(or the file system) raises the typed error (``indexes.translate_data_error``:
+a refusal, a missing file, an unavailable store), one line naming the file.
 A statement that raised leaves nothing behind: DuckDB may already have
 committed it (it commits a materialized statement before Python converts its
 rows), so after any failure the session rolls back what DuckDB still holds
@@ -28,6 +31,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from typing import Any, TypeVar
@@ -63,6 +67,7 @@ _ST = duckdb.StatementType
 # (plus CALL, checked after the fact: a CALL that changed the catalog is refused).
 _READ_TYPES = frozenset({_ST.SELECT, _ST.EXPLAIN, _ST.SET, _ST.VARIABLE_SET, _ST.PRAGMA})
 T = TypeVar("T")
+_DUCKLAKE_CALL = re.compile(r'"?(ducklake_\w+)"?\s*\(', re.IGNORECASE)
 
 
 class Session:
@@ -219,6 +224,8 @@ class Session:
                 result = Result(result.description, result.fetchall())
         except BaseException as exc:
             self._statement_failed(exc)
+            if may_write and isinstance(exc, duckdb.IOException):  # httpfs's HTTPException too
+                raise indexes.translate_data_error(_described(query, types), exc) from None
             raise
         if self._in_txn:
             return result
@@ -408,6 +415,15 @@ def _normalized(data_path: str) -> str:
         return ducklake_data_path(data_path)
     except MisconfigurationError:
         return data_path
+
+
+def _described(query: str, types: set[Any]) -> str:
+    """How a failed statement is named in its error: the DuckLake function it
+    calls (a maintenance step), or its statement types."""
+    called = _DUCKLAKE_CALL.search(query)
+    if called:
+        return called.group(1)
+    return " ".join(sorted(t.name for t in types - {_ST.CALL})) or "statement"
 
 
 def _statement_types(query: str) -> set[Any]:
