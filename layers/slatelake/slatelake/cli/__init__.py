@@ -9,8 +9,13 @@ owner's heartbeat is fresh.
 from __future__ import annotations
 
 import argparse
+import atexit
+import contextlib
+import logging
+import os
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from slatelake.cli import index, lake, lease, maintain, store
 from slatelake.cli.common import EXIT_ERROR, EXIT_FENCED, EXIT_USAGE
@@ -26,6 +31,7 @@ __all__ = [
     "EXIT_USAGE",
     "build_parser",
     "main",
+    "run",
 ]
 
 
@@ -40,6 +46,35 @@ def build_parser() -> argparse.ArgumentParser:
     for module in (lake, maintain, store, index, lease):
         module.register(sub)
     return parser
+
+
+def run() -> NoReturn:
+    """The ``slatelake`` command: ``main()``, then leave without native teardown.
+
+    By the time ``main`` returns every handle is closed and the answer is
+    written. What interpreter teardown still does is finalize the native
+    threads of SlateDB's and DuckDB's S3 clients, which now and then aborts
+    the process (SIGABRT) after it answered, turning a success into exit -6.
+    So: flush output, run the atexit hooks (a scheduler finishing its pass),
+    shut logging down, and exit with the command's own status.
+    """
+    try:
+        code: object = main()
+    except SystemExit as exc:  # argparse: --help, usage errors
+        code = exc.code
+    if code is None:
+        status = 0
+    elif isinstance(code, int):
+        status = code
+    else:
+        print(code, file=sys.stderr)
+        status = 1
+    atexit._run_exitfuncs()
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(status)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

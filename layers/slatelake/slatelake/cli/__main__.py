@@ -1,5 +1,3 @@
-import sys
+from slatelake.cli import run
 
-from slatelake.cli import main
-
-sys.exit(main())
+run()
