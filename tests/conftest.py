@@ -158,3 +158,16 @@ def subprocess_env() -> dict[str, str]:
         p for p in (root, str(Path(root, "layers", "slatelake")), env.get("PYTHONPATH")) if p
     )
     return env
+
+
+@pytest.fixture(scope="session")
+def signatures() -> dict[str, dict[str, str]]:
+    """The pinned DuckLake's maintenance signatures, read once per worker."""
+    from slatelake.ducklake import extensions
+    from slatelake.maintenance.options import ducklake_signatures
+
+    con = extensions.connect()
+    try:
+        return ducklake_signatures(con)
+    finally:
+        con.close()

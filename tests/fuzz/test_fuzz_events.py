@@ -21,11 +21,9 @@ from typing import Any
 import pytest
 from hypothesis import example, given
 
-from slatelake.ducklake import extensions
 from slatelake.errors import MisconfigurationError
 from slatelake.maintenance.options import (
     MaintenanceConfigError,
-    ducklake_signatures,
     parse_options,
 )
 from slatelake.store.location import LakeLocation
@@ -43,15 +41,6 @@ def invocation() -> ModuleType:
         return importlib.import_module("invocation")
     finally:
         sys.path.remove(str(ROOT / "functions" / "maintenance"))
-
-
-@pytest.fixture(scope="module")
-def signatures() -> dict[str, dict[str, str]]:
-    con = extensions.connect()
-    try:
-        return ducklake_signatures(con)
-    finally:
-        con.close()
 
 
 def _allowed(value: str, *urls: str) -> bool:

@@ -18,7 +18,6 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from slatelake.cli.common import parse_kv
-from slatelake.ducklake import extensions
 from slatelake.maintenance.options import (
     MAX_DURATION_S,
     MAX_WINDOW_S,
@@ -27,7 +26,6 @@ from slatelake.maintenance.options import (
     MaintenanceConfigError,
     MaintenanceOptions,
     Versions,
-    ducklake_signatures,
     parse_bool,
     parse_options,
 )
@@ -36,15 +34,6 @@ from tests.fuzz.hostile import NASTY_STRINGS, fuzz, hostile_text, named, one_lin
 from tests.fuzz.inputs import KNOWN, P, canonical, option_keys, option_values
 
 pytestmark = pytest.mark.filterwarnings("ignore:Generating overly large repr")
-
-
-@pytest.fixture(scope="module")
-def signatures() -> dict[str, dict[str, str]]:
-    con = extensions.connect()
-    try:
-        return ducklake_signatures(con)
-    finally:
-        con.close()
 
 
 @pytest.fixture(scope="module")

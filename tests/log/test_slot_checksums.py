@@ -27,6 +27,7 @@ from slatelake.store import values
 from slatelake.store.keys import Subspace
 from slatelake.store.location import LakeLocation
 from tests.catalog.helpers import commit_inserts
+from tests.log.test_envelope import body_row
 
 DAMAGED = 3  # the newest of three slots
 
@@ -106,18 +107,7 @@ def test_damaged_slot_is_refused_by_the_folder_and_never_folded(damaged: tuple[s
 
 def _legacy_slot(cs: ChangeSet) -> bytes:
     """Slot bytes as a release before checksums wrote them (envelope version 1)."""
-    row = [
-        cs.txn_id,
-        cs.base.snapshot_id,
-        cs.base.batch_seq,
-        cs.mints_snapshot,
-        list(cs.tables),
-        cs.changes_made,
-        [k for k, _ in cs.puts],
-        [v for _, v in cs.puts],
-        list(cs.deletes),
-    ]
-    return values.frame(ENVELOPE_KIND, [LEGACY_VERSION, [row]])
+    return values.frame(ENVELOPE_KIND, [LEGACY_VERSION, [body_row(cs, LEGACY_VERSION)]])
 
 
 def test_a_version_1_slot_from_an_older_release_is_replayed_and_folded(

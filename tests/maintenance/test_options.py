@@ -5,23 +5,12 @@ from __future__ import annotations
 import duckdb
 import pytest
 
-from slatelake.ducklake import extensions
 from slatelake.maintenance.options import (
     DUCKLAKE_STEPS,
     MaintenanceConfigError,
-    ducklake_signatures,
     parse_options,
 )
 from slatelake.store.keys import Subspace
-
-
-@pytest.fixture(scope="module")
-def signatures() -> dict[str, dict[str, str]]:
-    con = extensions.connect()
-    try:
-        return ducklake_signatures(con)
-    finally:
-        con.close()
 
 
 def test_signatures_of_the_pinned_extension(signatures: dict[str, dict[str, str]]) -> None:
