@@ -105,6 +105,7 @@ def shared_lake_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 # check. Everything else (whole passes, the Lambda, processes, the oracle) is
 # marked slow here, so a new module is slow until someone measures it quick.
 FAST_MODULES = {
+    "tests/catalog/test_bootstrap.py",
     "tests/catalog/test_registry.py",
     "tests/catalog/test_sweep.py",
     "tests/ducklake/test_capture_cost.py",
@@ -116,6 +117,7 @@ FAST_MODULES = {
     "tests/fuzz/test_fuzz_options.py",
     "tests/log/test_ambiguous_write.py",
     "tests/log/test_envelope.py",
+    "tests/log/test_images.py",
     "tests/log/test_integrity.py",
     "tests/log/test_range_deletes.py",
     "tests/log/test_truncation_mark.py",

@@ -26,6 +26,9 @@ COMMANDS = [
     "compact-store",
     "index",
     "lease",
+    "image",
+    "export",
+    "import",
 ]
 
 

@@ -68,6 +68,26 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("slatelake/ducklake/indexes.py", "_value_sql(kind, column)"): "ident() + constant",
     ("slatelake/ducklake/indexes.py", "_value_sql(defn.kind, column)"): "ident() + constant",
     ("slatelake/ducklake/indexes.py", "_INSERTED"): "a module constant",
+    # the catalog in DuckDB (catalog_db.py, capture.py, opening.py): select lists,
+    # match conditions and unnest lists built from ident() over registry or
+    # DuckDB-listed column names, with types from the registry or DuckDB itself
+    ("slatelake/ducklake/catalog_db.py", "select_list(columns)"): "ident() per column",
+    ("slatelake/ducklake/catalog_db.py", "select_list(spec.columns)"): "ident() per column",
+    ("slatelake/ducklake/catalog_db.py", "select"): "select_list(): ident() per column",
+    ("slatelake/ducklake/catalog_db.py", "source"): "ident() parts",
+    ("slatelake/ducklake/catalog_db.py", "where"): "ident() + placeholders",
+    ("slatelake/ducklake/catalog_db.py", "lists"): "ident() + registry/DuckDB types",
+    ("slatelake/ducklake/catalog_db.py", "match"): "ident() + int() pieces",
+    ("slatelake/ducklake/catalog_db.py", "exprs"): "ident() per column",
+    ("slatelake/ducklake/catalog_db.py", "cols"): "ident() per column",
+    ("slatelake/ducklake/capture.py", "source"): "ident() of a database name",
+    ("slatelake/ducklake/capture.py", "cols"): "select_list(): ident() per column",
+    ("slatelake/ducklake/capture.py", "a"): "ident() parts",
+    ("slatelake/ducklake/capture.py", "b"): "ident() parts",
+    ("slatelake/ducklake/opening.py", "cols"): "ident() per column",
+    # import: columns cast to a registry type constant or a type_sql() rendering
+    ("slatelake/ducklake/transfer.py", "select"): "ident() per column + a type",
+    ("slatelake/ducklake/transfer.py", "typ"): "a registry type or type_sql()",
     # not ducklake/: the demo's table suffixes and row bounds are range() counters
     ("slatelake/demo.py", "t"): "a range() counter",
     ("slatelake/demo.py", "lo"): "an int from a range() counter",

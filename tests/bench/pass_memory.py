@@ -156,8 +156,6 @@ def run_pass(url: str, every: int, trace: bool, settings: list[str]) -> dict[str
             "seq": state.last_seq,
             "rss_mb": round(vm_rss_mb(), 1),
             "malloc_mb": round(malloc_mb(), 1),
-            "rows": state.row_count(),
-            "entries": len(state.entries),
             "duck_mb": round((duck or 0) / (1 << 20), 1),
             "dbs": dbs,
             "loads": loads[0],

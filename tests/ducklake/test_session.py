@@ -86,7 +86,7 @@ def test_inlined_rows_read_back_after_reopening_and_flush_moves_them_to_parquet(
     assert not list(data.rglob("*.parquet"))
     with connect(url) as session:
         assert session.sql("SELECT * FROM t ORDER BY id").fetchall() == [(1, "a"), (2, "b")]
-        inline_keys = [k for k in session.state.entries if k[0] == 0x05]
+        inline_keys = [k for k in session.lake.materialize().entries if k[0] == 0x05]
         assert inline_keys, "inlined rows live in the inline subspace"
         session.sql("CALL ducklake_flush_inlined_data('lake')")
     assert list(data.rglob("*.parquet"))
@@ -184,14 +184,14 @@ def test_a_reload_that_failed_half_way_leaves_the_session_usable(
     url, _ = lake
     with connect(url) as s:
         s.sql("INSERT INTO t VALUES (1, 'a')")
-        real = session_module.load_registry_table
+        real = session_module.copy_database
 
         def broken(*args: object, **kwargs: object) -> None:
             raise RuntimeError("the load died half way")
 
-        monkeypatch.setattr(session_module, "load_registry_table", broken)
+        monkeypatch.setattr(session_module, "copy_database", broken)
         with pytest.raises(RuntimeError, match="half way"):
             s._load()
-        monkeypatch.setattr(session_module, "load_registry_table", real)
+        monkeypatch.setattr(session_module, "copy_database", real)
         s._load()
         assert s.sql("SELECT id, who FROM t").fetchall() == [(1, "a")]

@@ -168,7 +168,7 @@ def test_acceptance_7_a_failing_merge_reports_failed_and_the_lake_stays_queryabl
             assert _count(s) == rows  # queryable, same rows
             s.sql("INSERT INTO t VALUES (-1, 'after')")
             assert _count(s) == rows + 1
-            final = s.state
+            final = s.lake.materialize()
     finally:
         start_holder.join(30)
         for folder in holders:

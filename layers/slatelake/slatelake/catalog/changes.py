@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from slatelake.catalog import registry
 from slatelake.catalog.rows import (
@@ -31,9 +32,8 @@ from slatelake.catalog.rows import (
     inline_rows_prefix,
     row_key,
 )
-from slatelake.catalog.state import CatalogState
 from slatelake.errors import UnsupportedError
-from slatelake.log.changeset import ChangeSet, KeyRange, prefix_range
+from slatelake.log.changeset import ChangeSet, Head, KeyRange, prefix_range
 
 
 @dataclass
@@ -64,8 +64,21 @@ class RowChanges:
         return not self.tables
 
 
+class CatalogBase(Protocol):
+    """What building a change set reads of the catalog it applies to: its head,
+    one grouped value, one inlined table's keys. A Python CatalogState or a
+    session's DuckDB-resident base both answer it."""
+
+    @property
+    def head(self) -> Head: ...
+
+    def group(self, key: bytes) -> list[Row]: ...
+
+    def inline_row_keys(self, inline: registry.InlineTable) -> set[bytes]: ...
+
+
 def build_change_set(
-    base: CatalogState,
+    base: CatalogBase,
     changes: RowChanges,
     mints_snapshot: bool,
     changes_made: str = "",
@@ -131,14 +144,12 @@ def build_change_set(
     )
 
 
-def _inline_keys(base: CatalogState, inline: registry.InlineTable) -> set[bytes]:
-    """The stored row keys of one inlined table, through the kind index."""
-    rows_prefix = inline_rows_prefix(inline)
-    return {k for k in base.keys_of_kind(inline.row_kind) if k.startswith(rows_prefix)}
+def _inline_keys(base: CatalogBase, inline: registry.InlineTable) -> set[bytes]:
+    return base.inline_row_keys(inline)
 
 
 def _grouped(
-    base: CatalogState,
+    base: CatalogBase,
     spec: registry.TableSpec,
     ins: list[Row],
     dels: list[Row],
@@ -150,7 +161,7 @@ def _grouped(
     def group(row: Row) -> list[Row]:
         key = group_key(spec, row)
         if key not in touched:
-            touched[key] = list(base.entries.get(key, []))
+            touched[key] = base.group(key)
         return touched[key]
 
     for row in dels:

@@ -11,6 +11,14 @@ it is stale. ``hold`` repeats this while SlateDB's compactor runs in the
 same handle, which is what executes store merges others submit. Opening a
 folder fences the previous one; a fenced folder's next flush raises
 FencedError.
+
+Images (log/images.py) bound truncation too: once any image exists, no slot
+above the newest image's seq is deleted, because an open is the newest image
+plus the slots after it. The newest image's seq only grows, so a seq this
+folder saw earlier is a safe (lower) bound: images are LISTed again only when
+truncation wants past it, at most every IMAGE_RELIST_S (a newer image waits
+that long to free slots; retention, never safety). With no image seen yet,
+they are LISTed at every truncation that has something to delete.
 """
 
 from __future__ import annotations
@@ -34,6 +42,7 @@ from slatelake.catalog.state import (
 )
 from slatelake.errors import CorruptionError, FencedError, NotFoundError
 from slatelake.log.changeset import Head
+from slatelake.log.images import ImageBook
 from slatelake.log.leases import DEFAULT_MARGIN_S, LeaseBook, truncation_bound
 from slatelake.log.replay import StaleViewError, read_tail
 from slatelake.log.slots import SlotLog
@@ -42,6 +51,7 @@ from slatelake.store.location import LakeLocation
 
 log = logging.getLogger("slatelake.folder")
 DEFAULT_BATCH_OPS = 50_000
+IMAGE_RELIST_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -72,6 +82,9 @@ class Folder:
         self.location = location
         self.log = SlotLog(location)
         self.leases = LeaseBook(location, self.log.client)
+        self.images = ImageBook(location, self.log.client)
+        self._image_seq = 0  # the newest image's seq this folder knows (0: none seen)
+        self._images_listed_at = -IMAGE_RELIST_S
         self.margin_s = margin_s
         self.batch_ops = batch_ops
         self.writer = open_writer(location, settings)
@@ -227,6 +240,10 @@ class Folder:
             if now - self._folded_at.get(seq, self._started) < self.margin_s:
                 break
             doomed.append(seq)
+        if doomed:
+            image_seq = self._image_bound(doomed[-1])
+            if image_seq is not None:
+                doomed = [seq for seq in doomed if seq <= image_seq]
         if not doomed:
             return 0
         self._raise_mark(doomed[-1])
@@ -235,6 +252,24 @@ class Folder:
             self._fault("after_delete")
             self._folded_at.pop(seq, None)
         return len(doomed)
+
+    def note_image(self, seq: int) -> None:
+        """An image of slot ``seq`` is stored (the holder wrote it): truncation
+        may go up to it without listing images again."""
+        self._image_seq = max(self._image_seq, seq)
+
+    def _image_bound(self, wanted: int) -> int | None:
+        """The newest image's seq, the highest slot truncation may delete;
+        None when there is no image (the rule is then as without images)."""
+        now = time.monotonic()
+        known = self._image_seq
+        if known and (known >= wanted or now - self._images_listed_at < IMAGE_RELIST_S):
+            return known
+        newest = self.images.newest()
+        self._images_listed_at = now
+        if newest is not None:
+            self._image_seq = max(self._image_seq, newest.seq)
+        return self._image_seq or None
 
     def hold(
         self,

@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from slatelake.catalog import registry
 from slatelake.catalog.changes import RowChanges
 from slatelake.catalog.rows import Row, digest, row_key
-from slatelake.catalog.state import CatalogState
+from slatelake.catalog.state import CatalogView
 from slatelake.errors import CorruptionError
 from slatelake.store.keys import Subspace, decode_key, encode_key, prefix
 
@@ -104,24 +104,24 @@ def _live(rows: Iterable[Row], end_at: int) -> list[Row]:
     return [r for r in rows if r[end_at] is None]
 
 
-def live_tables(state: CatalogState) -> dict[int, Row]:
+def live_tables(state: CatalogView) -> dict[int, Row]:
     spec = registry.spec("ducklake_table")
     return {r[0]: r for r in _live(state.rows(spec.name), spec.index("end_snapshot"))}
 
 
-def live_columns(state: CatalogState) -> dict[tuple[int, int], Row]:
+def live_columns(state: CatalogView) -> dict[tuple[int, int], Row]:
     spec = registry.spec("ducklake_column")
     end = spec.index("end_snapshot")
     table, col = spec.index("table_id"), spec.index("column_id")
     return {(r[table], r[col]): r for r in _live(state.rows(spec.name), end)}
 
 
-def definitions(state: CatalogState) -> list[IndexDef]:
+def definitions(state: CatalogView) -> list[IndexDef]:
     """Every definition the state holds, live and ended, by id."""
     return sorted((IndexDef.from_row(r) for r in state.rows(TABLE)), key=lambda d: d.index_id)
 
 
-def live_definitions(state: CatalogState) -> list[IndexDef]:
+def live_definitions(state: CatalogView) -> list[IndexDef]:
     """Definitions live at the head whose table and column are live too."""
     defs = [d for d in definitions(state) if d.end_snapshot is None]
     if not defs:
@@ -130,11 +130,11 @@ def live_definitions(state: CatalogState) -> list[IndexDef]:
     return [d for d in defs if d.table_id in tables and (d.table_id, d.column_id) in columns]
 
 
-def live_index_ids(state: CatalogState) -> set[int]:
+def live_index_ids(state: CatalogView) -> set[int]:
     return {d.index_id for d in live_definitions(state)}
 
 
-def id_horizon(state: CatalogState) -> int:
+def id_horizon(state: CatalogView) -> int:
     """The head's next catalog id. Every id below it was handed out at or
     before the head, so one not live there is dead forever; an id at or above
     it may belong to an index created after this view and is never judged."""
@@ -143,13 +143,13 @@ def id_horizon(state: CatalogState) -> int:
     return 0 if row is None else row[snap.index("next_catalog_id")]
 
 
-def has_definitions(state: CatalogState) -> bool:
+def has_definitions(state: CatalogView) -> bool:
     """Cheap: whether any definition (live or not) exists; the write path's gate."""
     return bool(state.keys_of_kind(DEF.kind))
 
 
 # -- changing definitions ----------------------------------------------------
-def take_catalog_id(state: CatalogState, changes: RowChanges) -> int:
+def take_catalog_id(state: CatalogView, changes: RowChanges) -> int:
     """Take the next catalog id by bumping the head snapshot row in place.
 
     The change set stays head-preserving. It also deletes the (absent) key of
@@ -171,7 +171,7 @@ def take_catalog_id(state: CatalogState, changes: RowChanges) -> int:
 
 
 def define(
-    state: CatalogState, table_id: int, column_id: int, name: str, kind: int
+    state: CatalogView, table_id: int, column_id: int, name: str, kind: int
 ) -> tuple[RowChanges, IndexDef]:
     changes = RowChanges()
     index_id = take_catalog_id(state, changes)
@@ -188,7 +188,7 @@ def end(changes: RowChanges, defn: IndexDef, at_snapshot: int) -> IndexDef:
     return ended
 
 
-def cascade(state: CatalogState, changes: RowChanges) -> list[IndexDef]:
+def cascade(state: CatalogView, changes: RowChanges) -> list[IndexDef]:
     """End, in ``changes``, the live definitions whose table or column the
     changes end (DROP TABLE, DROP COLUMN, a column's type change; a rename
     keeps the ids and the index). Returns what it ended."""
@@ -218,7 +218,7 @@ def _ended(changes: RowChanges, table: str, ident: tuple[str, ...]) -> set[tuple
 
 
 # -- reading entries ---------------------------------------------------------
-def entry_row_ids(reader, state: CatalogState, key_prefix: bytes) -> list[int]:  # noqa: ANN001
+def entry_row_ids(reader, state: CatalogView, key_prefix: bytes) -> list[int]:  # noqa: ANN001
     """Row ids under a value prefix: the store's entries overlaid with the
     ones the log tail wrote (or deleted) since the store was read."""
     keys = {k for k, _ in reader.scan_prefix(key_prefix)}

@@ -21,6 +21,7 @@ from slatelake.catalog.state import (
     SYS_FORMAT,
     SYS_HEAD,
     CatalogState,
+    CatalogView,
     check_format,
     decode_fold,
     encode_fold,
@@ -39,7 +40,7 @@ from slatelake.errors import (
 from slatelake.log.changeset import ChangeSet, Head
 from slatelake.log.committer import Committed, Committer
 from slatelake.log.leases import LeaseBook, ReaderLease
-from slatelake.log.replay import read_tail
+from slatelake.log.replay import Tail, read_tail
 from slatelake.log.slots import SlotLog
 from slatelake.store.db import StoreReader, open_reader, open_writer, store_exists
 from slatelake.store.location import LakeLocation
@@ -179,6 +180,13 @@ class Lake:
         state.last_seq = tail.last_seq
         return state
 
+    def tail_after(self, head: Head, seq: int) -> Tail:
+        """The log past a view at ``(head, seq)`` (a catalog image's), its
+        slots pinned by this handle's reader lease. StaleViewError when the
+        folder already truncated slots the view needs."""
+        self._hold_lease(seq)
+        return read_tail(self.log, head, seq)
+
     def _hold_lease(self, seq: int) -> None:
         """Pin the slots this view needs. Best effort when read-only: a
         read-only role may not be allowed to write ``readers/``; the folder's
@@ -196,7 +204,7 @@ class Lake:
                 exc,
             )
 
-    def refresh(self, state: CatalogState) -> CatalogState:
+    def refresh(self, state: CatalogView) -> CatalogState:
         """Bring ``state`` to the log's head in place; one LIST when nothing changed.
 
         Renews the reader lease first (a PUT only past half its life), so a view
@@ -216,7 +224,7 @@ class Lake:
         state.last_seq = tail.last_seq
         return state
 
-    def read_sys(self, state: CatalogState, key: bytes) -> bytes | None:
+    def read_sys(self, state: CatalogView, key: bytes) -> bytes | None:
         """A sys record as of ``state``: the log tail's last write, else the store's."""
         if key in state.sys_overlay:
             return state.sys_overlay[key]
@@ -239,7 +247,7 @@ class Lake:
     # -- writing ---------------------------------------------------------
     def commit(
         self,
-        state: CatalogState,
+        state: CatalogView,
         changes: RowChanges,
         mints_snapshot: bool,
         changes_made: str = "",
@@ -249,7 +257,7 @@ class Lake:
         cs = build_change_set(state, changes, mints_snapshot, changes_made)
         return self.commit_change_set(state, cs)
 
-    def commit_change_set(self, state: CatalogState, cs: ChangeSet) -> Committed:
+    def commit_change_set(self, state: CatalogView, cs: ChangeSet) -> Committed:
         self._writable()
         committed = self.committer.commit(cs, state.last_seq + 1)
         if committed.seq == state.last_seq + 1:
@@ -278,7 +286,7 @@ class Lake:
         return compact_store(self, request)
 
     def maintain(
-        self, request: MaintenanceRequest | None = None, state: CatalogState | None = None
+        self, request: MaintenanceRequest | None = None, state: CatalogView | None = None
     ) -> MaintenanceReport:
         """The sweep (RFC 0021 steps 7, 7b, 7c) as head-preserving batches; refuses read-only."""
         return maintain(self, request, state)

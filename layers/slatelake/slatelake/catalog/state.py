@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from slatelake.catalog import registry
 from slatelake.catalog.rows import Row, decode_entry, inline_rows_prefix, table_of_key
@@ -87,6 +87,60 @@ def decode_fold(raw: bytes) -> tuple[int, Head]:
     return seq, Head(snap, bseq)
 
 
+class SideRecords(Protocol):
+    """What a view of the catalog keeps besides catalog rows: sys records and
+    index entries written by change sets it applied (see CatalogState)."""
+
+    sys_overlay: dict[bytes, bytes | None]
+    index_overlay: dict[bytes, bool]
+    index_swept: dict[bytes, bytes]
+
+
+def apply_side_records(view: SideRecords, cs: ChangeSet) -> None:
+    """Record a change set's sys and index-entry writes in ``view``'s overlays."""
+    sweep = cs.tables == (SWEEP_INDEX_TABLE,)
+    for key, value in cs.puts:
+        if key[0] == Subspace.SYS:
+            view.sys_overlay[key] = value
+        elif key[0] == Subspace.INDEX:
+            view.index_overlay[key] = True  # not a catalog row
+    for key in cs.deletes:
+        if key[0] == Subspace.SYS:
+            view.sys_overlay[key] = None
+        elif key[0] == Subspace.INDEX:
+            if sweep:
+                view.index_overlay.pop(key, None)
+                rng = key[:INDEX_RANGE_PREFIX]
+                view.index_swept[rng] = max(view.index_swept.get(rng, key), key)
+            else:
+                view.index_overlay[key] = False
+
+
+class CatalogView(SideRecords, Protocol):
+    """The catalog at a head as its readers use it, however it is held: a
+    Python ``CatalogState`` (the folder, the sweep's own materialization) or a
+    session's DuckDB-resident base (ducklake/duck_state.py)."""
+
+    head: Head
+    last_seq: int
+
+    def apply(self, cs: ChangeSet, seq: int | None = None) -> None: ...
+
+    def replace_with(self, other: CatalogState) -> None: ...
+
+    def rows(self, table: str) -> list[Row]: ...
+
+    def get(self, key: bytes) -> Any: ...
+
+    def group(self, key: bytes) -> list[Row]: ...
+
+    def keys_of_kind(self, kind: int) -> set[bytes]: ...
+
+    def inline_ddl(self) -> dict[str, list[tuple[str, str]]]: ...
+
+    def inline_row_keys(self, inline: registry.InlineTable) -> set[bytes]: ...
+
+
 @dataclass
 class CatalogState:
     head: Head
@@ -120,7 +174,6 @@ class CatalogState:
     def apply(self, cs: ChangeSet, seq: int | None = None) -> None:
         """Advance by one change set: its ranges, then puts, then deletes
         (the order the folder writes them in)."""
-        sweep = cs.tables == (SWEEP_INDEX_TABLE,)
         check_catalog_ranges(cs, seq)  # before anything changes
         for start, end in cs.ranges:
             kinds = self._by_kind.get(start[1], set())
@@ -128,28 +181,13 @@ class CatalogState:
                 del self.entries[key]
                 kinds.discard(key)
         for key, value in cs.puts:
-            if key[0] == Subspace.SYS:
-                self.sys_overlay[key] = value
-                continue
-            if key[0] == Subspace.INDEX:
-                self.index_overlay[key] = True  # not a catalog row
-                continue
-            self.entries[key] = decode_entry(key, value)
-            self._index(key)
+            if key[0] in CATALOG_SUBSPACES:
+                self.entries[key] = decode_entry(key, value)
+                self._index(key)
         for key in cs.deletes:
-            if key[0] == Subspace.SYS:
-                self.sys_overlay[key] = None
-                continue
-            if key[0] == Subspace.INDEX:
-                if sweep:
-                    self.index_overlay.pop(key, None)
-                    rng = key[:INDEX_RANGE_PREFIX]
-                    self.index_swept[rng] = max(self.index_swept.get(rng, key), key)
-                else:
-                    self.index_overlay[key] = False
-                continue
-            if self.entries.pop(key, None) is not None:
+            if key[0] in CATALOG_SUBSPACES and self.entries.pop(key, None) is not None:
                 self._by_kind[key[1]].discard(key)
+        apply_side_records(self, cs)
         self.head = cs.result
         if seq is not None:
             self.last_seq = seq
@@ -200,6 +238,15 @@ class CatalogState:
     def get(self, key: bytes) -> Any:
         """The decoded entry stored under ``key``, or None."""
         return self.entries.get(key)
+
+    def group(self, key: bytes) -> list[Row]:
+        """The rows of one grouped value (empty when absent)."""
+        return list(self.entries.get(key, []))
+
+    def inline_row_keys(self, inline: registry.InlineTable) -> set[bytes]:
+        """The stored row keys of one inlined table, through the kind index."""
+        rows_prefix = inline_rows_prefix(inline)
+        return {k for k in self.keys_of_kind(inline.row_kind) if k.startswith(rows_prefix)}
 
     def inline_ddl(self) -> dict[str, list[tuple[str, str]]]:
         """DDL of the on-the-fly inlined tables, through the kind index."""

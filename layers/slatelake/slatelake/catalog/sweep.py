@@ -30,8 +30,8 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from slatelake.catalog import indexes, registry
-from slatelake.catalog.rows import inline_ddl_key, inline_rows_prefix, row_key
-from slatelake.catalog.state import SWEEP_INDEX_TABLE, CatalogState
+from slatelake.catalog.rows import inline_ddl_key, row_key
+from slatelake.catalog.state import SWEEP_INDEX_TABLE, CatalogView
 from slatelake.errors import ConflictError, MisconfigurationError, ReadOnlyError, retry
 from slatelake.log.changeset import ChangeSet
 from slatelake.store.keys import Subspace, decode_key, encode_key
@@ -96,7 +96,7 @@ class MaintenanceReport:
 def maintain(
     lake: Lake,
     request: MaintenanceRequest | None = None,
-    state: CatalogState | None = None,
+    state: CatalogView | None = None,
     progress: Callable[[str], None] | None = None,
     should_stop: Callable[[], str | None] | None = None,
     sleep: Callable[[float], None] = time.sleep,
@@ -133,7 +133,7 @@ def next_index(reader, kind: int, start_id: int) -> int | None:  # noqa: ANN001
 
 def discover(
     reader,  # noqa: ANN001
-    state: CatalogState,
+    state: CatalogView,
     live: set[int],
     report: MaintenanceReport | None = None,
 ) -> list[tuple[int, int]]:
@@ -169,7 +169,7 @@ class _Sweeper:
     def __init__(
         self,
         lake: Lake,
-        state: CatalogState,
+        state: CatalogView,
         request: MaintenanceRequest,
         progress: Callable[[str], None] | None,
         should_stop: Callable[[], str | None] | None,
@@ -278,7 +278,7 @@ class _Sweeper:
             for k in self.state.keys_of_kind(spec.kind)
             if k[0] == spec.home and decode_key(k)[2][0] not in files
         )
-        rows = {k: len(self.state.entries[k]) for k in stranded}
+        rows = {k: len(self.state.group(k)) for k in stranded}
         done = self._drain(stranded, "file_column_stats")
         self.report.file_stats_files += done
         self.report.file_column_stats_reclaimed += sum(rows[k] for k in stranded[:done])
@@ -298,10 +298,7 @@ class _Sweeper:
             inline = registry.inline_table(name)
             if inline is None or inline.ids[0] in tables:
                 continue
-            rows_prefix = inline_rows_prefix(inline)
-            row_keys = [
-                k for k in self.state.keys_of_kind(inline.row_kind) if k.startswith(rows_prefix)
-            ]
+            row_keys = sorted(self.state.inline_row_keys(inline))
             keys += [inline_ddl_key(inline), *row_keys]
             keys += [row_key(reg, r) for r in registered if r[1] == name]
             reclaimed += 1

@@ -153,12 +153,14 @@ def _raise_stopped(stop: threading.Event) -> Any:
     return handler
 
 
-def _hold(folder: Any, args: argparse.Namespace, stop: threading.Event) -> None:
+def _hold(folder: Any, args: argparse.Namespace, stop: threading.Event, images: Any = None) -> None:
     """Fold every ``--poll`` seconds until stopped. A transient store failure
     (``retryable``) is retried HOLD_RETRIES times in a row with backoff (twice
     the poll, doubling, at most 30 s; one holder per lake, so no jitter); then,
     or at once for a terminal one, the error propagates and the holder exits
-    non-zero: a supervisor restarts it, or a person reads why."""
+    non-zero: a supervisor restarts it, or a person reads why. After each
+    fold ``images`` (cli/image.py ``ImageCadence``) writes a catalog image when
+    one is due and collects old ones; its failures never stop folding."""
     backoff = Backoff(first_s=args.poll * 2, factor=2.0, cap_s=30.0, jitter=0.0)
 
     def say(failures: int, exc: BaseException, wait_s: float) -> None:
@@ -184,13 +186,24 @@ def _hold(folder: Any, args: argparse.Namespace, stop: threading.Event) -> None:
             raise
         if report.slots or report.truncated:
             _print_fold(report, args.json)
+        if images is not None:
+            images.tick(folder)
         stop.wait(args.poll)
 
 
 def _cmd_hold(args: argparse.Namespace) -> int:
+    from slatelake.cli.image import ImageCadence
     from slatelake.store.db import deadline
+    from slatelake.store.location import LakeLocation
 
     options = parse_kv(getattr(args, "option", None))
+    images = ImageCadence(
+        LakeLocation.parse(args.lake),
+        every_slots=0 if args.no_images else args.image_every_slots,
+        max_age_s=0.0 if args.no_images else args.image_max_age,
+        grace_s=args.image_grace,
+        as_json=args.json,
+    )
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, _raise_stopped(stop))
@@ -212,10 +225,11 @@ def _cmd_hold(args: argparse.Namespace) -> int:
         print(
             f"holding {args.lake}: folding every {args.poll}s"
             + (f", maintenance every {session.options.interval_s:g}s" if session else "")
+            + _image_words(images)
             + "; Ctrl-C stops",
             flush=True,
         )
-        _hold(folder, args, stop)
+        _hold(folder, args, stop, images)
     except HoldStopped as exc:
         signalled = str(exc)
     except BaseException:
@@ -239,6 +253,17 @@ def _cmd_hold(args: argparse.Namespace) -> int:
                     print(f"slatelake hold: shutdown: {exc}", file=sys.stderr, flush=True)
     print(f"stopped ({signalled})" if signalled else "stopped", flush=True)
     return 0
+
+
+def _image_words(images: Any) -> str:
+    if not images.enabled:
+        return ", no catalog images"
+    when = []
+    if images.every_slots:
+        when.append(f"{images.every_slots} slots")
+    if images.max_age_s:
+        when.append(f"{images.max_age_s:g}s")
+    return f", a catalog image every {' or '.join(when)}"
 
 
 def _cmd_log(args: argparse.Namespace) -> int:
@@ -269,6 +294,53 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
     run_demo(args.dir, commits=args.commits)
     return 0
+
+
+def _image_options(p: argparse.ArgumentParser) -> None:
+    from slatelake.cli.arguments import wait_seconds
+    from slatelake.cli.image import DEFAULT_EVERY_SLOTS, DEFAULT_GRACE_S, DEFAULT_MAX_AGE_S
+
+    p.add_argument(
+        "--image-every-slots",
+        type=_slot_count,
+        default=DEFAULT_EVERY_SLOTS,
+        metavar="N",
+        help="write a catalog image once N slots were folded since the newest one "
+        f"(default {DEFAULT_EVERY_SLOTS}; 0: never by count). Opens replay the slots after "
+        "the newest image, and the log keeps them until a newer image",
+    )
+    p.add_argument(
+        "--image-max-age",
+        type=wait_seconds,
+        default=DEFAULT_MAX_AGE_S,
+        metavar="SEC",
+        help="also write one when the newest image is older than SEC and something was "
+        f"folded since (default {DEFAULT_MAX_AGE_S:g}; 0: never by age)",
+    )
+    p.add_argument(
+        "--image-grace",
+        type=wait_seconds,
+        default=DEFAULT_GRACE_S,
+        metavar="SEC",
+        help="delete an image older than the newest two only once a newer one has existed "
+        f"this long (default {DEFAULT_GRACE_S:g}; a reader may still be downloading it)",
+    )
+    p.add_argument(
+        "--no-images",
+        action="store_true",
+        help="write and collect no catalog images; truncation still stops at the newest "
+        "existing image",
+    )
+
+
+def _slot_count(text: str) -> int:
+    from slatelake.store.location import show_input
+
+    if not (text.isascii() and text.isdigit()) or len(text) > 12:
+        raise argparse.ArgumentTypeError(
+            f"{show_input(text)}: expected a count of slots, 0 or more"
+        )
+    return int(text)
 
 
 def register(sub: Any) -> None:
@@ -351,6 +423,7 @@ def register(sub: Any) -> None:
                 help="MAINTENANCE_* options; with MAINTENANCE_INTERVAL a scheduler thread runs "
                 "the maintenance pass at that cadence (a pass in flight completes on SIGTERM)",
             )
+            _image_options(p)
     p = sub.add_parser(
         "demo",
         help="Run the substrate end to end on a local lake.",

@@ -23,7 +23,6 @@ run it after every capture (SLATELAKE_VERIFY_CAPTURE=1).
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,7 +31,7 @@ import duckdb
 from slatelake.catalog import registry
 from slatelake.catalog.changes import RowChanges
 from slatelake.catalog.rows import Row, row_key
-from slatelake.catalog.state import CatalogState
+from slatelake.ducklake.duck_state import DuckState
 from slatelake.ducklake.sql import ident
 from slatelake.ducklake.tables import (
     is_metadata_table,
@@ -60,9 +59,12 @@ class Captured:
 
 
 class Capture:
-    def __init__(self, con: duckdb.DuckDBPyConnection, db: str) -> None:
+    def __init__(self, con: duckdb.DuckDBPyConnection, db: str, base: str) -> None:
+        """``db`` is DuckLake's working copy, ``base`` the committed catalog it
+        started from (whole-table diffs run against it in SQL)."""
         self.con = con
         self.db = db
+        self.base = base
         # Per-table signatures (row count first) as of the last committed state:
         # a table whose signature is unchanged is not read at all, and the count
         # is "before" for the proportional predicates.
@@ -94,8 +96,11 @@ class Capture:
         return sorted(tables)
 
     # -- reading DuckDB ------------------------------------------------------
-    def _fetch(self, table: str, columns: list[tuple[str, str]], where: str = "") -> list[Row]:
-        sql = f"SELECT {select_list(columns)} FROM {ident(self.db)}.{ident(table)} {where}"
+    def _fetch(
+        self, table: str, columns: list[tuple[str, str]], where: str = "", db: str | None = None
+    ) -> list[Row]:
+        source = ident(self.db if db is None else db)
+        sql = f"SELECT {select_list(columns)} FROM {source}.{ident(table)} {where}"
         try:
             return [tuple(r) for r in self.con.execute(sql).fetchall()]
         except duckdb.InvalidInputException as exc:
@@ -130,7 +135,7 @@ class Capture:
         return {tables[r[0]]: tuple(r[1:]) for r in self.con.execute(sql).fetchall()}
 
     # -- the capture -----------------------------------------------------------
-    def capture(self, state: CatalogState) -> Captured | None:
+    def capture(self, state: DuckState) -> Captured | None:
         """The transaction's changes against ``state``; None when nothing changed."""
         snap = state.head.snapshot_id
         present = self._present()
@@ -170,7 +175,7 @@ class Capture:
 
     def _table(
         self,
-        state: CatalogState,
+        state: DuckState,
         table: str,
         count: int,
         snap: int,
@@ -211,38 +216,71 @@ class Capture:
         self._diff(state, table, columns, changes)
 
     def _diff(
-        self, state: CatalogState, table: str, columns: list[tuple[str, str]], changes: RowChanges
+        self, state: DuckState, table: str, columns: list[tuple[str, str]], changes: RowChanges
     ) -> None:
-        """Whole-table diff: what DuckDB holds against what the state holds."""
-        now = self._fetch(table, columns)
+        """Whole-table diff: what DuckDB holds against the committed base."""
         inline = registry.inline_table(table)
-        if inline is not None:
-            old_by_id = {_ident(inline, r): r for r in state.rows(table)}
-            new_by_id = {_ident(inline, r): r for r in now}
+        if inline is not None:  # small; rows keep their identity across an UPDATE
+            old_by_id = {_ident(inline, r): r for r in self._fetch(table, columns, db=self.base)}
+            new_by_id = {_ident(inline, r): r for r in self._fetch(table, columns)}
             changes.insert(table, *(r for i, r in new_by_id.items() if old_by_id.get(i) != r))
             changes.delete(table, *(r for i, r in old_by_id.items() if i not in new_by_id))
             return
-        new, old = Counter(now), Counter(state.rows(table))
-        changes.insert(table, *(new - old).elements())
-        changes.delete(table, *(old - new).elements())
+        added, removed = self._except_all(table, columns)
+        changes.insert(table, *added)
+        changes.delete(table, *removed)
 
-    def verify(self, state: CatalogState) -> None:
-        """Every metadata table in DuckDB equals ``state``; raise naming the first that differs."""
+    def _except_all(
+        self, table: str, columns: list[tuple[str, str]]
+    ) -> tuple[list[Row], list[Row]]:
+        """Rows only in DuckLake's copy, and rows only in the base (multisets)."""
+        cols = select_list(columns)
+        a = f"{ident(self.db)}.{ident(table)}"
+        b = f"{ident(self.base)}.{ident(table)}"
+        try:
+            added = self.con.execute(
+                f"SELECT {cols} FROM {a} EXCEPT ALL SELECT {cols} FROM {b}"
+            ).fetchall()
+            removed = self.con.execute(
+                f"SELECT {cols} FROM {b} EXCEPT ALL SELECT {cols} FROM {a}"
+            ).fetchall()
+        except duckdb.InvalidInputException as exc:
+            raise UnsupportedError(f"{table}: a column type cannot be captured ({exc})") from exc
+        return [tuple(r) for r in added], [tuple(r) for r in removed]
+
+    def verify(self, state: DuckState) -> None:
+        """Every metadata table DuckLake holds equals the committed base (which
+        advanced only by applying the change sets); raise naming the first that
+        differs."""
         present = {t for t in meta_tables(self.con, self.db) if is_metadata_table(t)}
-        known = {t for t in registry.BY_NAME} | set(state.inline_ddl())
-        for table in sorted(present | (known - set(registry.BY_NAME))):
-            now = self._fetch(table, self._columns(table)) if table in present else []
+        based = {t for t in meta_tables(self.con, self.base) if is_metadata_table(t)}
+        based -= {s.name for s in registry.OWN_TABLES}
+        for table in sorted(present | based):
+            if (table in present) != (table in based):
+                if registry.inline_table(table) is not None or self._fetch_any(table, present):
+                    raise CorruptionError(
+                        f"capture check: {table} exists on one side only "
+                        f"({'DuckLake' if table in present else 'the committed state'})"
+                    )
+                continue
+            columns = self._columns(table)
             inline = registry.inline_table(table)
             if inline is not None:
-                a = {_ident(inline, r): r for r in now}
-                b = {_ident(inline, r): r for r in state.rows(table)}
+                a = {_ident(inline, r): r for r in self._fetch(table, columns)}
+                b = {_ident(inline, r): r for r in self._fetch(table, columns, db=self.base)}
                 same = a == b
             else:
-                same = Counter(now) == Counter(state.rows(table))
+                added, removed = self._except_all(table, columns)
+                same = not added and not removed
             if not same:
                 raise CorruptionError(
                     f"capture check: {table} in DuckDB differs from the committed state"
                 )
+
+    def _fetch_any(self, table: str, present: set[str]) -> bool:
+        db = self.db if table in present else self.base
+        sql = f"SELECT count(*) FROM {ident(db)}.{ident(table)}"
+        return bool(self.con.execute(sql).fetchone()[0])
 
 
 def _begin_end(columns: list[tuple[str, str]]) -> tuple[int | None, int | None]:
@@ -256,7 +294,7 @@ def _ident(table: registry.InlineTable, row: Row) -> tuple[Any, ...]:
     return tuple(row[i] for i in table.identity)
 
 
-def _next_file_id(state: CatalogState, snap: int) -> int | None:
+def _next_file_id(state: DuckState, snap: int) -> int | None:
     if snap < 0:
         return None
     spec = registry.BY_NAME["ducklake_snapshot"]

@@ -34,7 +34,7 @@ from slatelake.catalog import indexes as idx
 from slatelake.catalog import registry
 from slatelake.catalog.changes import RowChanges, build_change_set
 from slatelake.catalog.rows import Row
-from slatelake.catalog.state import CatalogState
+from slatelake.catalog.state import CatalogView
 from slatelake.ducklake.sql import ident
 from slatelake.errors import (
     ConflictError,
@@ -165,7 +165,7 @@ class _Table:
     table_id: int
 
 
-def _resolve_table(state: CatalogState, table: str) -> _Table:
+def _resolve_table(state: CatalogView, table: str) -> _Table:
     schema_name, table_name = _split(table)
     schemas = registry.spec("ducklake_schema")
     schema_ids = {
@@ -185,7 +185,7 @@ def _resolve_table(state: CatalogState, table: str) -> _Table:
     return _Table(schema_name, table_name, matches[0])
 
 
-def _resolve(state: CatalogState, table: str, column: str) -> _Target:
+def _resolve(state: CatalogView, table: str, column: str) -> _Target:
     found = _resolve_table(state, table)
     tid = found.table_id
     cols = registry.spec("ducklake_column")
@@ -200,7 +200,7 @@ def _resolve(state: CatalogState, table: str, column: str) -> _Target:
     raise NotFoundError(f"table {table!r} has no column {column!r}")
 
 
-def _names(state: CatalogState) -> dict[tuple[int, int], tuple[str, str, str]]:
+def _names(state: CatalogView) -> dict[tuple[int, int], tuple[str, str, str]]:
     """(table_id, column_id) -> (schema, table, column) for live columns."""
     schemas = registry.spec("ducklake_schema")
     tables = registry.spec("ducklake_table")
@@ -327,7 +327,7 @@ def drop_index(session: Session, name: str) -> IndexInfo:
     return retry(attempt, attempts=CREATE_ATTEMPTS, on=ConflictError)
 
 
-def _info(state: CatalogState, defn: idx.IndexDef) -> IndexInfo:
+def _info(state: CatalogView, defn: idx.IndexDef) -> IndexInfo:
     schema, table, column = _names(state).get((defn.table_id, defn.column_id), ("?", "?", "?"))
     return IndexInfo(defn.name, defn.index_id, schema, table, column, idx.KIND_NAMES[defn.kind])
 
@@ -374,7 +374,7 @@ def column_names(session: Session, table: str) -> list[str]:
 def _lookup(
     session: Session,
     cur: Any,
-    state: CatalogState,
+    state: CatalogView,
     target: _Target,
     defn: idx.IndexDef,
     value: Any,

@@ -32,20 +32,23 @@ from __future__ import annotations
 import logging
 import os
 import re
+import shutil
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
+from pathlib import Path
 from typing import Any, TypeVar
 
 import duckdb
 
 from slatelake.catalog import registry
 from slatelake.catalog.lake import Lake
-from slatelake.catalog.state import CatalogState
 from slatelake.ducklake import extensions, indexes
 from slatelake.ducklake.capture import Capture, Captured
+from slatelake.ducklake.catalog_db import apply_change_sets, copy_database
+from slatelake.ducklake.duck_state import DuckState
 from slatelake.ducklake.guard import check_overlap, data_location, ducklake_data_path
+from slatelake.ducklake.opening import attach_copy, drop_image_schema, open_base, work_dir
 from slatelake.ducklake.sql import ident, literal
-from slatelake.ducklake.tables import create_sql, load_inline_table, load_registry_table
 from slatelake.errors import (
     Backoff,
     ConflictError,
@@ -61,6 +64,7 @@ from slatelake.store.location import LakeLocation
 
 log = logging.getLogger("slatelake.session")
 META_DB = "__slatelake_meta"
+BASE_DB = "__slatelake_base"
 VERIFY_ENV = "SLATELAKE_VERIFY_CAPTURE"
 _ST = duckdb.StatementType
 # Statements that cannot change the catalog; a read-only session runs only these
@@ -99,57 +103,92 @@ class Session:
         except BaseException:
             self.lake.close()
             raise
+        self._workdir = work_dir()
+        self._meta_file: Path | None = None  # DuckLake's copy as a file (opened from an image)
         try:
             self._aux = self.con.cursor()
-            self.capture = Capture(self._aux, META_DB)
+            self.capture = Capture(self._aux, META_DB, BASE_DB)
             self.verify = os.environ.get(VERIFY_ENV) == "1"
             self._in_txn = False
             self._txn_failed = False
             self._stale = False
             self._attached = False
-            self.state = self.lake.materialize()
+            self.state = self._open_state()
             self._load()
         except BaseException:  # refused (another data path...): leave no reader lease behind
             self.close()
             raise
 
     # -- loading -------------------------------------------------------------
+    def _open_state(self) -> DuckState:
+        """The committed catalog at the log's head, in DuckDB (``BASE_DB``):
+        the newest catalog image plus the log after it, else the store."""
+        return open_base(self.lake, self._aux, BASE_DB, self._workdir)
+
     def _load(self) -> None:
-        """(Re)build the in-memory catalog from ``self.state`` and attach DuckLake."""
+        """(Re)build DuckLake's copy of the catalog from the base and attach DuckLake."""
         con = self.con
         # Unconditionally: a load that failed half way leaves either attached.
         self._attached = False
         con.execute("USE memory")
         con.execute(f"DETACH DATABASE IF EXISTS {ident(self.alias)}")
         con.execute(f"DETACH DATABASE IF EXISTS {ident(META_DB)}")
-        con.execute(f"ATTACH ':memory:' AS {ident(META_DB)}")
         state = self.state
-        genesis = not state.entries
+        genesis = state.is_empty()
         if genesis and self.read_only:
             raise NotFoundError(f"{self.url} has no DuckLake catalog yet; connect with a data path")
-        if not genesis:
-            tables = state.tables()
-            for spec in registry.TABLES:
-                con.execute(create_sql(META_DB, spec))
-                if tables.get(spec.name):
-                    load_registry_table(con, META_DB, spec, tables[spec.name])
-            for name, columns in state.inline_ddl().items():
-                load_inline_table(con, META_DB, name, columns, tables.get(name, []))
-        options = [f"METADATA_CATALOG {literal(META_DB)}", *self._data_path_options(state)]
-        try:
-            con.execute(f"ATTACH 'ducklake::memory:' AS {ident(self.alias)} ({', '.join(options)})")
-        except duckdb.Error as exc:
-            raise MisconfigurationError(f"attaching {self.url} as DuckLake failed: {exc}") from exc
-        con.execute(f"USE {ident(self.alias)}")
-        self._attached = True
-        self._stale = False
-        self._synced = (state.head, state.last_seq)
+        self._meta_file = None
+        if state.image_file is not None and state.pending is not None:
+            # opened from an image: the same file, the same tail (no load at all);
+            # DuckLake then attaches the file itself, as it attaches a stock catalog
+            meta_file = self._workdir / "meta.duckdb"
+            attach_copy(self._aux, state.image_file, meta_file, META_DB)
+            drop_image_schema(self._aux, META_DB)
+            apply_change_sets(self._aux, META_DB, state.pending, own=False)
+            self._aux.execute(f"DETACH DATABASE {ident(META_DB)}")
+            self._meta_file = meta_file
+        else:
+            con.execute(f"ATTACH ':memory:' AS {ident(META_DB)}")
+            if not genesis:
+                copy_database(self._aux, BASE_DB, META_DB, own=False)
+        state.image_file = None
+        state.pending = []
+        self._attach()
         if genesis:
             self.capture.forget()
             self._commit_captured()
         self.capture.reset()
 
-    def _data_path_options(self, state: CatalogState) -> list[str]:
+    def _sync(self) -> None:
+        """Others' commits reached the base: apply the same change sets to
+        DuckLake's copy (a few statements per table). DuckLake stays attached:
+        it reads the newest snapshot from its metadata catalog at each
+        transaction, as it does when another process commits to a shared
+        catalog (detaching it would drop the metadata database with it)."""
+        pending = self.state.pending
+        if pending is None:
+            self._load()
+            return
+        apply_change_sets(self._aux, META_DB, pending, own=False)
+        self.state.pending = []
+        self._stale = False
+        self._synced = (self.state.head, self.state.last_seq)
+        self.capture.reset()
+
+    def _attach(self) -> None:
+        con = self.con
+        options = [f"METADATA_CATALOG {literal(META_DB)}", *self._data_path_options(self.state)]
+        catalog = f"ducklake:{self._meta_file}" if self._meta_file else "ducklake::memory:"
+        try:
+            con.execute(f"ATTACH {literal(catalog)} AS {ident(self.alias)} ({', '.join(options)})")
+        except duckdb.Error as exc:
+            raise MisconfigurationError(f"attaching {self.url} as DuckLake failed: {exc}") from exc
+        con.execute(f"USE {ident(self.alias)}")
+        self._attached = True
+        self._stale = False
+        self._synced = (self.state.head, self.state.last_seq)
+
+    def _data_path_options(self, state: DuckState) -> list[str]:
         """DATA_PATH (and OVERRIDE_DATA_PATH) for the ATTACH: DuckLake sees a
         plain absolute path for local data whatever spelling the catalog or
         the caller used; a data path other than the catalog's is refused."""
@@ -176,12 +215,12 @@ class Session:
     def refresh(self) -> None:
         """Bring the session to the log's head; reload only when it moved."""
         if self._stale:
-            self.state = self.lake.materialize()
+            self.state = self._open_state()
             self._load()
             return
-        self.lake.refresh(self.state)
+        self.lake.refresh(self.state)  # type: ignore[arg-type]
         if (self.state.head, self.state.last_seq) != self._synced:
-            self._load()  # others committed, or ours rebased past theirs
+            self._sync()  # others committed, or ours rebased past theirs
 
     # -- statements ------------------------------------------------------------
     def sql(
@@ -273,7 +312,7 @@ class Session:
         """Commit a head-preserving change set built outside DuckLake (status records)."""
         if self.read_only:
             raise ReadOnlyError("this session is read-only; it writes no commit-log slot")
-        return self._commit(lambda: self.lake.commit_change_set(self.state, cs))
+        return self._commit(lambda: self.lake.commit_change_set(self.state, cs), in_duckdb=False)
 
     execute = sql
 
@@ -326,7 +365,7 @@ class Session:
                 return
             # the data's change set, plus its index entries and cascaded ends
             cs = indexes.index_writes(self, captured)
-            self._commit(lambda: self.lake.commit_change_set(self.state, cs))
+            self._commit(lambda: self.lake.commit_change_set(self.state, cs), in_duckdb=True)
         except BaseException:  # uncapturable, a refused commit, unreadable index entries
             self._stale = True  # DuckDB holds changes the log does not: never carry them
             raise
@@ -355,10 +394,14 @@ class Session:
         """The live rows whose ``column`` equals ``value``, through the index."""
         return indexes.lookup(self, table, column, value)
 
-    def _commit(self, commit: Callable[[], Committed]) -> Committed:
+    def _commit(self, commit: Callable[[], Committed], in_duckdb: bool) -> Committed:
+        """Commit, then say whether DuckLake's copy is at the new head: it is
+        when the change came from DuckLake (captured) and landed on the base
+        it was made on; otherwise the next statement applies what it lacks."""
         expected = self.state.last_seq + 1
         committed = commit()
-        if committed.seq == expected:
+        if committed.seq == expected and in_duckdb:
+            self.state.pending = [] if self.state.pending is not None else None
             self._synced = (self.state.head, self.state.last_seq)
         return committed
 
@@ -366,7 +409,10 @@ class Session:
         try:
             self.con.close()
         finally:
-            self.lake.close()
+            try:
+                self.lake.close()
+            finally:
+                shutil.rmtree(self._workdir, ignore_errors=True)
 
     def __enter__(self) -> Session:
         return self
@@ -399,7 +445,7 @@ class Result:
         return rows
 
 
-def _stored_data_path(state: CatalogState) -> str | None:
+def _stored_data_path(state: DuckState) -> str | None:
     """The catalog's data path (ducklake_metadata, lake scope), if it has one."""
     spec = registry.BY_NAME["ducklake_metadata"]
     key, value, scope = (spec.index(c) for c in ("key", "value", "scope"))

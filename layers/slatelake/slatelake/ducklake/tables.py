@@ -125,6 +125,17 @@ def load_inline_table(
 ) -> None:
     cols = ", ".join(f"{ident(c)} {type_sql(con, name, c, t)}" for c, t in columns)
     con.execute(f"CREATE TABLE {ident(db)}.{ident(name)} ({cols})")
+    insert_inline_rows(con, db, name, columns, rows)
+
+
+def insert_inline_rows(
+    con: duckdb.DuckDBPyConnection,
+    db: str,
+    name: str,
+    columns: Sequence[tuple[str, str]],
+    rows: list[Row],
+) -> None:
+    """Rows into an inlined-data table (TIMESTAMPTZ values as epoch microseconds)."""
     if not rows:
         return
     marks = ", ".join(

@@ -1,0 +1,425 @@
+"""The catalog as DuckDB tables: load, copy, and apply change sets by key.
+
+A session keeps the catalog in DuckDB, never as one Python object per row:
+``base`` is the committed catalog at the session's head, ``meta`` is the copy
+DuckLake works on. Both advance by applying change sets (the log's unit) in
+SQL: a change set says "the rows under key K are now V" or "are gone", so
+applying one means finding the rows a key names (its key columns, plus
+``end_snapshot`` for versioned tables: NULL for a live key, the value for a
+history key), deleting them and inserting the new ones. A tail of change sets
+is first reduced to its net effect per key, then applied with a few
+statements per table however long the tail.
+
+Digested key columns (metadata keys, tag keys, scheduled paths) cannot be
+matched in SQL; their tables are small and are matched in Python.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import duckdb
+
+from slatelake.catalog import registry
+from slatelake.catalog.registry import TIMESTAMPTZ, InlineTable, TableSpec
+from slatelake.catalog.rows import (
+    NULL_COMPONENT,
+    Row,
+    decode_entry,
+    group_key,
+    inline_row_key,
+    row_key,
+    table_of_key,
+)
+from slatelake.catalog.state import CatalogState
+from slatelake.ducklake.sql import ident, literal
+from slatelake.ducklake.tables import (
+    create_sql,
+    insert_inline_rows,
+    load_inline_table,
+    load_registry_table,
+    meta_tables,
+    select_list,
+    table_columns,
+)
+from slatelake.errors import CorruptionError
+from slatelake.log.changeset import ChangeSet, KeyRange
+from slatelake.store.keys import Subspace, decode_key
+
+# Above this many rows an insert goes through the CSV loader, below through
+# parameter lists (no temporary file).
+CSV_THRESHOLD = 2_000
+_CATALOG = (Subspace.SNAPSHOT, Subspace.CURRENT, Subspace.HISTORY, Subspace.INLINE)
+
+
+def registry_specs(own: bool) -> tuple[TableSpec, ...]:
+    """DuckLake's tables, plus slatelake's own records for a base copy."""
+    return (*registry.TABLES, *registry.OWN_TABLES) if own else registry.TABLES
+
+
+def create_tables(con: duckdb.DuckDBPyConnection, db: str, own: bool) -> None:
+    for spec in registry_specs(own):
+        con.execute(create_sql(db, spec).replace("CREATE TABLE", "CREATE TABLE IF NOT EXISTS", 1))
+
+
+def load_state(con: duckdb.DuckDBPyConnection, db: str, state: CatalogState, own: bool) -> None:
+    """Lay a materialized state into an empty database (the store path of an open)."""
+    tables = state.tables()
+    create_tables(con, db, own)
+    for spec in registry_specs(own):
+        if tables.get(spec.name):
+            load_registry_table(con, db, spec, tables[spec.name])
+    for name, columns in state.inline_ddl().items():
+        load_inline_table(con, db, name, columns, tables.get(name, []))
+
+
+def catalog_tables(con: duckdb.DuckDBPyConnection, db: str) -> list[str]:
+    """The metadata tables (registry and inlined) a database holds."""
+    return sorted(t for t in meta_tables(con, db) if _known(t))
+
+
+def _known(name: str) -> bool:
+    return name in registry.BY_NAME or registry.inline_table(name) is not None
+
+
+def copy_database(
+    con: duckdb.DuckDBPyConnection, src: str, dst: str, own: bool, schema: str = "main"
+) -> None:
+    """Copy every metadata table of ``src`` (schema ``schema``) into the empty ``dst``.
+
+    Registry tables keep DuckLake's constraints (the same DDL as a load);
+    inlined tables keep their column types. ``own`` copies slatelake's own
+    records too (a base copy has them, DuckLake's copy does not)."""
+    present = _tables_in(con, src, schema)
+    for spec in registry_specs(own):
+        if spec.name not in present:
+            continue
+        con.execute(create_sql(dst, spec))
+        cols = ", ".join(ident(c) for c in spec.column_names)
+        con.execute(
+            f"INSERT INTO {ident(dst)}.{ident(spec.name)} SELECT {cols} "
+            f"FROM {ident(src)}.{ident(schema)}.{ident(spec.name)}"
+        )
+    for name in sorted(present):
+        if registry.inline_table(name) is None:
+            continue
+        con.execute(
+            f"CREATE TABLE {ident(dst)}.{ident(name)} AS "
+            f"SELECT * FROM {ident(src)}.{ident(schema)}.{ident(name)}"
+        )
+
+
+def _tables_in(con: duckdb.DuckDBPyConnection, db: str, schema: str) -> set[str]:
+    return {
+        name
+        for (name,) in con.execute(
+            "SELECT DISTINCT table_name FROM duckdb_columns() "
+            "WHERE database_name = ? AND schema_name = ?",
+            [db, schema],
+        ).fetchall()
+    }
+
+
+# -- keys to rows -----------------------------------------------------------------
+@dataclass(frozen=True)
+class _Shape:
+    """How the rows under one kind of key are found: a table and match columns."""
+
+    table: str
+    columns: tuple[str, ...]  # matched against the key's components, in order
+    spec: TableSpec | None = None  # None for an inlined table
+    ended: bool = False  # versioned: also match end_snapshot
+
+    @property
+    def digested(self) -> bool:
+        return self.spec is not None and any(c in self.spec.digest for c in self.columns)
+
+
+def _shape(
+    con: duckdb.DuckDBPyConnection,
+    db: str,
+    key: bytes,
+    names_of: dict[str, list[str]] | None = None,
+) -> tuple[_Shape, tuple[Any, ...]]:
+    """The table a catalog key belongs to and the values its match columns take
+    (``names_of`` caches an inlined table's column names across keys)."""
+    sub, kind, comps = decode_key(key)
+    if sub == Subspace.INLINE:
+        name = table_of_key(key)
+        inline = registry.inline_table(name)
+        assert inline is not None
+        cache = names_of if names_of is not None else {}
+        if name not in cache:
+            cache[name] = [c for c, _ in table_columns(con, db, name)]
+        names = cache[name]
+        cols = tuple(names[i] for i in inline.identity)
+        return _Shape(name, cols), _values(comps[len(inline.ids) :])
+    spec = registry.BY_KIND.get(kind)
+    if spec is None:
+        raise CorruptionError(f"key {key.hex()}: unknown table kind 0x{kind:02x}")
+    if spec.grouped:
+        return _Shape(spec.name, spec.group, spec), _values(comps)
+    if spec.versioned:
+        end = comps[-1] if sub == Subspace.HISTORY else None
+        ids = comps[:-1] if sub == Subspace.HISTORY else comps
+        return _Shape(spec.name, (*spec.key, "end_snapshot"), spec, True), (*_values(ids), end)
+    return _Shape(spec.name, spec.key, spec), _values(comps)
+
+
+def _values(comps: Sequence[int]) -> tuple[Any, ...]:
+    return tuple(None if c == NULL_COMPONENT else c for c in comps)
+
+
+def _table_exists(con: duckdb.DuckDBPyConnection, db: str, table: str) -> bool:
+    return bool(
+        con.execute(
+            "SELECT count(*) FROM duckdb_columns() WHERE database_name = ? AND table_name = ?",
+            [db, table],
+        ).fetchone()[0]
+    )
+
+
+def _column_types(spec: TableSpec | None, con: Any, db: str, table: str) -> dict[str, str]:
+    cols = spec.columns if spec is not None else table_columns(con, db, table)
+    return {c: ("BIGINT" if t == TIMESTAMPTZ else t) for c, t in cols}
+
+
+def rows_at(con: duckdb.DuckDBPyConnection, db: str, key: bytes) -> list[Row]:
+    """The rows stored under one key (a group's members, or one row), as Python reads them."""
+    shape, values = _shape(con, db, key)
+    if not _table_exists(con, db, shape.table):
+        return []
+    columns = _columns(con, db, shape)
+    select = select_list(columns)
+    source = f"{ident(db)}.{ident(shape.table)}"
+    if shape.digested:
+        rows = [tuple(r) for r in con.execute(f"SELECT {select} FROM {source}").fetchall()]
+        return [r for r in rows if _key_of(shape, r) == key]
+    where = " AND ".join(f"{ident(c)} IS NOT DISTINCT FROM ?" for c in shape.columns)
+    sql = f"SELECT {select} FROM {source} WHERE {where}"
+    return [tuple(r) for r in con.execute(sql, list(values)).fetchall()]
+
+
+def _columns(con: duckdb.DuckDBPyConnection, db: str, shape: _Shape) -> list[tuple[str, str]]:
+    return list(shape.spec.columns) if shape.spec else table_columns(con, db, shape.table)
+
+
+def _key_of(shape: _Shape, row: Row) -> bytes:
+    spec = shape.spec
+    assert spec is not None
+    return group_key(spec, row) if spec.grouped else row_key(spec, row)
+
+
+def table_rows(con: duckdb.DuckDBPyConnection, db: str, table: str) -> list[Row]:
+    if not _table_exists(con, db, table):
+        return []
+    spec = registry.BY_NAME.get(table)
+    columns = list(spec.columns) if spec else table_columns(con, db, table)
+    sql = f"SELECT {select_list(columns)} FROM {ident(db)}.{ident(table)}"
+    return [tuple(r) for r in con.execute(sql).fetchall()]
+
+
+def inline_keys(con: duckdb.DuckDBPyConnection, db: str, inline: InlineTable) -> set[bytes]:
+    return {inline_row_key(inline, r) for r in table_rows(con, db, inline.name)}
+
+
+# -- applying change sets ---------------------------------------------------------
+@dataclass
+class NetEffect:
+    """A run of change sets reduced to what each key ends as (None: gone), plus
+    the ranges whose earlier rows go."""
+
+    keys: dict[bytes, bytes | None] = field(default_factory=dict)
+    ranges: list[KeyRange] = field(default_factory=list)
+
+    def add(self, cs: ChangeSet) -> None:
+        for start, end in cs.ranges:
+            for key in [k for k in self.keys if start <= k < end]:
+                del self.keys[key]
+            self.ranges.append((start, end))
+        for key, value in cs.puts:
+            if key[0] in _CATALOG:
+                self.keys[key] = value
+        for key in cs.deletes:
+            if key[0] in _CATALOG:
+                self.keys[key] = None
+
+
+def apply_change_sets(
+    con: duckdb.DuckDBPyConnection, db: str, change_sets: Iterable[ChangeSet], own: bool
+) -> set[str]:
+    """Apply change sets in order to the tables of ``db``; returns the tables touched.
+
+    ``own`` keeps slatelake's own records (a base copy); DuckLake's copy skips them.
+    """
+    net = NetEffect()
+    for cs in change_sets:
+        net.add(cs)
+    return apply_net(con, db, net, own)
+
+
+def apply_net(con: duckdb.DuckDBPyConnection, db: str, net: NetEffect, own: bool) -> set[str]:
+    own_kinds = {s.kind for s in registry.OWN_TABLES}
+    touched: set[str] = set()
+    ddl_puts: dict[str, list[tuple[str, str]]] = {}
+    ddl_drops: list[str] = []
+    doomed: dict[_Shape, list[tuple[Any, ...]]] = defaultdict(list)
+    digest_doomed: dict[str, set[bytes]] = defaultdict(set)
+    puts: dict[str, list[Row]] = defaultdict(list)
+    for key, value in net.keys.items():
+        if key[1] in own_kinds and not own:
+            continue
+        if key[0] == Subspace.INLINE and key[1] in registry.INLINE_DDL_KINDS:
+            name = table_of_key(key)
+            if value is None:
+                ddl_drops.append(name)
+            else:
+                ddl_puts[name] = decode_entry(key, value)
+            touched.add(name)
+            continue
+        if value is not None:
+            entry = decode_entry(key, value)
+            name = table_of_key(key)
+            spec = registry.BY_KIND.get(key[1]) if key[0] != Subspace.INLINE else None
+            if spec is not None and spec.grouped:
+                puts[name].extend(entry)
+            else:
+                puts[name].append(entry)
+    present = set(meta_tables(con, db))
+    for name, columns in ddl_puts.items():
+        if name not in present:
+            load_inline_table(con, db, name, [tuple(c) for c in columns], [])
+            present.add(name)
+    names_of: dict[str, list[str]] = {}
+    for key in net.keys:
+        if key[1] in own_kinds and not own:
+            continue
+        if key[0] == Subspace.INLINE and key[1] in registry.INLINE_DDL_KINDS:
+            continue
+        name = table_of_key(key)
+        if name not in present:
+            continue  # an inlined table dropped in the same run
+        shape, values = _shape(con, db, key, names_of)
+        touched.add(name)
+        if shape.digested:
+            digest_doomed[name].add(key)
+        else:
+            doomed[shape].append(values)
+    for start, end in net.ranges:
+        touched |= _delete_range(con, db, start, end, own, own_kinds)
+    for shape, rows in doomed.items():
+        _delete_matching(con, db, shape, rows)
+    for name, keys in digest_doomed.items():
+        _delete_digested(con, db, name, keys)
+    for name, rows in puts.items():
+        if name in present:
+            _insert(con, db, name, rows)
+    for name in ddl_drops:
+        if name not in ddl_puts:
+            con.execute(f"DROP TABLE IF EXISTS {ident(db)}.{ident(name)}")
+    return touched
+
+
+def _delete_matching(
+    con: duckdb.DuckDBPyConnection, db: str, shape: _Shape, rows: list[tuple[Any, ...]]
+) -> None:
+    types = _column_types(shape.spec, con, db, shape.table)
+    lists = ", ".join(
+        f"unnest(?::{types.get(c, 'BIGINT')}[]) AS k{int(i)}" for i, c in enumerate(shape.columns)
+    )
+    match = " AND ".join(
+        f"t.{ident(c)} IS NOT DISTINCT FROM v.k{int(i)}" for i, c in enumerate(shape.columns)
+    )
+    params = [list(col) for col in zip(*rows, strict=True)]
+    con.execute(
+        f"DELETE FROM {ident(db)}.{ident(shape.table)} t USING (SELECT {lists}) v WHERE {match}",
+        params,
+    )
+
+
+def _delete_digested(con: duckdb.DuckDBPyConnection, db: str, table: str, keys: set[bytes]) -> None:
+    spec = registry.BY_NAME[table]
+    shape = _Shape(table, spec.key, spec)
+    sql = f"SELECT rowid, {select_list(spec.columns)} FROM {ident(db)}.{ident(table)}"
+    doomed = [r[0] for r in con.execute(sql).fetchall() if _key_of(shape, tuple(r[1:])) in keys]
+    if doomed:
+        con.execute(
+            f"DELETE FROM {ident(db)}.{ident(table)} WHERE rowid IN (SELECT unnest(?::BIGINT[]))",
+            [doomed],
+        )
+
+
+def _delete_range(
+    con: duckdb.DuckDBPyConnection,
+    db: str,
+    start: bytes,
+    end: bytes,
+    own: bool,
+    own_kinds: set[int],
+) -> set[str]:
+    """Delete every row whose key falls in [start, end): the tables of that kind,
+    rows keyed in Python (ranges clear inlined tables, which are small)."""
+    if start[1] in own_kinds and not own:
+        return set()
+    if start[0] == Subspace.INLINE:
+        names = [t for t in catalog_tables(con, db) if _inline_kind(t) == start[1]]
+    else:
+        spec = registry.BY_KIND.get(start[1])
+        names = [spec.name] if spec is not None and _table_exists(con, db, spec.name) else []
+    touched = set()
+    for name in names:
+        inline = registry.inline_table(name)
+        spec = registry.BY_NAME.get(name)
+        columns = list(spec.columns) if spec else table_columns(con, db, name)
+        sql = f"SELECT rowid, {select_list(columns)} FROM {ident(db)}.{ident(name)}"
+        doomed = []
+        for rowid, *rest in con.execute(sql).fetchall():
+            row = tuple(rest)
+            if inline is not None:
+                key = inline_row_key(inline, row)
+            else:
+                assert spec is not None
+                key = group_key(spec, row) if spec.grouped else row_key(spec, row)
+            if start <= key < end:
+                doomed.append(rowid)
+        if doomed:
+            touched.add(name)
+            con.execute(
+                f"DELETE FROM {ident(db)}.{ident(name)} WHERE rowid IN "
+                "(SELECT unnest(?::BIGINT[]))",
+                [doomed],
+            )
+    return touched
+
+
+def _inline_kind(name: str) -> int | None:
+    inline = registry.inline_table(name)
+    return None if inline is None else inline.row_kind
+
+
+def _insert(con: duckdb.DuckDBPyConnection, db: str, table: str, rows: list[Row]) -> None:
+    spec = registry.BY_NAME.get(table)
+    if spec is None:
+        insert_inline_rows(con, db, table, table_columns(con, db, table), rows)
+        return
+    if len(rows) > CSV_THRESHOLD:
+        load_registry_table(con, db, spec, rows)
+        return
+    lists = ", ".join(
+        f"unnest(?::{'BIGINT' if t == TIMESTAMPTZ else t}[]) AS {ident(c)}" for c, t in spec.columns
+    )
+    exprs = ", ".join(
+        f"make_timestamptz({ident(c)})" if t == TIMESTAMPTZ else ident(c) for c, t in spec.columns
+    )
+    params = [list(col) for col in zip(*rows, strict=True)]
+    con.execute(
+        f"INSERT INTO {ident(db)}.{ident(table)} SELECT {exprs} FROM (SELECT {lists})", params
+    )
+
+
+def attach_file(con: duckdb.DuckDBPyConnection, path: str, name: str) -> None:
+    """Attach a DuckDB database file read-only (an image)."""
+    con.execute(f"ATTACH {literal(path)} AS {ident(name)} (READ_ONLY)")

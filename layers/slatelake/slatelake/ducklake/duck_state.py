@@ -1,0 +1,134 @@
+"""The committed catalog at a session's head, kept in DuckDB.
+
+A ``DuckState`` answers what a session, its capture and its commits ask of
+the catalog (``rows``, ``get``, one group, one inlined table's keys, the
+inlined tables' DDL) with SQL against a base database, so a session never
+holds a Python object per catalog row. It advances exactly as a
+``CatalogState`` does (``Lake.refresh`` and ``Lake.commit_change_set`` call
+``apply``), and remembers the change sets it applied that DuckLake's working
+copy has not seen yet (``pending``), so the session brings that copy along
+by applying the same change sets instead of reloading it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from slatelake.catalog import registry
+from slatelake.catalog.rows import Row, group_key, row_key
+from slatelake.catalog.state import CatalogState, apply_side_records, check_catalog_ranges
+from slatelake.ducklake import catalog_db
+from slatelake.ducklake.sql import ident
+from slatelake.ducklake.tables import table_columns
+from slatelake.errors import UnsupportedError
+from slatelake.log.changeset import ChangeSet, Head
+
+
+class DuckState:
+    def __init__(self, con: duckdb.DuckDBPyConnection, db: str, head: Head, last_seq: int) -> None:
+        self.con = con
+        self.db = db
+        self.head = head
+        self.last_seq = last_seq
+        self.sys_overlay: dict[bytes, bytes | None] = {}
+        self.index_overlay: dict[bytes, bool] = {}
+        self.index_swept: dict[bytes, bytes] = {}
+        # applied here, not yet to DuckLake's copy; None: that copy must be rebuilt
+        self.pending: list[ChangeSet] | None = []
+        self.source = "store"
+        # the verified image this state was opened from, until DuckLake's copy is made
+        self.image_file: Path | None = None
+
+    # -- building ----------------------------------------------------------------
+    @classmethod
+    def empty_db(cls, con: duckdb.DuckDBPyConnection, db: str) -> None:
+        con.execute(f"DETACH DATABASE IF EXISTS {ident(db)}")
+        con.execute(f"ATTACH ':memory:' AS {ident(db)}")
+
+    @classmethod
+    def from_state(cls, con: duckdb.DuckDBPyConnection, db: str, state: CatalogState) -> DuckState:
+        """Load a materialized state (the store path of an open) into a fresh ``db``."""
+        cls.empty_db(con, db)
+        catalog_db.load_state(con, db, state, own=True)
+        out = cls(con, db, state.head, state.last_seq)
+        out._take_side_records(state)
+        return out
+
+    def _take_side_records(self, state: CatalogState) -> None:
+        self.sys_overlay = dict(state.sys_overlay)
+        self.index_overlay = dict(state.index_overlay)
+        self.index_swept = dict(state.index_swept)
+
+    # -- advancing -------------------------------------------------------------
+    def apply(self, cs: ChangeSet, seq: int | None = None) -> None:
+        self.apply_tail([(seq, cs)])
+
+    def apply_tail(self, tail: Iterable[tuple[int | None, ChangeSet]]) -> None:
+        """Apply change sets in log order as one net effect (a few statements per table)."""
+        net = catalog_db.NetEffect()
+        applied: list[ChangeSet] = []
+        for seq, cs in tail:
+            check_catalog_ranges(cs, seq)
+            net.add(cs)
+            apply_side_records(self, cs)
+            applied.append(cs)
+            self.head = cs.result
+            if seq is not None:
+                self.last_seq = seq
+        if not applied:
+            return
+        catalog_db.apply_net(self.con, self.db, net, own=True)
+        if self.pending is not None:
+            self.pending.extend(applied)
+
+    def replace_with(self, other: CatalogState) -> None:
+        """Become ``other`` (a re-materialization after the view went stale)."""
+        fresh = DuckState.from_state(self.con, self.db, other)
+        self.head, self.last_seq = fresh.head, fresh.last_seq
+        self._take_side_records(other)
+        self.pending = None
+
+    # -- reading -----------------------------------------------------------------
+    def rows(self, table: str) -> list[Row]:
+        return catalog_db.table_rows(self.con, self.db, table)
+
+    def get(self, key: bytes) -> Any:
+        """The decoded entry stored under ``key`` (a row, or a group's rows), or None."""
+        rows = catalog_db.rows_at(self.con, self.db, key)
+        if not rows:
+            return None
+        spec = registry.BY_KIND.get(key[1])
+        if spec is not None and spec.grouped:
+            return rows
+        return rows[0]
+
+    def group(self, key: bytes) -> list[Row]:
+        return catalog_db.rows_at(self.con, self.db, key)
+
+    def inline_row_keys(self, inline: registry.InlineTable) -> set[bytes]:
+        return catalog_db.inline_keys(self.con, self.db, inline)
+
+    def keys_of_kind(self, kind: int) -> set[bytes]:
+        spec = registry.BY_KIND.get(kind)
+        if spec is None:
+            raise UnsupportedError(f"keys of kind 0x{kind:02x} are not listed from DuckDB")
+        key = group_key if spec.grouped else row_key
+        return {key(spec, r) for r in self.rows(spec.name)}
+
+    def inline_ddl(self) -> dict[str, list[tuple[str, str]]]:
+        return {
+            name: table_columns(self.con, self.db, name)
+            for name in catalog_db.catalog_tables(self.con, self.db)
+            if registry.inline_table(name) is not None
+        }
+
+    def is_empty(self) -> bool:
+        """No DuckLake catalog yet (a new lake before its first commit)."""
+        if "ducklake_snapshot" not in catalog_db.catalog_tables(self.con, self.db):
+            return True
+        sql = f"SELECT count(*) FROM {ident(self.db)}.ducklake_snapshot"
+        return not self.con.execute(sql).fetchone()[0]
