@@ -17,6 +17,9 @@ answer with the error, and a maintenance invocation that fails counts a
 
 from __future__ import annotations
 
+import atexit
+import contextlib
+import json
 import os
 import time
 from typing import Any
@@ -41,10 +44,9 @@ import slatelake
 from slatelake.catalog.census import CensusRequest, store_census
 from slatelake.catalog.lake import Lake
 from slatelake.catalog.store_merge import CompactStoreRequest, compact_store
-from slatelake.ducklake import extensions
-from slatelake.errors import NotFoundError, SlatelakeError
+from slatelake.errors import NotFoundError, SlatelakeError, StaleViewError
 from slatelake.maintenance.flight import AlreadyRunningError, PassLease
-from slatelake.maintenance.options import ducklake_signatures, parse_options
+from slatelake.maintenance.options import bind
 from slatelake.maintenance.runner import run_pass
 from slatelake.store.db import deadline, store_exists
 from slatelake.store.location import LakeLocation
@@ -61,6 +63,11 @@ MANUAL_WAIT_S = float(os.environ.get("SLATELAKE_MANUAL_WAIT_S", "120"))
 # Seconds kept back from the invocation deadline for the answer itself: every
 # store call is cut off this long before Lambda would end the invocation.
 ANSWER_RESERVE_S = 3.0
+
+
+# The pass session a warm container keeps for its next invocation (_warm_session).
+_WARM: dict[str, Any] = {}
+atexit.register(lambda: release_warm())
 
 
 class MergeIncompleteError(SlatelakeError):
@@ -109,12 +116,8 @@ def _require_lake(call: Invocation) -> None:
 
 
 def _maintenance(call: Invocation, context: LambdaContext) -> dict[str, Any]:
-    # Bind first, on a bare DuckDB: a bad option never reaches the lake.
-    con = extensions.connect()
-    try:
-        parse_options(call.options, ducklake_signatures(con))
-    finally:
-        con.close()
+    # Bind first, against the pinned extension: a bad option never reaches the lake.
+    bind(call.options)
     try:
         return _pass(call, context)
     except AlreadyRunningError:
@@ -137,28 +140,76 @@ def _pass(call: Invocation, context: LambdaContext) -> dict[str, Any]:
     else:
         left = context.get_remaining_time_in_millis() / 1000 - RESERVE_S
         wait_s = max(0.0, min(call.wait_s if call.wait_s is not None else MANUAL_WAIT_S, left))
-    with slatelake.connect(call.lake, data_path=call.data_path, options=call.options) as session:
-        logger.info("first step starting", extra={"since_start_s": _since_start()})
-        try:
-            report = run_pass(
-                session,
-                session.options,
-                trigger=call.trigger,
-                wait_s=wait_s,
-                deadline=_deadline(context),
-                on_progress=lambda message, fields: logger.info(message, extra=fields),
-            )
-        except AlreadyRunningError as exc:
-            if call.trigger != "scheduled":
-                emit_skip(metrics, call.lake)
-                raise
-            return _skipped(call, str(exc))
+    session = _warm_session(call)
+    logger.info("first step starting", extra={"since_start_s": _since_start()})
+    try:
+        report = run_pass(
+            session,
+            session.options,
+            trigger=call.trigger,
+            wait_s=wait_s,
+            deadline=_deadline(context),
+            on_progress=lambda message, fields: logger.info(message, extra=fields),
+        )
+    except AlreadyRunningError as exc:
+        if call.trigger != "scheduled":
+            emit_skip(metrics, call.lake)
+            raise
+        return _skipped(call, str(exc))
+    except BaseException:
+        release_warm()  # a session in an unknown state is never reused
+        raise
     emit_pass(metrics, call.lake, report)
     logger.info(
         "pass finished",
         extra={"work_pending": report.work_pending, "seconds": report.seconds},
     )
     return {"action": call.action, "result": report.to_dict()}
+
+
+def _warm_session(call: Invocation) -> Any:
+    """The pass's session, kept across invocations while the container is warm.
+
+    A reused container (same lake, data path and options) keeps its catalog
+    in DuckDB and only replays the slots committed since (one LIST when the
+    head did not move); a container that idled past its reader lease reopens
+    from the newest catalog image. Anything else gets a fresh session, and the
+    previous one is closed."""
+    key = json.dumps([call.lake, call.data_path, sorted(call.options.items())], default=str)
+    session = _WARM.get("session") if _WARM.get("key") == key else None
+    if session is not None:
+        try:
+            if _rewound(session):
+                raise StaleViewError("the lake's log no longer holds this session's newest slot")
+            session.refresh()
+            logger.info("warm session reused", extra={"head": session.state.head.snapshot_id})
+            return session
+        except Exception as exc:
+            logger.warning("warm session dropped", extra={"error": f"{type(exc).__name__}: {exc}"})
+    release_warm()
+    session = slatelake.connect(call.lake, data_path=call.data_path, options=call.options)
+    if session.scheduler is not None:  # an invocation runs one pass; no timer outlives it
+        session.scheduler.stop()
+        session.scheduler = None
+    _WARM.update(key=key, session=session)
+    return session
+
+
+def _rewound(session: Any) -> bool:
+    """The lake went back behind the kept view (restored from a backup): the
+    holder never deletes the newest slot, so this session's newest slot is
+    either still listed or followed by newer ones. One LIST."""
+    seq = session.state.last_seq
+    return seq > 0 and not any(True for _ in session.lake.log.list_after(seq - 1))
+
+
+def release_warm() -> None:
+    """Close the kept session (at container shutdown, or before another lake's)."""
+    session = _WARM.pop("session", None)
+    _WARM.pop("key", None)
+    if session is not None:
+        with contextlib.suppress(Exception):
+            session.close()
 
 
 def _skipped(call: Invocation, why: str) -> dict[str, Any]:

@@ -16,12 +16,19 @@ process: the interpreter start to the handler's ``first step starting`` line
 invocation's wall time and the process's peak RSS. The stock side runs the
 same six DuckLake calls on a DuckDB-file catalog holding the same data, in
 a process of its own, for the ratio.
+
+``--files N`` (e.g. 100000) measures a large lake instead: stock DuckLake's
+N one-row data files (the bridge benchmark's lake, cached under ``--dir``)
+imported into a slatelake lake, then the same cold Lambda process twice,
+before and after ``slatelake image`` (tests/bench/lambda_files.py). Goal:
+cold start to first step <= 3 s with the image.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -35,11 +42,25 @@ from tests.bench.maintenance import OPTIONS, REPO, SETTLE_S, build_side, log, pa
 FUNCTION_DIR = REPO / "functions" / "maintenance"
 
 _CHILD = """
-import io, json, resource, sys, time
+import io, json, sys, time
 t_import = time.monotonic()
 sys.path.insert(0, {function_dir!r})
 import app
 imported_s = time.monotonic() - t_import
+calls = {{"extensions.connect": [], "slatelake.connect": []}}
+
+def _timed(owner, name, key):
+    inner = getattr(owner, name)
+    def wrapped(*a, **kw):
+        t = time.monotonic()
+        try:
+            return inner(*a, **kw)
+        finally:
+            calls[key].append(round(time.monotonic() - t, 3))
+    setattr(owner, name, wrapped)
+
+_timed(app.extensions, "connect", "extensions.connect")  # the session's loads go here too
+_timed(app.slatelake, "connect", "slatelake.connect")
 buffer = io.StringIO()
 app.logger.registered_handler.setStream(buffer)
 
@@ -57,39 +78,51 @@ t0 = time.monotonic()
 out = app.handler({event!r}, Context())
 wall = time.monotonic() - t0
 lines = [json.loads(x) for x in buffer.getvalue().splitlines() if x.strip()]
-first = next(x for x in lines if x["message"] == "first step starting")
+first = next((x for x in lines if x["message"] == "first step starting"), {{}})
 print("RESULT " + json.dumps({{
     "ok": out["ok"],
     "report": out.get("result"),
     "error": out.get("error"),
     "imported_s": imported_s,
-    "since_start_to_first_step_s": first["since_start_s"],
+    "since_start_to_first_step_s": first.get("since_start_s"),
+    "last_lines": [x["message"] for x in lines[-5:]],
     "invocation_wall_s": wall,
-    "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    # VmHWM: RUSAGE_SELF would include the benchmark driver's peak, carried over fork and exec
+    "peak_rss_mb": next(int(x.split()[1]) for x in open("/proc/self/status")
+                        if x.startswith("VmHWM:")) / 1024,
     "progress_lines": len(lines),
+    "call_seconds": calls,
 }}))
 """
 
 
-def lambda_pass(lake: str) -> dict[str, Any]:
+def lambda_pass(lake: str, options: dict[str, str] | None = None) -> dict[str, Any]:
     event = {
         "trigger": "scheduled",
         "lake": lake,
-        "options": {**OPTIONS, "MAINTENANCE_TABLE_BATCHES": "true"},
+        "options": {
+            **(OPTIONS if options is None else options),
+            "MAINTENANCE_TABLE_BATCHES": "true",
+        },
     }
     code = _CHILD.format(function_dir=str(FUNCTION_DIR), event=event)
     time.sleep(SETTLE_S)  # a 1-second retention then covers all the churn
     t0 = time.monotonic()
     proc = subprocess.run(
-        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=False
+        [sys.executable, "-c", code],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "SLATELAKE_LAKE": lake},  # the stack's lake, as template.yaml sets it
     )
     wall = time.monotonic() - t0
     if proc.returncode != 0:
         raise SystemExit(f"lambda child failed:\n{proc.stderr[-3000:]}")
     line = next(x for x in proc.stdout.splitlines() if x.startswith("RESULT "))
     out = json.loads(line.removeprefix("RESULT "))
-    if not out["ok"]:
-        raise SystemExit(f"the handler refused: {out['error']}")
+    if not out["ok"] or out["since_start_to_first_step_s"] is None:
+        raise SystemExit(f"the handler refused: {out['error']} (log: {out['last_lines']})")
     out["cold_start_to_first_step_s"] = out.pop("since_start_to_first_step_s")
     out["process_wall_s"] = wall
     return out
@@ -105,7 +138,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tables", type=int, help="tables (default 40; --quick 8)")
     ap.add_argument("--commits", type=int, help="INSERT rounds per table (default 6; --quick 4)")
     ap.add_argument("--out", help="JSON path (default bench-results/lambda[-quick].json)")
+    ap.add_argument("--files", type=int, help="a lake of this many data files instead")
+    ap.add_argument("--s3", action="store_true", help="with --files: the lake on moto S3")
+    ap.add_argument("--dir", help="with --files: cache for the stock lake (default: a temp dir)")
     args = ap.parse_args(argv)
+    if args.files:
+        from tests.bench.lambda_files import main_files
+
+        return main_files(args.files, args.s3, args.dir, args.out)
     tables = args.tables or (8 if args.quick else 40)
     commits = args.commits or (4 if args.quick else 6)
     out_path = Path(args.out or f"bench-results/lambda{'-quick' if args.quick else ''}.json")

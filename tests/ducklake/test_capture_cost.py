@@ -10,7 +10,11 @@ every commit. A commit must cost what it changed.
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 from pathlib import Path
+
+import pytest
 
 from slatelake.ducklake.session import Session
 
@@ -39,3 +43,36 @@ def test_commits_do_not_grow_duckdbs_object_cache_with_the_lakes_tables(tmp_path
     assert grown < ALLOWED_GROWTH, (
         f"{TABLES} one-row commits grew DuckDB's object cache by {grown} bytes"
     )
+
+
+class _ImportCounter:
+    """A meta-path finder that counts lookups of one module and finds nothing."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.lookups = 0
+
+    def find_spec(self, fullname: str, path: object = None, target: object = None) -> None:
+        if fullname == self.name:
+            self.lookups += 1
+
+
+def test_a_commit_does_not_search_for_an_absent_pandas(tmp_path: Path) -> None:
+    """DuckDB tries ``import pandas`` on each execute with parameters; without
+    pandas every try walked sys.path (~1 ms each, dozens per commit)."""
+    installed = sys.modules.get("pandas") is not None or (
+        "pandas" not in sys.modules and importlib.util.find_spec("pandas") is not None
+    )
+    if installed:
+        pytest.skip("pandas is installed here: DuckDB finds it at once")
+    counter = _ImportCounter("pandas")
+    sys.meta_path.insert(0, counter)
+    try:
+        with Session((tmp_path / "lake").as_uri(), data_path=f"{tmp_path / 'data'}/") as s:
+            s.sql("CREATE TABLE t (id INTEGER, v VARCHAR)")
+            counter.lookups = 0
+            s.sql("INSERT INTO t VALUES (1, 'x')")
+            s.sql("DELETE FROM t WHERE id = 1")
+    finally:
+        sys.meta_path.remove(counter)
+    assert counter.lookups == 0, f"two commits searched for pandas {counter.lookups} times"

@@ -13,6 +13,7 @@ import json
 import os
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -45,11 +46,12 @@ class FakeContext:
 
 
 @pytest.fixture
-def app(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+def app(monkeypatch: pytest.MonkeyPatch) -> Iterator[ModuleType]:
     monkeypatch.syspath_prepend(str(FUNCTION_DIR))
     monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "Slatelake")
     module = importlib.import_module("app")
-    return module
+    yield module
+    module.release_warm()  # each test starts cold, as a new container would
 
 
 @pytest.fixture

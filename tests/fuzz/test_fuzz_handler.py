@@ -48,9 +48,11 @@ def lambda_app(stack: PristineBucket, monkeypatch: pytest.MonkeyPatch) -> Iterat
     monkeypatch.syspath_prepend(str(FUNCTION_DIR))
     lock = process_lock(LakeLocation.parse(stack.url).url)
     assert lock.acquire(timeout=60)
+    module = importlib.import_module("app")
     try:
-        yield importlib.import_module("app")
+        yield module
     finally:
+        module.release_warm()
         lock.release()
 
 
@@ -85,6 +87,9 @@ def test_the_lambda_answers_every_event_and_a_refused_one_touches_nothing(
     event = _retarget(event, stack)
     before = stack.snapshot()
     out = lambda_app.handler(event, FakeContext(remaining_s=31.0))
+    # The container ends here: its kept session (and that session's reader
+    # lease) is the container's, not the event's doing.
+    lambda_app.release_warm()
     json.dumps(out)  # what the runtime sends back must serialize
     assert out["ok"] in (True, False), out
     if out["ok"] or out["error"]["type"] == "MergeIncompleteError":

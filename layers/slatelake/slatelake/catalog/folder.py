@@ -83,7 +83,7 @@ class Folder:
         self.log = SlotLog(location)
         self.leases = LeaseBook(location, self.log.client)
         self.images = ImageBook(location, self.log.client)
-        self._image_seq = 0  # the newest image's seq this folder knows (0: none seen)
+        self._image_seq: int | None = None  # the newest image's seq this folder knows
         self._images_listed_at = -IMAGE_RELIST_S
         self.margin_s = margin_s
         self.batch_ops = batch_ops
@@ -256,20 +256,20 @@ class Folder:
     def note_image(self, seq: int) -> None:
         """An image of slot ``seq`` is stored (the holder wrote it): truncation
         may go up to it without listing images again."""
-        self._image_seq = max(self._image_seq, seq)
+        self._image_seq = seq if self._image_seq is None else max(self._image_seq, seq)
 
     def _image_bound(self, wanted: int) -> int | None:
         """The newest image's seq, the highest slot truncation may delete;
         None when there is no image (the rule is then as without images)."""
         now = time.monotonic()
         known = self._image_seq
-        if known and (known >= wanted or now - self._images_listed_at < IMAGE_RELIST_S):
+        if known is not None and (known >= wanted or now - self._images_listed_at < IMAGE_RELIST_S):
             return known
         newest = self.images.newest()
         self._images_listed_at = now
         if newest is not None:
-            self._image_seq = max(self._image_seq, newest.seq)
-        return self._image_seq or None
+            self.note_image(newest.seq)
+        return self._image_seq
 
     def hold(
         self,

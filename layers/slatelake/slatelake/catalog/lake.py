@@ -204,23 +204,26 @@ class Lake:
                 exc,
             )
 
-    def refresh(self, state: CatalogView) -> CatalogState:
+    def refresh(self, state: CatalogView, rematerialize: bool = True) -> CatalogView:
         """Bring ``state`` to the log's head in place; one LIST when nothing changed.
 
         Renews the reader lease first (a PUT only past half its life), so a view
         that idles and refreshes keeps its slots; one whose lease lapsed anyway
-        is found stale by ``read_tail`` and re-materialized.
+        is found stale by ``read_tail`` and re-materialized from the store, or,
+        with ``rematerialize`` False, StaleViewError goes to the caller (a
+        session reopens from the newest image instead).
         """
         if not self._lease_refused:
             self._hold_lease(state.last_seq)
         try:
             tail = read_tail(self.log, state.head, state.last_seq)
         except StaleViewError:
+            if not rematerialize:
+                raise
             fresh = self.materialize()
             state.replace_with(fresh)
             return state
-        for slot, cs in tail.applied:
-            state.apply(cs, slot)
+        state.apply_tail(tail.applied)
         state.last_seq = tail.last_seq
         return state
 

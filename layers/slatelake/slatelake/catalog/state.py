@@ -126,6 +126,8 @@ class CatalogView(SideRecords, Protocol):
 
     def apply(self, cs: ChangeSet, seq: int | None = None) -> None: ...
 
+    def apply_tail(self, tail: Iterable[tuple[int | None, ChangeSet]]) -> None: ...
+
     def replace_with(self, other: CatalogState) -> None: ...
 
     def rows(self, table: str) -> list[Row]: ...
@@ -191,6 +193,10 @@ class CatalogState:
         self.head = cs.result
         if seq is not None:
             self.last_seq = seq
+
+    def apply_tail(self, tail: Iterable[tuple[int | None, ChangeSet]]) -> None:
+        for seq, cs in tail:
+            self.apply(cs, seq)
 
     def load(self, pairs: Iterable[tuple[bytes, bytes]]) -> None:
         entries = self.entries

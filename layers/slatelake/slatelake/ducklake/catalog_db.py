@@ -16,6 +16,7 @@ matched in SQL; their tables are small and are matched in Python.
 
 from __future__ import annotations
 
+import contextlib
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -262,6 +263,20 @@ def apply_change_sets(
 
 
 def apply_net(con: duckdb.DuckDBPyConnection, db: str, net: NetEffect, own: bool) -> set[str]:
+    """Apply a net effect as one DuckDB transaction: all of it or none (and one
+    WAL flush, not one per statement, when ``db`` is a file)."""
+    con.execute("BEGIN TRANSACTION")
+    try:
+        touched = _apply_net(con, db, net, own)
+    except BaseException:
+        with contextlib.suppress(duckdb.Error):
+            con.execute("ROLLBACK")
+        raise
+    con.execute("COMMIT")
+    return touched
+
+
+def _apply_net(con: duckdb.DuckDBPyConnection, db: str, net: NetEffect, own: bool) -> set[str]:
     own_kinds = {s.kind for s in registry.OWN_TABLES}
     touched: set[str] = set()
     ddl_puts: dict[str, list[tuple[str, str]]] = {}

@@ -37,7 +37,7 @@ import duckdb
 
 from slatelake.catalog import registry
 from slatelake.catalog.rows import Row, decode_entry, table_of_key
-from slatelake.catalog.state import CATALOG_SUBSPACES, SYS_FOLD, decode_fold
+from slatelake.catalog.state import CATALOG_SUBSPACES, EMPTY_HEAD, SYS_FOLD, decode_fold
 from slatelake.ducklake import extensions
 from slatelake.ducklake.sql import ident, literal
 from slatelake.ducklake.tables import (
@@ -140,10 +140,13 @@ def write_image(
     try:
         seq, head = _fold_of(reader, location.url)
         newest = book.newest()
-        if seq == 0 or (newest is not None and newest.seq >= seq):
+        # A lake with no DuckLake catalog folded has nothing to image; an
+        # imported lake has one at fold cursor 0 (its rows were laid down folded).
+        empty = head == EMPTY_HEAD
+        if empty or (newest is not None and newest.seq >= seq):
             reason = (
                 "nothing is folded yet"
-                if seq == 0
+                if empty
                 else f"the newest image is already at the fold cursor {newest.seq}"
             )
             return ImageWrite(seq, head, False, newest, time.perf_counter() - t0, 0, reason)

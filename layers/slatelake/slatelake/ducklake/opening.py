@@ -45,6 +45,8 @@ log = logging.getLogger("slatelake.session")
 def work_dir() -> Path:
     """A private directory for a session's catalog files (removed at close)."""
     parent = os.environ.get(TEMP_DIRECTORY_ENV) or None
+    if parent is not None:  # DuckDB creates its spill directory lazily; we need it now
+        os.makedirs(parent, exist_ok=True)
     return Path(tempfile.mkdtemp(prefix="slatelake-session-", dir=parent))
 
 

@@ -55,6 +55,7 @@ from slatelake.errors import (
     MisconfigurationError,
     NotFoundError,
     ReadOnlyError,
+    StaleViewError,
 )
 from slatelake.errors import retry as _retry
 from slatelake.log.changeset import ChangeSet
@@ -218,7 +219,12 @@ class Session:
             self.state = self._open_state()
             self._load()
             return
-        self.lake.refresh(self.state)  # type: ignore[arg-type]
+        try:
+            self.lake.refresh(self.state, rematerialize=False)
+        except StaleViewError:  # idle past its lease: reopen (newest image, else the store)
+            self.state = self._open_state()
+            self._load()
+            return
         if (self.state.head, self.state.last_seq) != self._synced:
             self._sync()  # others committed, or ours rebased past theirs
 
