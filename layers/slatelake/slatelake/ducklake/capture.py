@@ -145,7 +145,7 @@ class Capture:
             f"SELECT max(snapshot_id) FROM {ident(self.db)}.ducklake_snapshot"
         ).fetchone()[0]
         mints = max_snap is not None and max_snap > snap
-        known_inline = set(state.inline_ddl())
+        known_inline = state.inline_names()
         created = [t for t in present if registry.inline_table(t) and t not in known_inline]
         dropped = sorted(known_inline - set(present))
         if not (mints or created or dropped) and signatures == self.signatures:

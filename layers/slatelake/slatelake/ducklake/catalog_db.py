@@ -191,8 +191,8 @@ def _column_types(spec: TableSpec | None, con: Any, db: str, table: str) -> dict
 def rows_at(con: duckdb.DuckDBPyConnection, db: str, key: bytes) -> list[Row]:
     """The rows stored under one key (a group's members, or one row), as Python reads them."""
     shape, values = _shape(con, db, key)
-    if not _table_exists(con, db, shape.table):
-        return []
+    if shape.spec is None and not _table_exists(con, db, shape.table):
+        return []  # registry tables always exist in a base; inlined ones come and go
     columns = _columns(con, db, shape)
     select = select_list(columns)
     source = f"{ident(db)}.{ident(shape.table)}"
@@ -215,9 +215,10 @@ def _key_of(shape: _Shape, row: Row) -> bytes:
 
 
 def table_rows(con: duckdb.DuckDBPyConnection, db: str, table: str) -> list[Row]:
-    if not _table_exists(con, db, table):
-        return []
+    """Every row of one table of a base (whose registry tables always exist)."""
     spec = registry.BY_NAME.get(table)
+    if spec is None and not _table_exists(con, db, table):
+        return []
     columns = list(spec.columns) if spec else table_columns(con, db, table)
     sql = f"SELECT {select_list(columns)} FROM {ident(db)}.{ident(table)}"
     return [tuple(r) for r in con.execute(sql).fetchall()]
@@ -303,7 +304,7 @@ def _apply_net(con: duckdb.DuckDBPyConnection, db: str, net: NetEffect, own: boo
                 puts[name].extend(entry)
             else:
                 puts[name].append(entry)
-    present = set(meta_tables(con, db))
+    present = _Present(con, db)
     for name, columns in ddl_puts.items():
         if name not in present:
             load_inline_table(con, db, name, [tuple(c) for c in columns], [])
@@ -336,6 +337,28 @@ def _apply_net(con: duckdb.DuckDBPyConnection, db: str, net: NetEffect, own: boo
         if name not in ddl_puts:
             con.execute(f"DROP TABLE IF EXISTS {ident(db)}.{ident(name)}")
     return touched
+
+
+class _Present:
+    """Which tables a database holds: every registry table (a base or DuckLake's
+    copy always has them), and the inlined tables, listed once and only when a
+    change set touches one (listing tables costs a catalog scan)."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, db: str) -> None:
+        self.con, self.db = con, db
+        self._inline: set[str] | None = None
+
+    def __contains__(self, name: str) -> bool:
+        if name in registry.BY_NAME:
+            return True
+        if self._inline is None:
+            self._inline = set(meta_tables(self.con, self.db))
+        return name in self._inline
+
+    def add(self, name: str) -> None:
+        if self._inline is None:
+            self._inline = set(meta_tables(self.con, self.db))
+        self._inline.add(name)
 
 
 def _delete_matching(

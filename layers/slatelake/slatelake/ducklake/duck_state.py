@@ -26,6 +26,7 @@ from slatelake.ducklake.sql import ident
 from slatelake.ducklake.tables import table_columns
 from slatelake.errors import UnsupportedError
 from slatelake.log.changeset import ChangeSet, Head
+from slatelake.store.keys import Subspace
 
 
 class DuckState:
@@ -42,6 +43,7 @@ class DuckState:
         self.source = "store"
         # the verified image this state was opened from, until DuckLake's copy is made
         self.image_file: Path | None = None
+        self._inline_names: set[str] | None = None  # cached; DDL change sets reset it
 
     # -- building ----------------------------------------------------------------
     @classmethod
@@ -81,6 +83,8 @@ class DuckState:
                 self.last_seq = seq
         if not applied:
             return
+        if any(k[0] == Subspace.INLINE and k[1] in registry.INLINE_DDL_KINDS for k in net.keys):
+            self._inline_names = None
         catalog_db.apply_net(self.con, self.db, net, own=True)
         if self.pending is not None:
             self.pending.extend(applied)
@@ -90,6 +94,7 @@ class DuckState:
         fresh = DuckState.from_state(self.con, self.db, other)
         self.head, self.last_seq = fresh.head, fresh.last_seq
         self._take_side_records(other)
+        self._inline_names = None
         self.pending = None
 
     # -- reading -----------------------------------------------------------------
@@ -118,6 +123,16 @@ class DuckState:
             raise UnsupportedError(f"keys of kind 0x{kind:02x} are not listed from DuckDB")
         key = group_key if spec.grouped else row_key
         return {key(spec, r) for r in self.rows(spec.name)}
+
+    def inline_names(self) -> set[str]:
+        """The inlined tables of the base (cached: only DDL change sets move it)."""
+        if self._inline_names is None:
+            self._inline_names = {
+                name
+                for name in catalog_db.catalog_tables(self.con, self.db)
+                if registry.inline_table(name) is not None
+            }
+        return set(self._inline_names)
 
     def inline_ddl(self) -> dict[str, list[tuple[str, str]]]:
         return {

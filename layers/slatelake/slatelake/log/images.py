@@ -149,8 +149,8 @@ class ImageBook:
         holds these very bytes: finding it is success, not a conflict. A PUT
         whose answer was lost raises AmbiguousWriteError (a whole object or
         none landed: S3 PUTs are atomic)."""
-        if seq <= 0:
-            raise MisconfigurationError(f"an image holds a folded slot; seq {seq} is not one")
+        if seq < 0:  # 0: an imported lake, its rows laid down folded before any slot
+            raise MisconfigurationError(f"an image holds a fold cursor; seq {seq} is not one")
         digest, size = digest_of_file(local_file)
         info = self.info(seq, digest, size, now_us())
         data = Path(local_file).read_bytes()
