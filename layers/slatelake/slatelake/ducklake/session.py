@@ -48,6 +48,7 @@ from slatelake.ducklake.catalog_db import apply_change_sets, copy_database
 from slatelake.ducklake.duck_state import DuckState
 from slatelake.ducklake.guard import check_overlap, data_location, ducklake_data_path
 from slatelake.ducklake.opening import attach_copy, drop_image_schema, open_base, work_dir
+from slatelake.ducklake.result import Result
 from slatelake.ducklake.sql import ident, literal
 from slatelake.errors import (
     Backoff,
@@ -425,30 +426,6 @@ class Session:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-class Result:
-    """The rows of a statement that was run to completion (a possible write)."""
-
-    def __init__(self, description: Any, rows: list[tuple[Any, ...]]) -> None:
-        self.description = description
-        self._rows = rows
-        self._at = 0
-
-    def fetchall(self) -> list[tuple[Any, ...]]:
-        rows, self._at = self._rows[self._at :], len(self._rows)
-        return rows
-
-    def fetchone(self) -> tuple[Any, ...] | None:
-        if self._at >= len(self._rows):
-            return None
-        self._at += 1
-        return self._rows[self._at - 1]
-
-    def fetchmany(self, size: int = 1) -> list[tuple[Any, ...]]:
-        rows = self._rows[self._at : self._at + size]
-        self._at += len(rows)
-        return rows
 
 
 def _stored_data_path(state: DuckState) -> str | None:
