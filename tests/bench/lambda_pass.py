@@ -46,6 +46,7 @@ import io, json, sys, time
 t_import = time.monotonic()
 sys.path.insert(0, {function_dir!r})
 import app
+from slatelake.ducklake import extensions
 imported_s = time.monotonic() - t_import
 calls = {{"extensions.connect": [], "slatelake.connect": []}}
 
@@ -59,7 +60,7 @@ def _timed(owner, name, key):
             calls[key].append(round(time.monotonic() - t, 3))
     setattr(owner, name, wrapped)
 
-_timed(app.extensions, "connect", "extensions.connect")  # the session's loads go here too
+_timed(extensions, "connect", "extensions.connect")  # every load goes through here
 _timed(app.slatelake, "connect", "slatelake.connect")
 buffer = io.StringIO()
 app.logger.registered_handler.setStream(buffer)
