@@ -71,7 +71,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     # the catalog in DuckDB (catalog_db.py, capture.py, opening.py): select lists,
     # match conditions and unnest lists built from ident() over registry or
     # DuckDB-listed column names, with types from the registry or DuckDB itself
-    ("slatelake/ducklake/catalog_db.py", "select_list(columns)"): "ident() per column",
+    ("slatelake/ducklake/catalog_db.py", "select_list(listed)"): "ident() per column",
     ("slatelake/ducklake/catalog_db.py", "select_list(spec.columns)"): "ident() per column",
     ("slatelake/ducklake/catalog_db.py", "select"): "select_list(): ident() per column",
     ("slatelake/ducklake/catalog_db.py", "source"): "ident() parts",

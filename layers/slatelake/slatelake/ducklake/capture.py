@@ -31,13 +31,13 @@ import duckdb
 from slatelake.catalog import registry
 from slatelake.catalog.changes import RowChanges
 from slatelake.catalog.rows import Row, row_key
+from slatelake.ducklake.catalog_db import ColumnCache
 from slatelake.ducklake.duck_state import DuckState
 from slatelake.ducklake.sql import ident
 from slatelake.ducklake.tables import (
     is_metadata_table,
     meta_tables,
     select_list,
-    table_columns,
 )
 from slatelake.errors import CorruptionError, UnsupportedError
 
@@ -65,6 +65,8 @@ class Capture:
         self.con = con
         self.db = db
         self.base = base
+        # the session's cache of inlined tables' columns (the state's, set per capture)
+        self.columns = ColumnCache()
         # Per-table signatures (row count first) as of the last committed state:
         # a table whose signature is unchanged is not read at all, and the count
         # is "before" for the proportional predicates.
@@ -107,8 +109,7 @@ class Capture:
             raise UnsupportedError(f"{table}: a column type cannot be captured ({exc})") from exc
 
     def _columns(self, table: str) -> list[tuple[str, str]]:
-        spec = registry.BY_NAME.get(table)
-        return list(spec.columns) if spec else table_columns(self.con, self.db, table)
+        return self.columns.get(self.con, self.db, table)
 
     def _signature_sql(self, i: int, table: str) -> str:
         """count plus what moves when rows change. The big tables only gain rows
@@ -137,6 +138,7 @@ class Capture:
     # -- the capture -----------------------------------------------------------
     def capture(self, state: DuckState) -> Captured | None:
         """The transaction's changes against ``state``; None when nothing changed."""
+        self.columns = state.columns
         snap = state.head.snapshot_id
         present = self._present()
         signatures = self._signatures(present)
@@ -153,7 +155,7 @@ class Capture:
 
         changes = RowChanges()
         for name in created:
-            changes.created_inline[name] = table_columns(self.con, self.db, name)
+            changes.created_inline[name] = self._columns(name)
         changes.dropped_inline.extend(dropped)
         next_file = _next_file_id(state, snap)
         for table in present:
@@ -252,6 +254,7 @@ class Capture:
         """Every metadata table DuckLake holds equals the committed base (which
         advanced only by applying the change sets); raise naming the first that
         differs."""
+        self.columns = state.columns
         present = {t for t in meta_tables(self.con, self.db) if is_metadata_table(t)}
         based = {t for t in meta_tables(self.con, self.base) if is_metadata_table(t)}
         based -= {s.name for s in registry.OWN_TABLES}

@@ -56,6 +56,27 @@ CSV_THRESHOLD = 2_000
 _CATALOG = (Subspace.SNAPSHOT, Subspace.CURRENT, Subspace.HISTORY, Subspace.INLINE)
 
 
+class ColumnCache:
+    """Column lists of the tables of a catalog, read from DuckDB at most once
+    per inlined table: an inlined table's name fixes its columns (a table id,
+    never reused, and a schema version), so one session reads them once, not
+    at every commit (each read is a catalog scan). One cache per lake."""
+
+    def __init__(self) -> None:
+        self._known: dict[str, list[tuple[str, str]]] = {}
+
+    def get(self, con: duckdb.DuckDBPyConnection, db: str, table: str) -> list[tuple[str, str]]:
+        spec = registry.BY_NAME.get(table)
+        if spec is not None:
+            return list(spec.columns)
+        known = self._known.get(table)
+        if known is None:
+            known = table_columns(con, db, table)
+            if known:  # an absent table caches nothing
+                self._known[table] = known
+        return list(known)
+
+
 def registry_specs(own: bool) -> tuple[TableSpec, ...]:
     """DuckLake's tables, plus slatelake's own records for a base copy."""
     return (*registry.TABLES, *registry.OWN_TABLES) if own else registry.TABLES
@@ -140,22 +161,15 @@ class _Shape:
 
 
 def _shape(
-    con: duckdb.DuckDBPyConnection,
-    db: str,
-    key: bytes,
-    names_of: dict[str, list[str]] | None = None,
+    con: duckdb.DuckDBPyConnection, db: str, key: bytes, columns: ColumnCache
 ) -> tuple[_Shape, tuple[Any, ...]]:
-    """The table a catalog key belongs to and the values its match columns take
-    (``names_of`` caches an inlined table's column names across keys)."""
+    """The table a catalog key belongs to and the values its match columns take."""
     sub, kind, comps = decode_key(key)
     if sub == Subspace.INLINE:
         name = table_of_key(key)
         inline = registry.inline_table(name)
         assert inline is not None
-        cache = names_of if names_of is not None else {}
-        if name not in cache:
-            cache[name] = [c for c, _ in table_columns(con, db, name)]
-        names = cache[name]
+        names = [c for c, _ in columns.get(con, db, name)]
         cols = tuple(names[i] for i in inline.identity)
         return _Shape(name, cols), _values(comps[len(inline.ids) :])
     spec = registry.BY_KIND.get(kind)
@@ -183,18 +197,20 @@ def _table_exists(con: duckdb.DuckDBPyConnection, db: str, table: str) -> bool:
     )
 
 
-def _column_types(spec: TableSpec | None, con: Any, db: str, table: str) -> dict[str, str]:
-    cols = spec.columns if spec is not None else table_columns(con, db, table)
+def _column_types(con: Any, db: str, table: str, columns: ColumnCache) -> dict[str, str]:
+    cols = columns.get(con, db, table)
     return {c: ("BIGINT" if t == TIMESTAMPTZ else t) for c, t in cols}
 
 
-def rows_at(con: duckdb.DuckDBPyConnection, db: str, key: bytes) -> list[Row]:
+def rows_at(
+    con: duckdb.DuckDBPyConnection, db: str, key: bytes, columns: ColumnCache | None = None
+) -> list[Row]:
     """The rows stored under one key (a group's members, or one row), as Python reads them."""
-    shape, values = _shape(con, db, key)
+    columns = columns or ColumnCache()
+    shape, values = _shape(con, db, key, columns)
     if shape.spec is None and not _table_exists(con, db, shape.table):
         return []  # registry tables always exist in a base; inlined ones come and go
-    columns = _columns(con, db, shape)
-    select = select_list(columns)
+    select = select_list(columns.get(con, db, shape.table))
     source = f"{ident(db)}.{ident(shape.table)}"
     if shape.digested:
         rows = [tuple(r) for r in con.execute(f"SELECT {select} FROM {source}").fetchall()]
@@ -204,28 +220,28 @@ def rows_at(con: duckdb.DuckDBPyConnection, db: str, key: bytes) -> list[Row]:
     return [tuple(r) for r in con.execute(sql, list(values)).fetchall()]
 
 
-def _columns(con: duckdb.DuckDBPyConnection, db: str, shape: _Shape) -> list[tuple[str, str]]:
-    return list(shape.spec.columns) if shape.spec else table_columns(con, db, shape.table)
-
-
 def _key_of(shape: _Shape, row: Row) -> bytes:
     spec = shape.spec
     assert spec is not None
     return group_key(spec, row) if spec.grouped else row_key(spec, row)
 
 
-def table_rows(con: duckdb.DuckDBPyConnection, db: str, table: str) -> list[Row]:
+def table_rows(
+    con: duckdb.DuckDBPyConnection, db: str, table: str, columns: ColumnCache | None = None
+) -> list[Row]:
     """Every row of one table of a base (whose registry tables always exist)."""
     spec = registry.BY_NAME.get(table)
     if spec is None and not _table_exists(con, db, table):
         return []
-    columns = list(spec.columns) if spec else table_columns(con, db, table)
-    sql = f"SELECT {select_list(columns)} FROM {ident(db)}.{ident(table)}"
+    listed = (columns or ColumnCache()).get(con, db, table)
+    sql = f"SELECT {select_list(listed)} FROM {ident(db)}.{ident(table)}"
     return [tuple(r) for r in con.execute(sql).fetchall()]
 
 
-def inline_keys(con: duckdb.DuckDBPyConnection, db: str, inline: InlineTable) -> set[bytes]:
-    return {inline_row_key(inline, r) for r in table_rows(con, db, inline.name)}
+def inline_keys(
+    con: duckdb.DuckDBPyConnection, db: str, inline: InlineTable, columns: ColumnCache | None = None
+) -> set[bytes]:
+    return {inline_row_key(inline, r) for r in table_rows(con, db, inline.name, columns)}
 
 
 # -- applying change sets ---------------------------------------------------------
@@ -251,7 +267,11 @@ class NetEffect:
 
 
 def apply_change_sets(
-    con: duckdb.DuckDBPyConnection, db: str, change_sets: Iterable[ChangeSet], own: bool
+    con: duckdb.DuckDBPyConnection,
+    db: str,
+    change_sets: Iterable[ChangeSet],
+    own: bool,
+    columns: ColumnCache | None = None,
 ) -> set[str]:
     """Apply change sets in order to the tables of ``db``; returns the tables touched.
 
@@ -260,15 +280,21 @@ def apply_change_sets(
     net = NetEffect()
     for cs in change_sets:
         net.add(cs)
-    return apply_net(con, db, net, own)
+    return apply_net(con, db, net, own, columns)
 
 
-def apply_net(con: duckdb.DuckDBPyConnection, db: str, net: NetEffect, own: bool) -> set[str]:
+def apply_net(
+    con: duckdb.DuckDBPyConnection,
+    db: str,
+    net: NetEffect,
+    own: bool,
+    columns: ColumnCache | None = None,
+) -> set[str]:
     """Apply a net effect as one DuckDB transaction: all of it or none (and one
     WAL flush, not one per statement, when ``db`` is a file)."""
     con.execute("BEGIN TRANSACTION")
     try:
-        touched = _apply_net(con, db, net, own)
+        touched = _apply_net(con, db, net, own, columns or ColumnCache())
     except BaseException:
         with contextlib.suppress(duckdb.Error):
             con.execute("ROLLBACK")
@@ -277,7 +303,9 @@ def apply_net(con: duckdb.DuckDBPyConnection, db: str, net: NetEffect, own: bool
     return touched
 
 
-def _apply_net(con: duckdb.DuckDBPyConnection, db: str, net: NetEffect, own: bool) -> set[str]:
+def _apply_net(
+    con: duckdb.DuckDBPyConnection, db: str, net: NetEffect, own: bool, columns: ColumnCache
+) -> set[str]:
     own_kinds = {s.kind for s in registry.OWN_TABLES}
     touched: set[str] = set()
     ddl_puts: dict[str, list[tuple[str, str]]] = {}
@@ -305,11 +333,10 @@ def _apply_net(con: duckdb.DuckDBPyConnection, db: str, net: NetEffect, own: boo
             else:
                 puts[name].append(entry)
     present = _Present(con, db)
-    for name, columns in ddl_puts.items():
+    for name, ddl in ddl_puts.items():
         if name not in present:
-            load_inline_table(con, db, name, [tuple(c) for c in columns], [])
+            load_inline_table(con, db, name, [tuple(c) for c in ddl], [])
             present.add(name)
-    names_of: dict[str, list[str]] = {}
     for key in net.keys:
         if key[1] in own_kinds and not own:
             continue
@@ -318,21 +345,21 @@ def _apply_net(con: duckdb.DuckDBPyConnection, db: str, net: NetEffect, own: boo
         name = table_of_key(key)
         if name not in present:
             continue  # an inlined table dropped in the same run
-        shape, values = _shape(con, db, key, names_of)
+        shape, values = _shape(con, db, key, columns)
         touched.add(name)
         if shape.digested:
             digest_doomed[name].add(key)
         else:
             doomed[shape].append(values)
     for start, end in net.ranges:
-        touched |= _delete_range(con, db, start, end, own, own_kinds)
+        touched |= _delete_range(con, db, start, end, own, own_kinds, columns)
     for shape, rows in doomed.items():
-        _delete_matching(con, db, shape, rows)
+        _delete_matching(con, db, shape, rows, columns)
     for name, keys in digest_doomed.items():
         _delete_digested(con, db, name, keys)
     for name, rows in puts.items():
         if name in present:
-            _insert(con, db, name, rows)
+            _insert(con, db, name, rows, columns)
     for name in ddl_drops:
         if name not in ddl_puts:
             con.execute(f"DROP TABLE IF EXISTS {ident(db)}.{ident(name)}")
@@ -367,11 +394,15 @@ IN_LIST_MAX = 512
 
 
 def _delete_matching(
-    con: duckdb.DuckDBPyConnection, db: str, shape: _Shape, rows: list[tuple[Any, ...]]
+    con: duckdb.DuckDBPyConnection,
+    db: str,
+    shape: _Shape,
+    rows: list[tuple[Any, ...]],
+    columns: ColumnCache,
 ) -> None:
     if _delete_by_id(con, db, shape, rows):
         return
-    types = _column_types(shape.spec, con, db, shape.table)
+    types = _column_types(con, db, shape.table, columns)
     lists = ", ".join(
         f"unnest(?::{types.get(c, 'BIGINT')}[]) AS k{int(i)}" for i, c in enumerate(shape.columns)
     )
@@ -429,6 +460,7 @@ def _delete_range(
     end: bytes,
     own: bool,
     own_kinds: set[int],
+    columns: ColumnCache,
 ) -> set[str]:
     """Delete every row whose key falls in [start, end): the tables of that kind,
     rows keyed in Python (ranges clear inlined tables, which are small)."""
@@ -443,8 +475,8 @@ def _delete_range(
     for name in names:
         inline = registry.inline_table(name)
         spec = registry.BY_NAME.get(name)
-        columns = list(spec.columns) if spec else table_columns(con, db, name)
-        sql = f"SELECT rowid, {select_list(columns)} FROM {ident(db)}.{ident(name)}"
+        listed = columns.get(con, db, name)
+        sql = f"SELECT rowid, {select_list(listed)} FROM {ident(db)}.{ident(name)}"
         doomed = []
         for rowid, *rest in con.execute(sql).fetchall():
             row = tuple(rest)
@@ -470,10 +502,12 @@ def _inline_kind(name: str) -> int | None:
     return None if inline is None else inline.row_kind
 
 
-def _insert(con: duckdb.DuckDBPyConnection, db: str, table: str, rows: list[Row]) -> None:
+def _insert(
+    con: duckdb.DuckDBPyConnection, db: str, table: str, rows: list[Row], columns: ColumnCache
+) -> None:
     spec = registry.BY_NAME.get(table)
     if spec is None:
-        insert_inline_rows(con, db, table, table_columns(con, db, table), rows)
+        insert_inline_rows(con, db, table, columns.get(con, db, table), rows)
         return
     if len(rows) > CSV_THRESHOLD:
         load_registry_table(con, db, spec, rows)

@@ -23,7 +23,6 @@ from slatelake.catalog.rows import Row, group_key, row_key
 from slatelake.catalog.state import CatalogState, apply_side_records, check_catalog_ranges
 from slatelake.ducklake import catalog_db
 from slatelake.ducklake.sql import ident
-from slatelake.ducklake.tables import table_columns
 from slatelake.errors import UnsupportedError
 from slatelake.log.changeset import ChangeSet, Head
 from slatelake.store.keys import Subspace
@@ -44,6 +43,7 @@ class DuckState:
         # the verified image this state was opened from, until DuckLake's copy is made
         self.image_file: Path | None = None
         self._inline_names: set[str] | None = None  # cached; DDL change sets reset it
+        self.columns = catalog_db.ColumnCache()  # inlined tables' columns, read once
 
     # -- building ----------------------------------------------------------------
     @classmethod
@@ -85,7 +85,7 @@ class DuckState:
             return
         if any(k[0] == Subspace.INLINE and k[1] in registry.INLINE_DDL_KINDS for k in net.keys):
             self._inline_names = None
-        catalog_db.apply_net(self.con, self.db, net, own=True)
+        catalog_db.apply_net(self.con, self.db, net, own=True, columns=self.columns)
         if self.pending is not None:
             self.pending.extend(applied)
 
@@ -99,11 +99,11 @@ class DuckState:
 
     # -- reading -----------------------------------------------------------------
     def rows(self, table: str) -> list[Row]:
-        return catalog_db.table_rows(self.con, self.db, table)
+        return catalog_db.table_rows(self.con, self.db, table, self.columns)
 
     def get(self, key: bytes) -> Any:
         """The decoded entry stored under ``key`` (a row, or a group's rows), or None."""
-        rows = catalog_db.rows_at(self.con, self.db, key)
+        rows = catalog_db.rows_at(self.con, self.db, key, self.columns)
         if not rows:
             return None
         spec = registry.BY_KIND.get(key[1])
@@ -112,10 +112,10 @@ class DuckState:
         return rows[0]
 
     def group(self, key: bytes) -> list[Row]:
-        return catalog_db.rows_at(self.con, self.db, key)
+        return catalog_db.rows_at(self.con, self.db, key, self.columns)
 
     def inline_row_keys(self, inline: registry.InlineTable) -> set[bytes]:
-        return catalog_db.inline_keys(self.con, self.db, inline)
+        return catalog_db.inline_keys(self.con, self.db, inline, self.columns)
 
     def keys_of_kind(self, kind: int) -> set[bytes]:
         spec = registry.BY_KIND.get(kind)
@@ -135,11 +135,7 @@ class DuckState:
         return set(self._inline_names)
 
     def inline_ddl(self) -> dict[str, list[tuple[str, str]]]:
-        return {
-            name: table_columns(self.con, self.db, name)
-            for name in catalog_db.catalog_tables(self.con, self.db)
-            if registry.inline_table(name) is not None
-        }
+        return {name: self.columns.get(self.con, self.db, name) for name in self.inline_names()}
 
     def is_empty(self) -> bool:
         """No DuckLake catalog yet (a new lake before its first commit)."""

@@ -146,7 +146,7 @@ class Session:
             meta_file = self._workdir / "meta.duckdb"
             attach_copy(self._aux, state.image_file, meta_file, META_DB)
             drop_image_schema(self._aux, META_DB)
-            apply_change_sets(self._aux, META_DB, state.pending, own=False)
+            apply_change_sets(self._aux, META_DB, state.pending, own=False, columns=state.columns)
             self._aux.execute(f"DETACH DATABASE {ident(META_DB)}")
             self._meta_file = meta_file
         else:
@@ -171,7 +171,7 @@ class Session:
         if pending is None:
             self._load()
             return
-        apply_change_sets(self._aux, META_DB, pending, own=False)
+        apply_change_sets(self._aux, META_DB, pending, own=False, columns=self.state.columns)
         self.state.pending = []
         self._stale = False
         self._synced = (self.state.head, self.state.last_seq)
