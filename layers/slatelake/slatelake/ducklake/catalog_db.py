@@ -36,7 +36,7 @@ from slatelake.catalog.rows import (
     table_of_key,
 )
 from slatelake.catalog.state import CatalogState
-from slatelake.ducklake.sql import ident, literal
+from slatelake.ducklake.sql import ident
 from slatelake.ducklake.tables import (
     create_sql,
     insert_inline_rows,
@@ -522,8 +522,3 @@ def _insert(
     con.execute(
         f"INSERT INTO {ident(db)}.{ident(table)} SELECT {exprs} FROM (SELECT {lists})", params
     )
-
-
-def attach_file(con: duckdb.DuckDBPyConnection, path: str, name: str) -> None:
-    """Attach a DuckDB database file read-only (an image)."""
-    con.execute(f"ATTACH {literal(path)} AS {ident(name)} (READ_ONLY)")
