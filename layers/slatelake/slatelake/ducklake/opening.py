@@ -68,7 +68,9 @@ def _from_newest_image(
     try:
         found = book.newest_valid(downloads, check=check_image)
     except SlatelakeError as exc:  # the LIST itself failed: the store serves
-        log.warning("catalog images of %s not listed (%s); opening from the store", lake, exc)
+        log.warning(
+            "catalog images of %s not listed (%s); opening from the store", lake.location.url, exc
+        )
         return None
     if found is None:
         return None
