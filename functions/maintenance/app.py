@@ -67,7 +67,6 @@ ANSWER_RESERVE_S = 3.0
 
 # The pass session a warm container keeps for its next invocation (_warm_session).
 _WARM: dict[str, Any] = {}
-atexit.register(lambda: release_warm())
 
 
 class MergeIncompleteError(SlatelakeError):
@@ -210,6 +209,9 @@ def release_warm() -> None:
     if session is not None:
         with contextlib.suppress(Exception):
             session.close()
+
+
+atexit.register(release_warm)
 
 
 def _skipped(call: Invocation, why: str) -> dict[str, Any]:

@@ -99,7 +99,7 @@ def test_a_corrupted_image_is_skipped_with_a_warning_and_the_answer_is_right(
 ) -> None:
     url, data = (tmp_path / "lake").as_uri(), f"{tmp_path}/data/"
     _build(url, data)
-    book = _image(url)
+    _image(url)
     with connect(url) as s:
         s.sql("INSERT INTO t VALUES (7, 'x')")
     book = _image(url)
@@ -126,11 +126,9 @@ def test_an_image_older_than_the_retained_log_falls_back_to_the_store(
         s.sql("INSERT INTO t VALUES (9, 'z')")
     _fold(url)
     image = book.list()[0]
-    slots = LakeLocation.parse(url)
     with Lake.open(url) as lake:  # lose the slot right after the image, as a bad truncation would
         lake.log.delete(image.seq + 1)
         lake.log.mark_truncated(image.seq + 1)
-    del slots
     with caplog.at_level(logging.WARNING), connect(url, read_only=True) as s:
         assert s.state.source == "store"
         assert s.sql("SELECT count(*) FROM t WHERE id IN (8, 9)").fetchall() == [(2,)]

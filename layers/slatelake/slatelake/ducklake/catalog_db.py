@@ -107,15 +107,13 @@ def _known(name: str) -> bool:
     return name in registry.BY_NAME or registry.inline_table(name) is not None
 
 
-def copy_database(
-    con: duckdb.DuckDBPyConnection, src: str, dst: str, own: bool, schema: str = "main"
-) -> None:
-    """Copy every metadata table of ``src`` (schema ``schema``) into the empty ``dst``.
+def copy_database(con: duckdb.DuckDBPyConnection, src: str, dst: str, own: bool) -> None:
+    """Copy every metadata table of ``src`` into the empty ``dst``.
 
     Registry tables keep DuckLake's constraints (the same DDL as a load);
     inlined tables keep their column types. ``own`` copies slatelake's own
     records too (a base copy has them, DuckLake's copy does not)."""
-    present = _tables_in(con, src, schema)
+    present = _tables_in(con, src)
     for spec in registry_specs(own):
         if spec.name not in present:
             continue
@@ -123,18 +121,17 @@ def copy_database(
         cols = ", ".join(ident(c) for c in spec.column_names)
         con.execute(
             f"INSERT INTO {ident(dst)}.{ident(spec.name)} SELECT {cols} "
-            f"FROM {ident(src)}.{ident(schema)}.{ident(spec.name)}"
+            f"FROM {ident(src)}.{ident(spec.name)}"
         )
     for name in sorted(present):
         if registry.inline_table(name) is None:
             continue
         con.execute(
-            f"CREATE TABLE {ident(dst)}.{ident(name)} AS "
-            f"SELECT * FROM {ident(src)}.{ident(schema)}.{ident(name)}"
+            f"CREATE TABLE {ident(dst)}.{ident(name)} AS SELECT * FROM {ident(src)}.{ident(name)}"
         )
 
 
-def _tables_in(con: duckdb.DuckDBPyConnection, db: str, schema: str) -> set[str]:
+def _tables_in(con: duckdb.DuckDBPyConnection, db: str, schema: str = "main") -> set[str]:
     return {
         name
         for (name,) in con.execute(
