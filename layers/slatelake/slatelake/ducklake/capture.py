@@ -1,28 +1,36 @@
 """What a DuckLake transaction changed in the metadata tables, as RowChanges.
 
-Capture costs in proportion to the change, not the catalog. One query reads
-a signature per table (count, plus the largest ids and snapshots for the
-big tables, a hash of all rows for the small ones); a table whose signature
-did not move is not read. For a table that moved, with S the head snapshot
-before the transaction and F the next file id at S:
+Capture costs in proportion to the change, not the catalog. Which tables to
+read comes from DuckLake itself: DuckDB's query log names every metadata
+table DuckLake wrote (``write_log.py``), so a one-row INSERT reads the
+snapshot tables, the table's statistics and its inlined table whatever the
+lake holds. When the log cannot say, every table's signature (count plus
+what moves when rows change) is compared with the committed base's in one
+query, and only tables that differ are read.
+
+A table that was written is read by what DuckLake can have done to it. With
+S the head snapshot before the transaction and F the next file id at S:
 - data and delete files: ids >= F are new (ids are never reused; a
   rewritten delete file can keep an old begin_snapshot); rows with
   ``end_snapshot > S`` and an older id were ended (their live key goes);
-- snapshot and snapshot_changes: ``snapshot_id > S`` is new;
+- other versioned rows, inlined rows included: ``begin_snapshot > S`` is
+  new, ``end_snapshot > S`` was ended (DuckLake only ever sets an end);
+- snapshots, their changes and schema versions: ``> S`` is new;
 - a data file's children (column stats, partition values, variant stats):
   ``data_file_id >= F`` is new;
-- every other table (schema objects, stats, mappings, inlined data) is small
-  and diffed whole.
-Every proportional answer is checked against the table's row count; a count
+- every other table (statistics, mappings, options, scheduled deletions) is
+  diffed whole against the base in SQL.
+Every proportional answer is checked against both sides' row counts; a count
 the predicates do not explain (DuckLake deleted rows outright: expiry,
-merge, cleanup, a replaced delete file) falls back to a whole-table diff for
-that table only.
+merge, flush, cleanup, a replaced delete file) falls back to a whole-table
+diff for that table only.
 ``verify`` compares every table with the state a change set produces; tests
 run it after every capture (SLATELAKE_VERIFY_CAPTURE=1).
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,8 +38,8 @@ import duckdb
 
 from slatelake.catalog import registry
 from slatelake.catalog.changes import RowChanges
-from slatelake.catalog.rows import Row, row_key
-from slatelake.ducklake.catalog_db import ColumnCache
+from slatelake.catalog.rows import Row
+from slatelake.ducklake.catalog_db import ColumnCache, table_exists
 from slatelake.ducklake.duck_state import DuckState
 from slatelake.ducklake.sql import ident
 from slatelake.ducklake.tables import (
@@ -39,10 +47,28 @@ from slatelake.ducklake.tables import (
     meta_tables,
     select_list,
 )
+from slatelake.ducklake.write_log import Written
 from slatelake.errors import CorruptionError, UnsupportedError
 
-SNAPSHOT_TABLES = ("ducklake_snapshot", "ducklake_snapshot_changes")
+SNAPSHOT_TABLES = {
+    "ducklake_snapshot": "snapshot_id",
+    "ducklake_snapshot_changes": "snapshot_id",
+    "ducklake_schema_versions": "begin_snapshot",
+}
 FILE_TABLES = {"ducklake_data_file": "data_file_id", "ducklake_delete_file": "delete_file_id"}
+# Rows DuckLake updates in place, one or a few per table: read for the tables a change names.
+PER_TABLE = frozenset(
+    {
+        "ducklake_table_stats",
+        "ducklake_table_column_stats",
+        "ducklake_inlined_data_tables",
+        "ducklake_column_mapping",
+        "ducklake_partition_column",
+        "ducklake_sort_expression",
+    }
+)
+# Above this many rows a whole-table diff runs in DuckDB, below it in Python.
+SMALL_TABLE = 20_000
 FILE_CHILDREN = (
     "ducklake_file_column_stats",
     "ducklake_file_partition_value",
@@ -55,37 +81,38 @@ class Captured:
     changes: RowChanges
     mints_snapshot: bool
     changes_made: str
-    signatures: dict[str, tuple[Any, ...]]
+
+
+@dataclass
+class _Scope:
+    """What the proportional predicates compare against: the head snapshot S,
+    the next file id F and next catalog id C at S (None before the first
+    snapshot), and once the new snapshot's changes are read, the tables they
+    name (``tables``; None: not known, read whole)."""
+
+    snap: int
+    next_file: int | None
+    next_catalog: int | None
+    tables: set[int] | None = None
+
+    def table_filter(self) -> str:
+        """The rows of the tables this change touched (its ids, and any new one)."""
+        if self.tables is None or self.next_catalog is None:
+            return ""
+        listed = ", ".join(str(int(t)) for t in sorted(self.tables))
+        new = f"table_id >= {int(self.next_catalog)}"
+        return f"WHERE table_id IN ({listed}) OR {new}" if listed else f"WHERE {new}"
 
 
 class Capture:
     def __init__(self, con: duckdb.DuckDBPyConnection, db: str, base: str) -> None:
         """``db`` is DuckLake's working copy, ``base`` the committed catalog it
-        started from (whole-table diffs run against it in SQL)."""
+        started from (diffs and counts run against it in SQL)."""
         self.con = con
         self.db = db
         self.base = base
         # the session's cache of inlined tables' columns (the state's, set per capture)
         self.columns = ColumnCache()
-        # Per-table signatures (row count first) as of the last committed state:
-        # a table whose signature is unchanged is not read at all, and the count
-        # is "before" for the proportional predicates.
-        self.signatures: dict[str, tuple[Any, ...]] = {}
-
-    @property
-    def counts(self) -> dict[str, int]:
-        return {t: sig[0] for t, sig in self.signatures.items()}
-
-    def reset(self) -> None:
-        """Re-read the signatures (after a load, which equals the state)."""
-        self.signatures = self._signatures(self._present())
-
-    def forget(self) -> None:
-        self.signatures = {}
-
-    def committed(self, captured: Captured) -> None:
-        """The captured change set landed: its signatures are the new baseline."""
-        self.signatures = captured.signatures
 
     def _present(self) -> list[str]:
         tables = meta_tables(self.con, self.db)
@@ -111,7 +138,7 @@ class Capture:
     def _columns(self, table: str) -> list[tuple[str, str]]:
         return self.columns.get(self.con, self.db, table)
 
-    def _signature_sql(self, i: int, table: str) -> str:
+    def _signature_sql(self, i: int, db: str, table: str) -> str:
         """count plus what moves when rows change. The big tables only gain rows
         with new ids (ids are never reused) or end rows, so the largest id and
         snapshots suffice; every other table is small and hashed whole."""
@@ -122,77 +149,124 @@ class Capture:
                 "max(end_snapshot)::HUGEINT"
             )
         elif table in SNAPSHOT_TABLES:
-            parts = "max(snapshot_id)::HUGEINT, 0::HUGEINT, 0::HUGEINT"
+            parts = f"max({ident(SNAPSHOT_TABLES[table])})::HUGEINT, 0::HUGEINT, 0::HUGEINT"
         elif table in FILE_CHILDREN:
             parts = "max(data_file_id)::HUGEINT, 0::HUGEINT, 0::HUGEINT"
         else:
             parts = "sum(hash(t))::HUGEINT, 0::HUGEINT, 0::HUGEINT"
-        return f"SELECT {int(i)}, count(*), {parts} FROM {ident(self.db)}.{ident(table)} t"
+        return f"SELECT {int(i)}, count(*), {parts} FROM {ident(db)}.{ident(table)} t"
 
-    def _signatures(self, tables: list[str]) -> dict[str, tuple[Any, ...]]:
-        if not tables:
+    def _signatures(
+        self, parts: list[tuple[str, str]], counts_only: bool = False
+    ) -> dict[tuple[str, str], tuple[Any, ...]]:
+        """One query: per (database, table), its signature (or just its count)."""
+        if not parts:
             return {}
-        sql = " UNION ALL ".join(self._signature_sql(i, t) for i, t in enumerate(tables))
-        return {tables[r[0]]: tuple(r[1:]) for r in self.con.execute(sql).fetchall()}
+        sql = " UNION ALL ".join(
+            (
+                f"SELECT {int(i)}, count(*), 0::HUGEINT, 0::HUGEINT, 0::HUGEINT "
+                f"FROM {ident(db)}.{ident(table)}"
+                if counts_only
+                else self._signature_sql(i, db, table)
+            )
+            for i, (db, table) in enumerate(parts)
+        )
+        return {parts[r[0]]: tuple(r[1:]) for r in self.con.execute(sql).fetchall()}
 
     # -- the capture -----------------------------------------------------------
-    def capture(self, state: DuckState) -> Captured | None:
-        """The transaction's changes against ``state``; None when nothing changed."""
-        self.columns = state.columns
-        snap = state.head.snapshot_id
-        present = self._present()
-        signatures = self._signatures(present)
-        counts = {t: sig[0] for t, sig in signatures.items()}
-        max_snap = self.con.execute(
-            f"SELECT max(snapshot_id) FROM {ident(self.db)}.ducklake_snapshot"
-        ).fetchone()[0]
-        mints = max_snap is not None and max_snap > snap
-        known_inline = state.inline_names()
-        created = [t for t in present if registry.inline_table(t) and t not in known_inline]
-        dropped = sorted(known_inline - set(present))
-        if not (mints or created or dropped) and signatures == self.signatures:
-            return None
+    def capture(self, state: DuckState, written: Written | None = None) -> Captured | None:
+        """The transaction's changes against ``state``; None when nothing changed.
 
-        changes = RowChanges()
-        for name in created:
-            changes.created_inline[name] = self._columns(name)
-        changes.dropped_inline.extend(dropped)
-        next_file = _next_file_id(state, snap)
-        for table in present:
-            if table not in created and signatures[table] == self.signatures.get(table):
-                continue  # untouched: not read
-            self._table(state, table, counts[table], snap, next_file, changes, table in created)
-        if changes.empty():
-            self.signatures = signatures
+        ``written`` names the tables DuckLake wrote (from the query log); without
+        it every table is compared with the base."""
+        self.columns = state.columns
+        known_inline = state.inline_names()
+        if written is None:
+            moved, in_meta, counts = self._compare_all(known_inline)
+        else:
+            moved, in_meta, counts = self._written(written, known_inline)
+        if not moved:
             return None
-        changes_made = ""
-        if mints:
-            row = self.con.execute(
-                f"SELECT changes_made FROM {ident(self.db)}.ducklake_snapshot_changes "
-                "WHERE snapshot_id = ?",
-                [max_snap],
-            ).fetchone()
-            changes_made = (row[0] or "") if row else ""
-        return Captured(changes, mints, changes_made, signatures)
+        scope = self._scope(state.head.snapshot_id)
+        changes = RowChanges()
+        for table in sorted(moved, key=lambda t: t not in SNAPSHOT_TABLES):  # changes first
+            in_base = _registry(table) or table in known_inline
+            if table not in in_meta:
+                if in_base and registry.inline_table(table) is not None:
+                    changes.dropped_inline.append(table)
+                continue
+            if not in_base:  # a new inlined table: all of it
+                columns = self._columns(table)
+                changes.created_inline[table] = columns
+                changes.insert(table, *self._fetch(table, columns))
+                continue
+            count = counts.get((self.db, table), 0)
+            before = counts.get((self.base, table), 0)
+            self._table(table, count, before, scope, changes)
+            if table == "ducklake_snapshot_changes":
+                scope.tables = _named_tables(changes.inserted.get(table, []), scope.snap)
+        if changes.empty():
+            return None
+        return _captured(changes, scope.snap)
+
+    def _compare_all(
+        self, known_inline: set[str]
+    ) -> tuple[list[str], set[str], dict[tuple[str, str], int]]:
+        """Every table's signature against the base's, in one query: the tables
+        that differ, the tables DuckLake's copy holds, and both sides' counts."""
+        present = self._present()
+        registry_tables = [t for t in present if _registry(t)]
+        sigs = self._signatures(
+            [(self.db, t) for t in present]
+            + [(self.base, t) for t in registry_tables]
+            + [(self.base, t) for t in sorted(known_inline)]
+        )
+        moved = [
+            t
+            for t in sorted(set(present) | known_inline)
+            if sigs.get((self.db, t)) != sigs.get((self.base, t))
+        ]
+        return moved, set(present), {k: v[0] for k, v in sigs.items()}
+
+    def _written(
+        self, written: Written, known_inline: set[str]
+    ) -> tuple[list[str], set[str], dict[tuple[str, str], int]]:
+        """The tables the log says DuckLake wrote, which of them DuckLake's copy
+        holds (an inlined table it created or dropped is looked up), and the
+        counts the proportional reads are checked against."""
+        in_meta = set()
+        for t in written.tables:
+            unchanged_inline = t in known_inline and t not in written.ddl
+            if _registry(t) or unchanged_inline or table_exists(self.con, self.db, t):
+                in_meta.add(t)
+        moved = sorted(written.tables)
+        sigs = self._signatures(
+            [(self.db, t) for t in moved if t in in_meta]
+            + [(self.base, t) for t in moved if _registry(t) or t in known_inline],
+            counts_only=True,
+        )
+        return moved, in_meta, {k: v[0] for k, v in sigs.items()}
+
+    def _scope(self, snap: int) -> _Scope:
+        if snap < 0:
+            return _Scope(snap, None, None)
+        row = self.con.execute(
+            f"SELECT next_file_id, next_catalog_id FROM {ident(self.base)}.ducklake_snapshot "
+            "WHERE snapshot_id = ?",
+            [snap],
+        ).fetchone()
+        if row is None:
+            return _Scope(snap, None, None)
+        return _Scope(snap, int(row[0]), int(row[1]))
 
     def _table(
-        self,
-        state: DuckState,
-        table: str,
-        count: int,
-        snap: int,
-        next_file: int | None,
-        changes: RowChanges,
-        created: bool,
+        self, table: str, count: int, before: int, scope: _Scope, changes: RowChanges
     ) -> None:
         columns = self._columns(table)
-        if created:
-            changes.insert(table, *self._fetch(table, columns))
-            return
-        before = self.counts.get(table, 0)
+        snap, next_file = scope.snap, scope.next_file
+        b, e = _begin_end(columns)
         if snap >= 0 and next_file is not None and table in FILE_TABLES:
             key = FILE_TABLES[table]
-            _, e = _begin_end(columns)
             # New files carry new ids (a rewritten delete file may keep an old
             # begin_snapshot, so begin > S is not enough); ended files keep theirs.
             new = self._fetch(table, columns, f"WHERE {ident(key)} >= {int(next_file)}")
@@ -203,10 +277,11 @@ class Capture:
             )
             if count == before + len(new) and e is not None:
                 changes.insert(table, *new, *ended)
-                changes.delete(table, *(r[:e] + (None,) + r[e + 1 :] for r in ended))
+                changes.delete(table, *(_reopened(r, e) for r in ended))
                 return
         elif snap >= 0 and table in SNAPSHOT_TABLES:
-            rows = self._fetch(table, columns, f"WHERE snapshot_id > {int(snap)}")
+            column = SNAPSHOT_TABLES[table]
+            rows = self._fetch(table, columns, f"WHERE {ident(column)} > {int(snap)}")
             if count == before + len(rows):
                 changes.insert(table, *rows)
                 return
@@ -215,40 +290,87 @@ class Capture:
             if count == before + len(rows):
                 changes.insert(table, *rows)
                 return
-        self._diff(state, table, columns, changes)
+        elif snap >= 0 and b is not None and e is not None:
+            rows = self._fetch(
+                table, columns, f"WHERE begin_snapshot > {int(snap)} OR end_snapshot > {int(snap)}"
+            )
+            ended = [r for r in rows if r[b] is not None and r[b] <= snap]
+            if count == before + len(rows) - len(ended):
+                changes.insert(table, *rows)
+                if registry.inline_table(table) is None:  # an inlined row keeps its key
+                    changes.delete(table, *(_reopened(r, e) for r in ended))
+                return
+        elif snap >= 0 and registry.inline_table(table) is not None and b is not None:
+            rows = self._fetch(table, columns, f"WHERE begin_snapshot > {int(snap)}")
+            if count == before + len(rows):  # inlined deletes: only ever added, until a flush
+                changes.insert(table, *rows)
+                return
+        elif snap >= 0 and table in PER_TABLE and scope.tables is not None:
+            self._diff(table, columns, changes, scope.table_filter())
+            return
+        self._diff(table, columns, changes, big=max(count, before) > SMALL_TABLE)
 
     def _diff(
-        self, state: DuckState, table: str, columns: list[tuple[str, str]], changes: RowChanges
+        self,
+        table: str,
+        columns: list[tuple[str, str]],
+        changes: RowChanges,
+        where: str = "",
+        big: bool = False,
     ) -> None:
-        """Whole-table diff: what DuckDB holds against the committed base."""
+        """Diff what DuckDB holds against the committed base: both sides in one
+        read and compared in Python (a DuckDB EXCEPT ALL costs ~10 ms however
+        small the table); a big table with EXCEPT ALL in DuckDB."""
         inline = registry.inline_table(table)
-        if inline is not None:  # small; rows keep their identity across an UPDATE
-            old_by_id = {_ident(inline, r): r for r in self._fetch(table, columns, db=self.base)}
-            new_by_id = {_ident(inline, r): r for r in self._fetch(table, columns)}
+        if big and inline is None:
+            added, removed = self._except_all(table, columns)
+            changes.insert(table, *added)
+            changes.delete(table, *removed)
+            return
+        cols = select_list(columns)
+        rows = self._both(table, cols, where)
+        old = [r[1:] for r in rows if not r[0]]
+        new = [r[1:] for r in rows if r[0]]
+        if inline is not None:  # rows keep their identity across an UPDATE
+            old_by_id = {_ident(inline, r): r for r in old}
+            new_by_id = {_ident(inline, r): r for r in new}
             changes.insert(table, *(r for i, r in new_by_id.items() if old_by_id.get(i) != r))
             changes.delete(table, *(r for i, r in old_by_id.items() if i not in new_by_id))
             return
-        added, removed = self._except_all(table, columns)
-        changes.insert(table, *added)
-        changes.delete(table, *removed)
+        gone = Counter(old)
+        gone.subtract(new)
+        added = Counter(new)
+        added.subtract(old)
+        changes.insert(table, *added.elements())
+        changes.delete(table, *gone.elements())
+
+    def _both(self, table: str, cols: str, where: str) -> list[Row]:
+        """Both sides' rows of ``table`` in one query, each led by "is DuckLake's"."""
+        sql = (
+            f"SELECT true, {cols} FROM {ident(self.db)}.{ident(table)} {where} UNION ALL "
+            f"SELECT false, {cols} FROM {ident(self.base)}.{ident(table)} {where}"
+        )
+        try:
+            return [tuple(r) for r in self.con.execute(sql).fetchall()]
+        except duckdb.InvalidInputException as exc:
+            raise UnsupportedError(f"{table}: a column type cannot be captured ({exc})") from exc
 
     def _except_all(
         self, table: str, columns: list[tuple[str, str]]
     ) -> tuple[list[Row], list[Row]]:
-        """Rows only in DuckLake's copy, and rows only in the base (multisets)."""
+        """Rows only in DuckLake's copy, and rows only in the base (multisets), in one query."""
         cols = select_list(columns)
         a = f"{ident(self.db)}.{ident(table)}"
         b = f"{ident(self.base)}.{ident(table)}"
         try:
-            added = self.con.execute(
-                f"SELECT {cols} FROM {a} EXCEPT ALL SELECT {cols} FROM {b}"
-            ).fetchall()
-            removed = self.con.execute(
-                f"SELECT {cols} FROM {b} EXCEPT ALL SELECT {cols} FROM {a}"
+            rows = self.con.execute(
+                f"(SELECT true, * FROM (SELECT {cols} FROM {a} EXCEPT ALL SELECT {cols} FROM {b})) "
+                f"UNION ALL (SELECT false, * FROM "
+                f"(SELECT {cols} FROM {b} EXCEPT ALL SELECT {cols} FROM {a}))"
             ).fetchall()
         except duckdb.InvalidInputException as exc:
             raise UnsupportedError(f"{table}: a column type cannot be captured ({exc})") from exc
-        return [tuple(r) for r in added], [tuple(r) for r in removed]
+        return [tuple(r[1:]) for r in rows if r[0]], [tuple(r[1:]) for r in rows if not r[0]]
 
     def verify(self, state: DuckState) -> None:
         """Every metadata table DuckLake holds equals the committed base (which
@@ -297,9 +419,56 @@ def _ident(table: registry.InlineTable, row: Row) -> tuple[Any, ...]:
     return tuple(row[i] for i in table.identity)
 
 
-def _next_file_id(state: DuckState, snap: int) -> int | None:
-    if snap < 0:
-        return None
-    spec = registry.BY_NAME["ducklake_snapshot"]
-    row: Any = state.get(row_key(spec, (snap, None, None, None, None)))
-    return None if row is None else row[spec.index("next_file_id")]
+def _reopened(row: Row, end: int) -> Row:
+    """An ended row as it was while live (end_snapshot NULL): the key it leaves."""
+    return row[:end] + (None,) + row[end + 1 :]
+
+
+def _registry(table: str) -> bool:
+    return table in registry.BY_NAME
+
+
+def _named_tables(rows: list[Row], snap: int) -> set[int] | None:
+    """The ids in the new snapshots' ``changes_made`` (``inserted_into_table:3``;
+    created objects are named, and take ids from next_catalog_id on). None when
+    an entry is not of a form known here: then nothing is narrowed."""
+    ids: set[int] = set()
+    for row in rows:
+        if row[0] <= snap:
+            continue
+        for entry in _entries(row[1] or ""):
+            kind, sep, value = entry.partition(":")
+            if not sep or not kind.replace("_", "").isalpha():
+                return None
+            if value.isdigit():
+                ids.add(int(value))
+            elif not value.startswith('"'):
+                return None
+    return ids
+
+
+def _entries(text: str) -> list[str]:
+    """``changes_made`` split at commas outside double-quoted names."""
+    out, current, quoted = [], [], False
+    for ch in text:
+        if ch == '"':
+            quoted = not quoted
+        if ch == "," and not quoted:
+            out.append("".join(current))
+            current = []
+        else:
+            current.append(ch)
+    if current:
+        out.append("".join(current))
+    return out
+
+
+def _captured(changes: RowChanges, snap: int) -> Captured:
+    """Whether the changes mint a snapshot (a new snapshot row past the head),
+    and DuckLake's description of it."""
+    new = [r for r in changes.inserted.get("ducklake_snapshot", []) if r[0] > snap]
+    if not new:
+        return Captured(changes, False, "")
+    minted = max(r[0] for r in new)
+    described = [r for r in changes.inserted.get("ducklake_snapshot_changes", []) if r[0] == minted]
+    return Captured(changes, True, (described[0][1] or "") if described else "")

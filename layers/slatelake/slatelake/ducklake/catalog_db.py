@@ -185,13 +185,14 @@ def _values(comps: Sequence[int]) -> tuple[Any, ...]:
     return tuple(None if c == NULL_COMPONENT else c for c in comps)
 
 
-def _table_exists(con: duckdb.DuckDBPyConnection, db: str, table: str) -> bool:
-    return bool(
-        con.execute(
-            "SELECT count(*) FROM duckdb_columns() WHERE database_name = ? AND table_name = ?",
-            [db, table],
-        ).fetchone()[0]
-    )
+def table_exists(con: duckdb.DuckDBPyConnection, db: str, table: str) -> bool:
+    """One table looked up by name (``duckdb_columns()`` would list every
+    attached catalog's, the lake's too)."""
+    try:
+        con.execute(f"SELECT 1 FROM {ident(db)}.{ident(table)} LIMIT 0")
+    except duckdb.CatalogException:
+        return False
+    return True
 
 
 def _column_types(con: Any, db: str, table: str, columns: ColumnCache) -> dict[str, str]:
@@ -205,7 +206,7 @@ def rows_at(
     """The rows stored under one key (a group's members, or one row), as Python reads them."""
     columns = columns or ColumnCache()
     shape, values = _shape(con, db, key, columns)
-    if shape.spec is None and not _table_exists(con, db, shape.table):
+    if shape.spec is None and not table_exists(con, db, shape.table):
         return []  # registry tables always exist in a base; inlined ones come and go
     select = select_list(columns.get(con, db, shape.table))
     source = f"{ident(db)}.{ident(shape.table)}"
@@ -228,7 +229,7 @@ def table_rows(
 ) -> list[Row]:
     """Every row of one table of a base (whose registry tables always exist)."""
     spec = registry.BY_NAME.get(table)
-    if spec is None and not _table_exists(con, db, table):
+    if spec is None and not table_exists(con, db, table):
         return []
     listed = (columns or ColumnCache()).get(con, db, table)
     sql = f"SELECT {select_list(listed)} FROM {ident(db)}.{ident(table)}"
@@ -365,24 +366,24 @@ def _apply_net(
 
 class _Present:
     """Which tables a database holds: every registry table (a base or DuckLake's
-    copy always has them), and the inlined tables, listed once and only when a
-    change set touches one (listing tables costs a catalog scan)."""
+    copy always has them), and each inlined table a change set names, looked
+    up one by one (listing the database's tables scans every attached catalog,
+    the lake's too)."""
 
     def __init__(self, con: duckdb.DuckDBPyConnection, db: str) -> None:
         self.con, self.db = con, db
-        self._inline: set[str] | None = None
+        self._inline: dict[str, bool] = {}
 
     def __contains__(self, name: str) -> bool:
         if name in registry.BY_NAME:
             return True
-        if self._inline is None:
-            self._inline = set(meta_tables(self.con, self.db))
-        return name in self._inline
+        known = self._inline.get(name)
+        if known is None:
+            known = self._inline[name] = table_exists(self.con, self.db, name)
+        return known
 
     def add(self, name: str) -> None:
-        if self._inline is None:
-            self._inline = set(meta_tables(self.con, self.db))
-        self._inline.add(name)
+        self._inline[name] = True
 
 
 # Up to this many ids delete through an IN list of constants, which DuckDB
@@ -467,7 +468,7 @@ def _delete_range(
         names = [t for t in catalog_tables(con, db) if _inline_kind(t) == start[1]]
     else:
         spec = registry.BY_KIND.get(start[1])
-        names = [spec.name] if spec is not None and _table_exists(con, db, spec.name) else []
+        names = [spec.name] if spec is not None and table_exists(con, db, spec.name) else []
     touched = set()
     for name in names:
         inline = registry.inline_table(name)

@@ -19,7 +19,7 @@ from typing import Any
 import duckdb
 
 from slatelake.catalog import registry
-from slatelake.catalog.rows import Row, group_key, row_key
+from slatelake.catalog.rows import Row, group_key, row_key, table_of_key
 from slatelake.catalog.state import CatalogState, apply_side_records, check_catalog_ranges
 from slatelake.ducklake import catalog_db
 from slatelake.ducklake.sql import ident
@@ -83,11 +83,29 @@ class DuckState:
                 self.last_seq = seq
         if not applied:
             return
-        if any(k[0] == Subspace.INLINE and k[1] in registry.INLINE_DDL_KINDS for k in net.keys):
-            self._inline_names = None
         catalog_db.apply_net(self.con, self.db, net, own=True, columns=self.columns)
+        self._track_inline_names(net)
         if self.pending is not None:
             self.pending.extend(applied)
+
+    def _track_inline_names(self, net: catalog_db.NetEffect) -> None:
+        """Keep the cached inlined-table names in step with the DDL keys applied
+        (listing the base's tables would scan every attached catalog)."""
+        if self._inline_names is None:
+            return
+        if any(
+            start[0] == Subspace.INLINE and start[1] in registry.INLINE_DDL_KINDS
+            for start, _ in net.ranges
+        ):
+            self._inline_names = None
+            return
+        for key, value in net.keys.items():
+            if key[0] == Subspace.INLINE and key[1] in registry.INLINE_DDL_KINDS:
+                name = table_of_key(key)
+                if value is None:
+                    self._inline_names.discard(name)
+                else:
+                    self._inline_names.add(name)
 
     def replace_with(self, other: CatalogState) -> None:
         """Become ``other`` (a re-materialization after the view went stale)."""

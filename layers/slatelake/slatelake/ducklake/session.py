@@ -50,6 +50,7 @@ from slatelake.ducklake.guard import check_overlap, data_location, ducklake_data
 from slatelake.ducklake.opening import attach_copy, drop_image_schema, open_base, work_dir
 from slatelake.ducklake.result import Result
 from slatelake.ducklake.sql import ident, literal
+from slatelake.ducklake.write_log import WriteLog
 from slatelake.errors import (
     Backoff,
     ConflictError,
@@ -110,6 +111,8 @@ class Session:
         try:
             self._aux = self.con.cursor()
             self.capture = Capture(self._aux, META_DB, BASE_DB)
+            self.log = WriteLog(self._aux, META_DB, BASE_DB)
+            self.log.enable()
             self.verify = os.environ.get(VERIFY_ENV) == "1"
             self._in_txn = False
             self._txn_failed = False
@@ -157,9 +160,8 @@ class Session:
         state.pending = []
         self._attach()
         if genesis:
-            self.capture.forget()
-            self._commit_captured()
-        self.capture.reset()
+            self._commit_captured(logged=False)
+        self.log.open()  # this load's own writes to DuckLake's copy are not DuckLake's
 
     def _sync(self) -> None:
         """Others' commits reached the base: apply the same change sets to
@@ -175,7 +177,7 @@ class Session:
         self.state.pending = []
         self._stale = False
         self._synced = (self.state.head, self.state.last_seq)
-        self.capture.reset()
+        self.log.open()  # the applied change sets are not DuckLake's writes
 
     def _attach(self) -> None:
         con = self.con
@@ -262,6 +264,10 @@ class Session:
         # A read can still change the catalog through a DuckLake table function
         # (SELECT * FROM ducklake_expire_snapshots(...)): treat those as writes.
         may_write = bool(types - _READ_TYPES) or "ducklake_" in query.lower()
+        if not may_write:
+            self.log.read_done()
+        elif not self._in_txn:
+            self.log.open()
         try:
             result = (
                 self.con.execute(query, params) if params is not None else self.con.execute(query)
@@ -276,7 +282,7 @@ class Session:
         if self._in_txn:
             return result
         if self.read_only:
-            if may_write and self.capture.capture(self.state) is not None:
+            if may_write and self._captured() is not None:
                 self._stale = True
                 raise ReadOnlyError(
                     "this session is read-only but the statement changed the catalog; nothing was "
@@ -301,7 +307,7 @@ class Session:
             return
         try:
             self._rollback()
-            if self.capture.capture(self.state) is not None:
+            if self._captured() is not None:
                 self._stale = True
         except Exception:
             self._stale = True
@@ -329,6 +335,7 @@ class Session:
         if self._in_txn:
             raise MisconfigurationError("a transaction is already open on this session")
         self.refresh()
+        self.log.open()
         self.con.execute("BEGIN TRANSACTION")
         self._in_txn, self._txn_failed = True, False
         try:
@@ -350,7 +357,7 @@ class Session:
             raise
         if not self.read_only:
             self._commit_captured()
-        elif self.capture.capture(self.state) is not None:
+        elif self._captured() is not None:
             self._stale = True
             raise ReadOnlyError(
                 "this session is read-only but the transaction changed the catalog; nothing was "
@@ -365,9 +372,14 @@ class Session:
             self._stale = True
             raise
 
-    def _commit_captured(self) -> None:
+    def _captured(self, logged: bool = True) -> Captured | None:
+        """What DuckLake changed since the write window opened: the tables its
+        query log names, or every table when the log cannot say."""
+        return self.capture.capture(self.state, self.log.written() if logged else None)
+
+    def _commit_captured(self, logged: bool = True) -> None:
         try:
-            captured: Captured | None = self.capture.capture(self.state)
+            captured = self._captured(logged)
             if captured is None:
                 return
             # the data's change set, plus its index entries and cascaded ends
@@ -376,7 +388,6 @@ class Session:
         except BaseException:  # uncapturable, a refused commit, unreadable index entries
             self._stale = True  # DuckDB holds changes the log does not: never carry them
             raise
-        self.capture.committed(captured)
         if self.verify:
             self.capture.verify(self.state)
 

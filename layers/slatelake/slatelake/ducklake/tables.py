@@ -156,14 +156,14 @@ def type_sql(con: duckdb.DuckDBPyConnection, table: str, column: str, type_name:
 
 
 def table_columns(con: duckdb.DuckDBPyConnection, db: str, table: str) -> list[tuple[str, str]]:
-    return [
-        (name, typ)
-        for name, typ in con.execute(
-            "SELECT column_name, data_type FROM duckdb_columns() "
-            "WHERE database_name = ? AND table_name = ? ORDER BY column_index",
-            [db, table],
-        ).fetchall()
-    ]
+    """A table's columns and types; none for an absent table. ``DESCRIBE`` reads
+    one table, where ``duckdb_columns()`` lists every attached one (the lake's
+    too: ~10 ms on a 100-table lake)."""
+    try:
+        rows = con.execute(f"DESCRIBE {ident(db)}.{ident(table)}").fetchall()
+    except duckdb.CatalogException:
+        return []
+    return [(str(r[0]), str(r[1])) for r in rows]
 
 
 def meta_tables(con: duckdb.DuckDBPyConnection, db: str) -> set[str]:

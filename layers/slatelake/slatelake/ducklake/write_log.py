@@ -1,0 +1,120 @@
+"""Which metadata tables a DuckLake call wrote, from DuckDB's own query log.
+
+DuckLake writes its metadata catalog only through SQL statements (and the
+appender, whose batches DuckDB logs as ``INSERT INTO ... FROM
+__duckdb_internal_appended_data``), because the same code must run against
+Postgres and SQLite catalogs. DuckDB's ``QueryLog`` records each of them, so
+after a statement the log names exactly the tables DuckLake wrote, however
+many tables the lake holds; capture then reads only those.
+
+A window opens (the log is truncated) before a statement that may write and
+is read after it. Reads only append to the log, so it is also truncated every
+``READS_PER_TRUNCATE`` reads to keep memory flat in a read-only session.
+
+Anything the log cannot vouch for makes ``written`` return None, and the
+caller falls back to comparing every table:
+- the log holds nothing at all (someone turned logging off or filtered the
+  ``QueryLog`` type away: the statement itself would have been logged);
+- a write whose target looks like a DuckLake metadata table but is not
+  qualified with the metadata database (``USE __slatelake_meta`` then an
+  unqualified ``INSERT INTO ducklake_metadata``), or names a metadata table
+  slatelake does not know.
+Writes to the session's base copy are its own bookkeeping and are ignored.
+A session owns its DuckDB instance, so it owns the instance's log: a user's
+own ``enable_logging`` settings do not survive the next write.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import duckdb
+
+from slatelake.catalog import registry
+
+READS_PER_TRUNCATE = 256
+# A write verb and the name it targets (up to three dotted parts, quoted or not).
+_TARGET = (
+    r"\b(insert\s+(?:or\s+\w+\s+)?into|update|delete\s+from|"
+    r"create\s+(?:or\s+replace\s+)?(?:temp\s+|temporary\s+)?table(?:\s+if\s+not\s+exists)?|"
+    r"drop\s+table(?:\s+if\s+exists)?|alter\s+table(?:\s+if\s+exists)?|truncate(?:\s+table)?|"
+    r"merge\s+into|copy)\s+"
+    r'((?:"(?:[^"]|"")*"|\w+)(?:\s*\.\s*(?:"(?:[^"]|"")*"|\w+)){0,2})'
+)
+_PARSE = re.compile(_TARGET, re.IGNORECASE)
+_PART = re.compile(r'"((?:[^"]|"")*)"|(\w+)')
+_DDL = ("create", "drop", "alter")
+
+
+@dataclass(frozen=True)
+class Written:
+    """Metadata tables written in the window; ``ddl`` those created, dropped or altered."""
+
+    tables: frozenset[str]
+    ddl: frozenset[str]
+
+
+class WriteLog:
+    def __init__(self, con: duckdb.DuckDBPyConnection, meta: str, base: str) -> None:
+        self.con = con
+        self.meta = meta.lower()
+        self.base = base.lower()
+        self._reads = 0
+
+    def enable(self) -> None:
+        """Log every query (DuckDB's ``QueryLog`` type, kept in memory)."""
+        self.con.execute("CALL enable_logging('QueryLog')")
+
+    def open(self) -> None:
+        """Start a window: forget what was logged so far."""
+        self.con.execute("CALL truncate_duckdb_logs()")
+        self._reads = 0
+
+    def read_done(self) -> None:
+        """A read ran: keep the log from growing without bound."""
+        self._reads += 1
+        if self._reads >= READS_PER_TRUNCATE:
+            self.open()
+
+    def written(self) -> Written | None:
+        """The metadata tables written since ``open``; None when the log cannot say."""
+        messages = self.con.execute(
+            "SELECT message FROM duckdb_logs() WHERE type = 'QueryLog'"
+        ).fetchall()
+        if not messages:  # not even the statement itself: logging was turned off
+            self.enable()
+            return None
+        tables: set[str] = set()
+        ddl: set[str] = set()
+        for (message,) in messages:
+            if "ducklake" not in message.lower():
+                continue
+            for m in _PARSE.finditer(message):
+                parsed = self._target(m)
+                if parsed is None:
+                    return None
+                if not parsed:
+                    continue
+                verb, name = parsed
+                tables.add(name)
+                if verb in _DDL:
+                    ddl.add(name)
+        return Written(frozenset(tables), frozenset(ddl))
+
+    def _target(self, m: re.Match[str]) -> tuple[str, str] | tuple[()] | None:
+        """(verb, metadata table) for a write to the metadata database; () for a
+        write that cannot touch it; None for one that may, unqualified."""
+        verb = m.group(1).split()[0].lower()
+        parts = [(q.replace('""', '"') if q else w) for q, w in _PART.findall(m.group(2))]
+        name = parts[-1].lower()
+        database = parts[0].lower() if len(parts) > 1 else None
+        if database == self.base:
+            return ()  # the session's own bookkeeping
+        if database == self.meta:
+            if name in registry.BY_NAME or registry.inline_table(name) is not None:
+                return verb, name
+            return None  # a table slatelake does not know: compare everything
+        if name.startswith("ducklake_"):
+            return None  # maybe the metadata database under another spelling or USE
+        return ()
