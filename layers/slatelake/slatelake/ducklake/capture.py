@@ -431,11 +431,13 @@ def _registry(table: str) -> bool:
 def _named_tables(rows: list[Row], snap: int) -> set[int] | None:
     """The ids in the new snapshots' ``changes_made`` (``inserted_into_table:3``;
     created objects are named, and take ids from next_catalog_id on). None when
-    an entry is not of a form known here: then nothing is narrowed."""
+    there is no new snapshot or an entry is not of a form known here: then
+    nothing is narrowed."""
     ids: set[int] = set()
-    for row in rows:
-        if row[0] <= snap:
-            continue
+    minted = [row for row in rows if row[0] > snap]
+    if not minted:
+        return None  # no snapshot (expiry, cleanup): nothing names the tables
+    for row in minted:
         for entry in _entries(row[1] or ""):
             kind, sep, value = entry.partition(":")
             if not sep or not kind.replace("_", "").isalpha():
