@@ -17,6 +17,7 @@ matched in SQL; their tables are small and are matched in Python.
 from __future__ import annotations
 
 import contextlib
+import uuid
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -36,7 +37,7 @@ from slatelake.catalog.rows import (
     table_of_key,
 )
 from slatelake.catalog.state import CatalogState
-from slatelake.ducklake.sql import ident
+from slatelake.ducklake.sql import ident, literal
 from slatelake.ducklake.tables import (
     create_sql,
     insert_inline_rows,
@@ -181,6 +182,17 @@ def _shape(
     return _Shape(spec.name, spec.key, spec), _values(comps)
 
 
+_SNAPSHOT_COLUMNS = frozenset({"snapshot_id", "begin_snapshot", "end_snapshot"})
+
+
+def _after(shape: _Shape, values: tuple[Any, ...], head_snapshot: int) -> bool:
+    """Whether a key names a snapshot later than ``head_snapshot``."""
+    return any(
+        c in _SNAPSHOT_COLUMNS and v is not None and v > head_snapshot
+        for c, v in zip(shape.columns, values, strict=True)
+    )
+
+
 def _values(comps: Sequence[int]) -> tuple[Any, ...]:
     return tuple(None if c == NULL_COMPONENT else c for c in comps)
 
@@ -287,12 +299,18 @@ def apply_net(
     net: NetEffect,
     own: bool,
     columns: ColumnCache | None = None,
+    head_snapshot: int | None = None,
 ) -> set[str]:
     """Apply a net effect as one DuckDB transaction: all of it or none (and one
-    WAL flush, not one per statement, when ``db`` is a file)."""
+    WAL flush, not one per statement, when ``db`` is a file).
+
+    ``head_snapshot``, when given, is the newest snapshot ``db`` holds: a key
+    naming a later snapshot (a new snapshot's rows, a row ended or an inlined
+    row added after it) cannot have rows there yet, so nothing is deleted
+    for it."""
     con.execute("BEGIN TRANSACTION")
     try:
-        touched = _apply_net(con, db, net, own, columns or ColumnCache())
+        touched = _apply_net(con, db, net, own, columns or ColumnCache(), head_snapshot)
     except BaseException:
         with contextlib.suppress(duckdb.Error):
             con.execute("ROLLBACK")
@@ -302,7 +320,12 @@ def apply_net(
 
 
 def _apply_net(
-    con: duckdb.DuckDBPyConnection, db: str, net: NetEffect, own: bool, columns: ColumnCache
+    con: duckdb.DuckDBPyConnection,
+    db: str,
+    net: NetEffect,
+    own: bool,
+    columns: ColumnCache,
+    head_snapshot: int | None,
 ) -> set[str]:
     own_kinds = {s.kind for s in registry.OWN_TABLES}
     touched: set[str] = set()
@@ -345,6 +368,8 @@ def _apply_net(
             continue  # an inlined table dropped in the same run
         shape, values = _shape(con, db, key, columns)
         touched.add(name)
+        if head_snapshot is not None and _after(shape, values, head_snapshot):
+            continue  # a row of a later snapshot: none there to delete
         if shape.digested:
             digest_doomed[name].add(key)
         else:
@@ -510,6 +535,10 @@ def _insert(
     if len(rows) > CSV_THRESHOLD:
         load_registry_table(con, db, spec, rows)
         return
+    values = _values_sql(spec, rows)
+    if values is not None:
+        con.execute(f"INSERT INTO {ident(db)}.{ident(table)} VALUES {values}")
+        return
     lists = ", ".join(
         f"unnest(?::{'BIGINT' if t == TIMESTAMPTZ else t}[]) AS {ident(c)}" for c, t in spec.columns
     )
@@ -520,3 +549,41 @@ def _insert(
     con.execute(
         f"INSERT INTO {ident(db)}.{ident(table)} SELECT {exprs} FROM (SELECT {lists})", params
     )
+
+
+# Up to this many rows an insert spells its values out (a parameter list costs
+# DuckDB ~0.5 ms more per statement, several statements per commit).
+VALUES_MAX = 64
+
+
+def _values_sql(spec: TableSpec, rows: list[Row]) -> str | None:
+    """``(v, ...), ...`` for a few rows of a registry table, every value through
+    ``literal``/``int``; None when a value cannot be spelled (then parameters)."""
+    if len(rows) > VALUES_MAX:
+        return None
+    out = []
+    for row in rows:
+        parts = []
+        for (_, typ), value in zip(spec.columns, row, strict=True):
+            part = _value_sql(typ, value)
+            if part is None:
+                return None
+            parts.append(part)
+        out.append(f"({', '.join(parts)})")
+    return ", ".join(out)
+
+
+def _value_sql(typ: str, value: Any) -> str | None:
+    if value is None:
+        return "NULL"
+    if typ == "BOOLEAN" and isinstance(value, bool):
+        return "true" if value else "false"
+    if typ == "BIGINT" and isinstance(value, int) and not isinstance(value, bool):
+        return f"{int(value)}"
+    if typ == TIMESTAMPTZ and isinstance(value, int) and not isinstance(value, bool):
+        return f"make_timestamptz({int(value)})"
+    if typ == "VARCHAR" and isinstance(value, str) and "\x00" not in value:
+        return f"{literal(value)}"
+    if typ == "UUID" and isinstance(value, uuid.UUID):
+        return f"{literal(str(value))}::UUID"
+    return None

@@ -72,6 +72,7 @@ class DuckState:
     def apply_tail(self, tail: Iterable[tuple[int | None, ChangeSet]]) -> None:
         """Apply change sets in log order as one net effect (a few statements per table)."""
         net = catalog_db.NetEffect()
+        head = self.head.snapshot_id  # what the base holds before this tail
         applied: list[ChangeSet] = []
         for seq, cs in tail:
             check_catalog_ranges(cs, seq)
@@ -83,7 +84,9 @@ class DuckState:
                 self.last_seq = seq
         if not applied:
             return
-        catalog_db.apply_net(self.con, self.db, net, own=True, columns=self.columns)
+        catalog_db.apply_net(
+            self.con, self.db, net, own=True, columns=self.columns, head_snapshot=head
+        )
         self._track_inline_names(net)
         if self.pending is not None:
             self.pending.extend(applied)
