@@ -26,6 +26,18 @@ S3_ENV = {
 }
 
 
+# The bridge and maintenance tests run with every capture checked against a
+# full comparison of DuckLake's copy with the committed state (the net under
+# the query-log capture).
+VERIFIED_DIRS = ("ducklake", "maintenance")
+
+
+@pytest.fixture(autouse=True)
+def _verify_capture(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    if Path(str(request.node.path)).parent.name in VERIFIED_DIRS:
+        monkeypatch.setenv("SLATELAKE_VERIFY_CAPTURE", "1")
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

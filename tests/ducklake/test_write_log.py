@@ -1,0 +1,106 @@
+"""Capture trusts DuckDB's query log only where it can vouch for every write.
+
+A session reads only the metadata tables the log says DuckLake wrote. These
+tests write DuckLake's copy in the ways the log could miss or misread (logging
+turned off or filtered, the metadata database made the default so a write is
+unqualified, a table slatelake does not know, a lake table named like a
+metadata table) and check after each statement that DuckLake's copy still
+equals the committed state and that a fresh session sees the same catalog.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from slatelake.ducklake.session import META_DB, Session
+from slatelake.errors import UnsupportedError
+
+
+@pytest.fixture
+def session(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Session:
+    monkeypatch.setenv("SLATELAKE_VERIFY_CAPTURE", "1")
+    s = Session((tmp_path / "lake").as_uri(), data_path=f"{tmp_path / 'data'}/")
+    s.sql("CREATE TABLE t (id INTEGER, v VARCHAR)")
+    s.sql("INSERT INTO t VALUES (1, 'a')")
+    yield s
+    s.close()
+
+
+def _options(url: str) -> dict[str, str]:
+    with Session(url, read_only=True) as fresh:
+        rows = fresh.sql(
+            f"SELECT key, value FROM {META_DB}.ducklake_metadata WHERE scope IS NULL"
+        ).fetchall()
+    return dict(rows)
+
+
+def _rows(url: str) -> list[tuple]:
+    with Session(url, read_only=True) as fresh:
+        return sorted(fresh.sql("SELECT * FROM t").fetchall())
+
+
+def test_a_write_with_logging_turned_off_is_still_captured(session: Session) -> None:
+    session.sql("CALL disable_logging()")
+    session.sql("INSERT INTO t VALUES (2, 'b')")
+    session.capture.verify(session.state)
+    session.sql("INSERT INTO t VALUES (3, 'c')")  # the log is back on for this one
+    session.capture.verify(session.state)
+    assert _rows(session.url) == [(1, "a"), (2, "b"), (3, "c")]
+
+
+def test_a_write_with_the_query_log_filtered_away_is_still_captured(session: Session) -> None:
+    session.sql("CALL enable_logging(['HTTP'])")  # every type but the one capture reads
+    session.sql("DELETE FROM t WHERE id = 1")
+    session.capture.verify(session.state)
+    assert _rows(session.url) == []
+
+
+def test_an_unqualified_write_into_the_metadata_database_made_default_is_captured(
+    session: Session,
+) -> None:
+    session.sql(f"USE {META_DB}")
+    session.sql("INSERT INTO ducklake_metadata VALUES ('slatelake_probe', 'x', NULL, NULL)")
+    session.capture.verify(session.state)
+    session.sql("USE lake")
+    assert _options(session.url)["slatelake_probe"] == "x"
+
+
+def test_a_qualified_write_into_the_metadata_database_is_captured(session: Session) -> None:
+    session.sql(
+        f'UPDATE "{META_DB}"."main".ducklake_metadata SET value = value '
+        "WHERE key = 'data_path'"
+    )
+    session.sql(
+        f"INSERT INTO {META_DB}.main.ducklake_metadata VALUES ('slatelake_probe', 'y', NULL, NULL)"
+    )
+    session.capture.verify(session.state)
+    assert _options(session.url)["slatelake_probe"] == "y"
+
+
+def test_a_table_slatelake_does_not_know_in_the_metadata_database_is_refused(
+    session: Session,
+) -> None:
+    with pytest.raises(UnsupportedError, match="ducklake_evil"):
+        session.sql(f"CREATE TABLE {META_DB}.ducklake_evil (i INTEGER)")
+    session.sql("INSERT INTO t VALUES (4, 'd')")  # the session reloaded from the log
+    assert _rows(session.url) == [(1, "a"), (4, "d")]
+
+
+def test_a_lake_table_named_like_a_metadata_table_reads_and_writes_as_any_table(
+    session: Session,
+) -> None:
+    session.sql("CREATE TABLE ducklake_snapshot (x INTEGER)")
+    session.sql("INSERT INTO ducklake_snapshot VALUES (7)")
+    session.sql("UPDATE ducklake_snapshot SET x = 8")
+    session.capture.verify(session.state)
+    with Session(session.url, read_only=True) as fresh:
+        assert fresh.sql("SELECT x FROM lake.main.ducklake_snapshot").fetchall() == [(8,)]
+
+
+def test_write_verbs_inside_a_string_change_nothing(session: Session) -> None:
+    text = f"insert into {META_DB}.ducklake_snapshot values (1); drop table ducklake_table"
+    session.sql("INSERT INTO t VALUES (5, ?)", [text])
+    session.capture.verify(session.state)
+    assert (5, text) in _rows(session.url)
