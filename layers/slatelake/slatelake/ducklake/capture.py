@@ -113,6 +113,8 @@ class Capture:
         self.base = base
         # the session's cache of inlined tables' columns (the state's, set per capture)
         self.columns = ColumnCache()
+        # the head's next file and catalog ids, as committed at one log seq
+        self._counters: tuple[int, int, int, int] | None = None  # (seq, snap, file, catalog)
 
     def _present(self) -> list[str]:
         tables = meta_tables(self.con, self.db)
@@ -187,7 +189,7 @@ class Capture:
             moved, in_meta, counts = self._written(written, known_inline)
         if not moved:
             return None
-        scope = self._scope(state.head.snapshot_id)
+        scope = self._scope(state.head.snapshot_id, state.last_seq)
         changes = RowChanges()
         for table in sorted(moved, key=lambda t: t not in SNAPSHOT_TABLES):  # changes first
             in_base = _registry(table) or table in known_inline
@@ -208,6 +210,19 @@ class Capture:
         if changes.empty():
             return None
         return _captured(changes, scope.snap)
+
+    def landed(self, captured: Captured, seq: int) -> None:
+        """The captured change set was committed as ``seq``: its new snapshot's
+        counters are the next capture's scope while nothing else lands (an
+        index takes a catalog id by bumping the head snapshot in place)."""
+        spec = registry.BY_NAME["ducklake_snapshot"]
+        i, f, c = (spec.index(n) for n in ("snapshot_id", "next_file_id", "next_catalog_id"))
+        rows = captured.changes.inserted.get("ducklake_snapshot", [])
+        newest = max(rows, key=lambda r: r[i], default=None)
+        if newest is None or newest[f] is None or newest[c] is None:
+            self._counters = None
+            return
+        self._counters = (seq, newest[i], int(newest[f]), int(newest[c]))
 
     def _compare_all(
         self, known_inline: set[str]
@@ -247,9 +262,11 @@ class Capture:
         )
         return moved, in_meta, {k: v[0] for k, v in sigs.items()}
 
-    def _scope(self, snap: int) -> _Scope:
+    def _scope(self, snap: int, seq: int) -> _Scope:
         if snap < 0:
             return _Scope(snap, None, None)
+        if self._counters is not None and self._counters[:2] == (seq, snap):
+            return _Scope(snap, *self._counters[2:])
         row = self.con.execute(
             f"SELECT next_file_id, next_catalog_id FROM {ident(self.base)}.ducklake_snapshot "
             "WHERE snapshot_id = ?",

@@ -43,6 +43,8 @@ class DuckState:
         # the verified image this state was opened from, until DuckLake's copy is made
         self.image_file: Path | None = None
         self._inline_names: set[str] | None = None  # cached; DDL change sets reset it
+        # keys of slatelake's own tables (index definitions: read at every commit)
+        self._own_keys: dict[int, set[bytes]] = {}
         self.columns = catalog_db.ColumnCache()  # inlined tables' columns, read once
 
     # -- building ----------------------------------------------------------------
@@ -88,6 +90,8 @@ class DuckState:
             self.con, self.db, net, own=True, columns=self.columns, head_snapshot=head
         )
         self._track_inline_names(net)
+        if self._own_keys and (net.ranges or any(k[1] in self._own_keys for k in net.keys)):
+            self._own_keys = {}
         if self.pending is not None:
             self.pending.extend(applied)
 
@@ -116,6 +120,7 @@ class DuckState:
         self.head, self.last_seq = fresh.head, fresh.last_seq
         self._take_side_records(other)
         self._inline_names = None
+        self._own_keys = {}
         self.pending = None
 
     # -- reading -----------------------------------------------------------------
@@ -142,8 +147,14 @@ class DuckState:
         spec = registry.BY_KIND.get(kind)
         if spec is None:
             raise UnsupportedError(f"keys of kind 0x{kind:02x} are not listed from DuckDB")
+        own = spec in registry.OWN_TABLES
+        if own and kind in self._own_keys:
+            return set(self._own_keys[kind])
         key = group_key if spec.grouped else row_key
-        return {key(spec, r) for r in self.rows(spec.name)}
+        keys = {key(spec, r) for r in self.rows(spec.name)}
+        if own:  # few, and asked at every commit: kept until a change set touches them
+            self._own_keys[kind] = set(keys)
+        return keys
 
     def inline_names(self) -> set[str]:
         """The inlined tables of the base (cached: only DDL change sets move it)."""

@@ -388,6 +388,7 @@ class Session:
         except BaseException:  # uncapturable, a refused commit, unreadable index entries
             self._stale = True  # DuckDB holds changes the log does not: never carry them
             raise
+        self.capture.landed(captured, self.state.last_seq)
         if self.verify:
             self.capture.verify(self.state)
 
