@@ -33,6 +33,7 @@ from slatelake.catalog.rows import (
     decode_entry,
     group_key,
     inline_row_key,
+    inline_rows_prefix,
     row_key,
     table_of_key,
 )
@@ -48,7 +49,7 @@ from slatelake.ducklake.tables import (
     table_columns,
 )
 from slatelake.errors import CorruptionError
-from slatelake.log.changeset import ChangeSet, KeyRange
+from slatelake.log.changeset import ChangeSet, KeyRange, prefix_range
 from slatelake.store.keys import Subspace, decode_key
 
 # Above this many rows an insert goes through the CSV loader, below through
@@ -489,6 +490,12 @@ def _delete_range(
     rows keyed in Python (ranges clear inlined tables, which are small)."""
     if start[1] in own_kinds and not own:
         return set()
+    whole = _whole_inline_table(start, end)
+    if whole is not None:  # a flush emptying one inlined table: no key to compute
+        if not table_exists(con, db, whole):
+            return set()
+        con.execute(f"DELETE FROM {ident(db)}.{ident(whole)}")
+        return {whole}
     if start[0] == Subspace.INLINE:
         names = [t for t in catalog_tables(con, db) if _inline_kind(t) == start[1]]
     else:
@@ -518,6 +525,20 @@ def _delete_range(
                 [doomed],
             )
     return touched
+
+
+def _whole_inline_table(start: bytes, end: bytes) -> str | None:
+    """The inlined table a range covers every row of, if it is exactly that."""
+    if start[:1] != bytes((Subspace.INLINE,)) or start[1] not in registry.INLINE_ROW_KINDS:
+        return None
+    try:
+        name = table_of_key(start)
+    except (CorruptionError, ValueError):
+        return None
+    inline = registry.inline_table(name)
+    if inline is None or (start, end) != prefix_range(inline_rows_prefix(inline)):
+        return None
+    return name
 
 
 def _inline_kind(name: str) -> int | None:
