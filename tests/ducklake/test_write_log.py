@@ -69,8 +69,7 @@ def test_an_unqualified_write_into_the_metadata_database_made_default_is_capture
 
 def test_a_qualified_write_into_the_metadata_database_is_captured(session: Session) -> None:
     session.sql(
-        f'UPDATE "{META_DB}"."main".ducklake_metadata SET value = value '
-        "WHERE key = 'data_path'"
+        f'UPDATE "{META_DB}"."main".ducklake_metadata SET value = value WHERE key = \'data_path\''
     )
     session.sql(
         f"INSERT INTO {META_DB}.main.ducklake_metadata VALUES ('slatelake_probe', 'y', NULL, NULL)"
@@ -104,3 +103,20 @@ def test_write_verbs_inside_a_string_change_nothing(session: Session) -> None:
     session.sql("INSERT INTO t VALUES (5, ?)", [text])
     session.capture.verify(session.state)
     assert (5, text) in _rows(session.url)
+
+
+def test_a_flush_dropping_an_old_inlined_table_of_a_table_it_does_not_name_is_captured(
+    session: Session,
+) -> None:
+    """After its commit a flush drops every empty older schema version's
+    inlined table, also for tables its snapshot's changes do not name."""
+    session.sql("CREATE TABLE b (id INTEGER)")
+    session.sql(
+        "INSERT INTO b SELECT i FROM range(100) r(i)"
+    )  # Parquet: b's inlined table stays empty
+    session.sql("ALTER TABLE b ADD COLUMN x INTEGER")
+    session.sql("CALL ducklake_flush_inlined_data('lake')")  # names only t
+    session.capture.verify(session.state)
+    with Session(session.url, read_only=True) as fresh:
+        fresh.capture.verify(fresh.state)
+        assert fresh.sql("SELECT count(*) FROM b").fetchall() == [(100,)]

@@ -56,17 +56,11 @@ SNAPSHOT_TABLES = {
     "ducklake_schema_versions": "begin_snapshot",
 }
 FILE_TABLES = {"ducklake_data_file": "data_file_id", "ducklake_delete_file": "delete_file_id"}
-# Rows DuckLake updates in place, one or a few per table: read for the tables a change names.
-PER_TABLE = frozenset(
-    {
-        "ducklake_table_stats",
-        "ducklake_table_column_stats",
-        "ducklake_inlined_data_tables",
-        "ducklake_column_mapping",
-        "ducklake_partition_column",
-        "ducklake_sort_expression",
-    }
-)
+# Statistics DuckLake updates in place, a few rows per table, for exactly the
+# tables the new snapshot's changes name: read for those. (Not the inlined
+# tables' registry: a flush drops older schema versions' tables after its
+# commit, for tables its snapshot does not name.)
+PER_TABLE = frozenset({"ducklake_table_stats", "ducklake_table_column_stats"})
 # Above this many rows a whole-table diff runs in DuckDB, below it in Python.
 SMALL_TABLE = 20_000
 FILE_CHILDREN = (
