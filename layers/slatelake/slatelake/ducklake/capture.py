@@ -109,6 +109,11 @@ class Capture:
         self.columns = ColumnCache()
         # the head's next file and catalog ids, as committed at one log seq
         self._counters: tuple[int, int, int, int] | None = None  # (seq, snap, file, catalog)
+        # the base's row counts as of one log seq, and what this capture saw in
+        # DuckLake's copy (the base's counts once it lands): not counted again
+        self._base_counts: dict[str, int] = {}
+        self._base_seq: int | None = None
+        self._seen: tuple[int, set[str], dict[str, int]] | None = None
 
     def _present(self) -> list[str]:
         tables = meta_tables(self.con, self.db)
@@ -177,10 +182,11 @@ class Capture:
         it every table is compared with the base."""
         self.columns = state.columns
         known_inline = state.inline_names()
+        self._seen = None
         if written is None:
             moved, in_meta, counts = self._compare_all(known_inline)
         else:
-            moved, in_meta, counts = self._written(written, known_inline)
+            moved, in_meta, counts = self._written(written, known_inline, state.last_seq)
         if not moved:
             return None
         scope = self._scope(state.head.snapshot_id, state.last_seq)
@@ -209,6 +215,7 @@ class Capture:
         """The captured change set was committed as ``seq``: its new snapshot's
         counters are the next capture's scope while nothing else lands (an
         index takes a catalog id by bumping the head snapshot in place)."""
+        self._note_base_counts(seq)
         spec = registry.BY_NAME["ducklake_snapshot"]
         i, f, c = (spec.index(n) for n in ("snapshot_id", "next_file_id", "next_catalog_id"))
         rows = captured.changes.inserted.get("ducklake_snapshot", [])
@@ -238,7 +245,7 @@ class Capture:
         return moved, set(present), {k: v[0] for k, v in sigs.items()}
 
     def _written(
-        self, written: Written, known_inline: set[str]
+        self, written: Written, known_inline: set[str], seq: int
     ) -> tuple[list[str], set[str], dict[tuple[str, str], int]]:
         """The tables the log says DuckLake wrote, which of them DuckLake's copy
         holds (an inlined table it created or dropped is looked up), and the
@@ -249,12 +256,37 @@ class Capture:
             if _registry(t) or unchanged_inline or table_exists(self.con, self.db, t):
                 in_meta.add(t)
         moved = sorted(written.tables)
+        cached = self._base_counts if self._base_seq == seq else {}
         sigs = self._signatures(
             [(self.db, t) for t in moved if t in in_meta]
-            + [(self.base, t) for t in moved if _registry(t) or t in known_inline],
+            + [
+                (self.base, t)
+                for t in moved
+                if (_registry(t) or t in known_inline) and t not in cached
+            ],
             counts_only=True,
         )
-        return moved, in_meta, {k: v[0] for k, v in sigs.items()}
+        counts = {k: v[0] for k, v in sigs.items()}
+        for t in moved:
+            if t in cached:
+                counts[(self.base, t)] = cached[t]
+        seen = {t: counts[(self.db, t)] for t in moved if (self.db, t) in counts}
+        self._seen = (seq, set(moved), seen)
+        return moved, in_meta, counts
+
+    def _note_base_counts(self, seq: int) -> None:
+        """The base now holds what DuckLake's copy held at capture, if nothing
+        else landed in between: keep its counts for the next capture."""
+        seen, self._seen = self._seen, None
+        if seen is None or seq != seen[0] + 1:
+            self._base_counts, self._base_seq = {}, None
+            return
+        start, moved, counted = seen
+        base = dict(self._base_counts) if self._base_seq == start else {}
+        for t in moved:
+            base.pop(t, None)
+        base.update(counted)
+        self._base_counts, self._base_seq = base, seq
 
     def _scope(self, snap: int, seq: int) -> _Scope:
         if snap < 0:
