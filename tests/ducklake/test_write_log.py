@@ -120,3 +120,18 @@ def test_a_flush_dropping_an_old_inlined_table_of_a_table_it_does_not_name_is_ca
     with Session(session.url, read_only=True) as fresh:
         fresh.capture.verify(fresh.state)
         assert fresh.sql("SELECT count(*) FROM b").fetchall() == [(100,)]
+
+
+def test_statements_of_a_plain_begin_commit_block_are_captured_at_the_commit(
+    session: Session,
+) -> None:
+    session.sql("BEGIN")
+    session.sql("INSERT INTO t VALUES (6, 'f')")
+    session.sql("SELECT count(*) FROM t").fetchall()  # a read between: the log is kept
+    session.sql("CREATE TABLE u (k INTEGER)")
+    session.sql("INSERT INTO u VALUES (1)")
+    session.sql("COMMIT")
+    session.capture.verify(session.state)
+    assert (6, "f") in _rows(session.url)
+    with Session(session.url, read_only=True) as fresh:
+        assert fresh.sql("SELECT k FROM u").fetchall() == [(1,)]

@@ -266,8 +266,6 @@ class Session:
         may_write = bool(types - _READ_TYPES) or "ducklake_" in query.lower()
         if not may_write:
             self.log.read_done()
-        elif not self._in_txn:
-            self.log.open()
         try:
             result = (
                 self.con.execute(query, params) if params is not None else self.con.execute(query)
@@ -335,7 +333,6 @@ class Session:
         if self._in_txn:
             raise MisconfigurationError("a transaction is already open on this session")
         self.refresh()
-        self.log.open()
         self.con.execute("BEGIN TRANSACTION")
         self._in_txn, self._txn_failed = True, False
         try:

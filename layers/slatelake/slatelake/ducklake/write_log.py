@@ -7,9 +7,12 @@ Postgres and SQLite catalogs. DuckDB's ``QueryLog`` records each of them, so
 after a statement the log names exactly the tables DuckLake wrote, however
 many tables the lake holds; capture then reads only those.
 
-A window opens (the log is truncated) before a statement that may write and
-is read after it. Reads only append to the log, so it is also truncated every
-``READS_PER_TRUNCATE`` reads to keep memory flat in a read-only session.
+Each capture reads the log and truncates it, so the next one sees only what
+ran since; a session also truncates it after its own writes to DuckLake's
+copy (a load, others' commits applied). Nothing is truncated between the
+statements of a transaction and its COMMIT, when DuckLake writes. Reads only
+append to the log, so it is also truncated every ``READS_PER_TRUNCATE``
+reads to keep memory flat in a read-only session.
 
 Anything the log cannot vouch for makes ``written`` return None, and the
 caller falls back to comparing every table:
@@ -67,7 +70,7 @@ class WriteLog:
         self.con.execute("CALL enable_logging('QueryLog')")
 
     def open(self) -> None:
-        """Start a window: forget what was logged so far."""
+        """Forget what was logged so far (the session's own writes)."""
         self.con.execute("CALL truncate_duckdb_logs()")
         self._reads = 0
 
@@ -78,10 +81,12 @@ class WriteLog:
             self.open()
 
     def written(self) -> Written | None:
-        """The metadata tables written since ``open``; None when the log cannot say."""
+        """The metadata tables written since the last read; None when the log
+        cannot say."""
         messages = self.con.execute(
             "SELECT message FROM duckdb_logs() WHERE type = 'QueryLog'"
         ).fetchall()
+        self.open()
         if not messages:  # not even the statement itself: logging was turned off
             self.enable()
             return None
