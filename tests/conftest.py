@@ -121,6 +121,7 @@ FAST_MODULES = {
     "tests/catalog/test_registry.py",
     "tests/catalog/test_sweep.py",
     "tests/ducklake/test_capture_cost.py",
+    "tests/ducklake/test_change_scope.py",
     "tests/ducklake/test_failed_statement.py",
     "tests/ducklake/test_session.py",
     "tests/functions/test_stack_lake.py",

@@ -55,8 +55,8 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("slatelake/ducklake/capture.py", "select_list(columns)"): "ident() per column",
     ("slatelake/ducklake/capture.py", "where"): "ident() and int() pieces",
     ("slatelake/ducklake/capture.py", "parts"): "constant aggregates over ident()",
-    ("slatelake/ducklake/capture.py", "listed"): "int() per table id",
-    ("slatelake/ducklake/capture.py", "new"): "a comparison with an int()",
+    ("slatelake/ducklake/change_scope.py", "listed"): "int() per table id",
+    ("slatelake/ducklake/change_scope.py", "new"): "a comparison with an int()",
     ("slatelake/ducklake/catalog_db.py", "values"): "literal()/int() per value (_value_sql)",
     # DDL and loaders: names through ident(); types are the registry's constants,
     # or stored types re-rendered by DuckDB's type parser (type_sql)

@@ -40,6 +40,7 @@ from slatelake.catalog import registry
 from slatelake.catalog.changes import RowChanges
 from slatelake.catalog.rows import Row
 from slatelake.ducklake.catalog_db import ColumnCache, table_exists
+from slatelake.ducklake.change_scope import Scope, named_tables
 from slatelake.ducklake.duck_state import DuckState
 from slatelake.ducklake.sql import ident
 from slatelake.ducklake.tables import (
@@ -75,27 +76,6 @@ class Captured:
     changes: RowChanges
     mints_snapshot: bool
     changes_made: str
-
-
-@dataclass
-class _Scope:
-    """What the proportional predicates compare against: the head snapshot S,
-    the next file id F and next catalog id C at S (None before the first
-    snapshot), and once the new snapshot's changes are read, the tables they
-    name (``tables``; None: not known, read whole)."""
-
-    snap: int
-    next_file: int | None
-    next_catalog: int | None
-    tables: set[int] | None = None
-
-    def table_filter(self) -> str:
-        """The rows of the tables this change touched (its ids, and any new one)."""
-        if self.tables is None or self.next_catalog is None:
-            return ""
-        listed = ", ".join(str(int(t)) for t in sorted(self.tables))
-        new = f"table_id >= {int(self.next_catalog)}"
-        return f"WHERE table_id IN ({listed}) OR {new}" if listed else f"WHERE {new}"
 
 
 class Capture:
@@ -206,7 +186,7 @@ class Capture:
             before = counts.get((self.base, table), 0)
             self._table(table, count, before, scope, changes)
             if table == "ducklake_snapshot_changes":
-                scope.tables = _named_tables(changes.inserted.get(table, []), scope.snap)
+                scope.tables = named_tables(changes.inserted.get(table, []), scope.snap)
         if changes.empty():
             return None
         return _captured(changes, scope.snap)
@@ -288,22 +268,22 @@ class Capture:
         base.update(counted)
         self._base_counts, self._base_seq = base, seq
 
-    def _scope(self, snap: int, seq: int) -> _Scope:
+    def _scope(self, snap: int, seq: int) -> Scope:
         if snap < 0:
-            return _Scope(snap, None, None)
+            return Scope(snap, None, None)
         if self._counters is not None and self._counters[:2] == (seq, snap):
-            return _Scope(snap, *self._counters[2:])
+            return Scope(snap, *self._counters[2:])
         row = self.con.execute(
             f"SELECT next_file_id, next_catalog_id FROM {ident(self.base)}.ducklake_snapshot "
             "WHERE snapshot_id = ?",
             [snap],
         ).fetchone()
         if row is None:
-            return _Scope(snap, None, None)
-        return _Scope(snap, int(row[0]), int(row[1]))
+            return Scope(snap, None, None)
+        return Scope(snap, int(row[0]), int(row[1]))
 
     def _table(
-        self, table: str, count: int, before: int, scope: _Scope, changes: RowChanges
+        self, table: str, count: int, before: int, scope: Scope, changes: RowChanges
     ) -> None:
         columns = self._columns(table)
         snap, next_file = scope.snap, scope.next_file
@@ -468,43 +448,6 @@ def _reopened(row: Row, end: int) -> Row:
 
 def _registry(table: str) -> bool:
     return table in registry.BY_NAME
-
-
-def _named_tables(rows: list[Row], snap: int) -> set[int] | None:
-    """The ids in the new snapshots' ``changes_made`` (``inserted_into_table:3``;
-    created objects are named, and take ids from next_catalog_id on). None when
-    there is no new snapshot or an entry is not of a form known here: then
-    nothing is narrowed."""
-    ids: set[int] = set()
-    minted = [row for row in rows if row[0] > snap]
-    if not minted:
-        return None  # no snapshot (expiry, cleanup): nothing names the tables
-    for row in minted:
-        for entry in _entries(row[1] or ""):
-            kind, sep, value = entry.partition(":")
-            if not sep or not kind.replace("_", "").isalpha():
-                return None
-            if value.isdigit():
-                ids.add(int(value))
-            elif not value.startswith('"'):
-                return None
-    return ids
-
-
-def _entries(text: str) -> list[str]:
-    """``changes_made`` split at commas outside double-quoted names."""
-    out, current, quoted = [], [], False
-    for ch in text:
-        if ch == '"':
-            quoted = not quoted
-        if ch == "," and not quoted:
-            out.append("".join(current))
-            current = []
-        else:
-            current.append(ch)
-    if current:
-        out.append("".join(current))
-    return out
 
 
 def _captured(changes: RowChanges, snap: int) -> Captured:
