@@ -184,14 +184,47 @@ def _shape(
 
 
 _SNAPSHOT_COLUMNS = frozenset({"snapshot_id", "begin_snapshot", "end_snapshot"})
+# Tables keyed first by a file id, which DuckLake takes from next_file_id.
+_FILE_KEYED = frozenset(
+    {
+        "ducklake_data_file",
+        "ducklake_delete_file",
+        "ducklake_file_column_stats",
+        "ducklake_file_partition_value",
+        "ducklake_file_variant_stats",
+    }
+)
 
 
-def _after(shape: _Shape, values: tuple[Any, ...], head_snapshot: int) -> bool:
-    """Whether a key names a snapshot later than ``head_snapshot``."""
-    return any(
-        c in _SNAPSHOT_COLUMNS and v is not None and v > head_snapshot
-        for c, v in zip(shape.columns, values, strict=True)
-    )
+class _Fresh:
+    """Which keys cannot have rows yet in a database at ``head_snapshot``: those
+    naming a later snapshot, and files with ids from the head's next file id
+    on (read once, only when a file key comes up)."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, db: str, head_snapshot: int) -> None:
+        self.con, self.db, self.head = con, db, head_snapshot
+        self._next_file: int | None | bool = False  # False: not read yet
+
+    def __call__(self, shape: _Shape, values: tuple[Any, ...]) -> bool:
+        if any(
+            c in _SNAPSHOT_COLUMNS and v is not None and v > self.head
+            for c, v in zip(shape.columns, values, strict=True)
+        ):
+            return True
+        if shape.table not in _FILE_KEYED or values[0] is None:
+            return False
+        next_file = self._next_file_id()
+        return next_file is not None and values[0] >= next_file
+
+    def _next_file_id(self) -> int | None:
+        if self._next_file is False:
+            row = self.con.execute(
+                f"SELECT next_file_id FROM {ident(self.db)}.ducklake_snapshot "
+                "WHERE snapshot_id = ?",
+                [self.head],
+            ).fetchone()
+            self._next_file = None if row is None or row[0] is None else int(row[0])
+        return self._next_file  # type: ignore[return-value]
 
 
 def _values(comps: Sequence[int]) -> tuple[Any, ...]:
@@ -307,8 +340,8 @@ def apply_net(
 
     ``head_snapshot``, when given, is the newest snapshot ``db`` holds: a key
     naming a later snapshot (a new snapshot's rows, a row ended or an inlined
-    row added after it) cannot have rows there yet, so nothing is deleted
-    for it."""
+    row added after it) or a file id from that snapshot's next file id on
+    cannot have rows there yet, so nothing is deleted for it."""
     con.execute("BEGIN TRANSACTION")
     try:
         touched = _apply_net(con, db, net, own, columns or ColumnCache(), head_snapshot)
@@ -355,6 +388,7 @@ def _apply_net(
             else:
                 puts[name].append(entry)
     present = _Present(con, db)
+    fresh = None if head_snapshot is None else _Fresh(con, db, head_snapshot)
     for name, ddl in ddl_puts.items():
         if name not in present:
             load_inline_table(con, db, name, [tuple(c) for c in ddl], [])
@@ -369,8 +403,8 @@ def _apply_net(
             continue  # an inlined table dropped in the same run
         shape, values = _shape(con, db, key, columns)
         touched.add(name)
-        if head_snapshot is not None and _after(shape, values, head_snapshot):
-            continue  # a row of a later snapshot: none there to delete
+        if fresh is not None and fresh(shape, values):
+            continue  # a row of a later snapshot or a new file: none there to delete
         if shape.digested:
             digest_doomed[name].add(key)
         else:
