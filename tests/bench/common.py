@@ -5,6 +5,7 @@ server on loopback."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import platform
 import statistics
@@ -37,6 +38,14 @@ def run_header(ducklake_extension: str) -> dict[str, Any]:
             "ducklake_extension": ducklake_extension,
         },
     }
+
+
+def write_result(result: dict[str, Any], out: str | Path) -> None:
+    """The run's JSON, next to the printed report."""
+    path = Path(out)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(result, indent=2, default=str) + "\n")
+    print(f"wrote {path}")
 
 
 def log(msg: str) -> None:

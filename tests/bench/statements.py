@@ -64,7 +64,15 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from tests.bench.common import log, median, ratio, run_header, run_module, vm_hwm_mb
+from tests.bench.common import (
+    log,
+    median,
+    ratio,
+    run_header,
+    run_module,
+    vm_hwm_mb,
+    write_result,
+)
 
 KINDS = ("insert_1", "insert_5k", "delete", "update", "create")
 LABELS = {
@@ -540,10 +548,7 @@ def main(argv: list[str] | None = None) -> int:
     result["verdicts"] = verdicts(result)
     result["wall_s"] = time.perf_counter() - t_start
     print_report(result)
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2, default=str) + "\n")
-    print(f"wrote {out}")
+    write_result(result, args.out)
     return 0
 
 
