@@ -44,9 +44,11 @@ def connect(
     alias: str = "lake",
     options: dict[str, str] | None = None,
     on_pass: Any = None,
+    connection: Any = None,
 ) -> Any:
     """Open a DuckLake session on a slatelake lake. ``options`` are the
-    ``MAINTENANCE_*`` settings, validated here; ``session.maintenance()`` runs a pass."""
+    ``MAINTENANCE_*`` settings, validated here; ``session.maintenance()`` runs a pass.
+    ``connection``: a DuckDB connection to attach the lake to (the session owns it)."""
     from slatelake.maintenance.session import MaintainedSession
 
     return MaintainedSession(
@@ -56,6 +58,7 @@ def connect(
         alias=alias,
         options=options,
         on_pass=on_pass,
+        connection=connection,
     )
 
 

@@ -60,7 +60,13 @@ def connect() -> duckdb.DuckDBPyConnection:
     spill = os.environ.get(TEMP_DIRECTORY_ENV)
     if spill:
         config["temp_directory"] = spill
-    con = duckdb.connect(config=config)
+    return prepare(duckdb.connect(config=config))
+
+
+def prepare(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
+    """Load our extensions into ``con`` from the wheels (a caller's own
+    connection included), clear the credentials httpfs mirrored, set the S3 secret."""
+    skip_absent_pandas_probe()
     for name in EXTENSIONS:
         con.execute(f"LOAD {literal(str(extension_path(name)))}")
     for setting in MIRRORED_CREDENTIALS:

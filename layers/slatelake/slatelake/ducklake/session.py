@@ -84,6 +84,7 @@ class Session:
         data_path: str | None = None,
         read_only: bool = False,
         alias: str = "lake",
+        connection: duckdb.DuckDBPyConnection | None = None,
     ) -> None:
         if data_path is not None:
             data_location(data_path)
@@ -102,7 +103,9 @@ class Session:
         self.data_path = data_path
         self.lake = Lake.open(lake_url, read_only=read_only)
         try:
-            self.con = extensions.connect()
+            # a caller's connection: its databases and settings stay usable beside the lake
+            con = connection
+            self.con = extensions.connect() if con is None else extensions.prepare(con)
         except BaseException:
             self.lake.close()
             raise
@@ -472,10 +475,20 @@ def _statement_types(query: str) -> set[Any]:
 
 
 def connect(
-    lake_url: str, data_path: str | None = None, read_only: bool = False, alias: str = "lake"
+    lake_url: str,
+    data_path: str | None = None,
+    read_only: bool = False,
+    alias: str = "lake",
+    connection: duckdb.DuckDBPyConnection | None = None,
 ) -> Session:
-    """Open a session on a lake; with ``data_path``, an empty root becomes a new lake."""
-    return Session(lake_url, data_path=data_path, read_only=read_only, alias=alias)
+    """Open a session on a lake; with ``data_path``, an empty root becomes a new lake.
+
+    ``connection``: attach the lake to this DuckDB connection instead of a new
+    one (its other databases and settings stay usable); the session then owns
+    it and closes it with the session."""
+    return Session(
+        lake_url, data_path=data_path, read_only=read_only, alias=alias, connection=connection
+    )
 
 
 def retry(fn: Callable[[], T], attempts: int = 5, backoff_s: float = 0.05) -> T:

@@ -16,6 +16,8 @@ import logging
 import threading
 from collections.abc import Callable, Mapping
 
+import duckdb
+
 from slatelake.ducklake.session import Session
 from slatelake.maintenance.options import (
     MaintenanceOptions,
@@ -40,13 +42,16 @@ class MaintainedSession(Session):
         alias: str = "lake",
         options: Mapping[str, str] | None = None,
         on_pass: Callable[[PassReport], None] | None = None,
+        connection: duckdb.DuckDBPyConnection | None = None,
     ) -> None:
         self._raw_options = dict(options or {})
         self.scheduler: Scheduler | None = None
         # Options given are bound before the lake is opened (or created), so a
         # refused option leaves nothing behind; none given bind on our own DuckDB.
         bound = bind(self._raw_options) if self._raw_options else None
-        super().__init__(lake_url, data_path=data_path, read_only=read_only, alias=alias)
+        super().__init__(
+            lake_url, data_path=data_path, read_only=read_only, alias=alias, connection=connection
+        )
         try:
             self.options: MaintenanceOptions = bound or parse_options(
                 self._raw_options, ducklake_signatures(self.con)
