@@ -19,28 +19,31 @@ def _wait(path: Path, timeout: float = 60) -> None:
         time.sleep(0.02)
 
 
-def race(url: str, role: str, flags: str) -> None:
-    """Both roles insert from the same head; 'late' commits after 'early' landed."""
-    from slatelake.ducklake.session import connect, retry
+def race(url: str, role: str, flags: str, mode: str) -> None:
+    """Both roles open a transaction on the same head; 'late' commits after
+    'early' landed. ``append``: both insert into t. ``drop``: early drops t."""
+    from slatelake.ducklake.session import connect
 
     flag = Path(flags)
     value = 1 if role == "early" else 2
     outcome = {"role": role}
+    early_sql = "DROP TABLE t" if mode == "drop" else f"INSERT INTO t VALUES ({value}, '{role}')"
     with connect(url) as session:
         try:
             with session.transaction():
-                session.sql(f"INSERT INTO t VALUES ({value}, '{role}')")
-                (flag / f"{role}-inserted").touch()
                 if role == "early":
-                    _wait(flag / "late-inserted")
+                    session.sql(early_sql)
+                else:
+                    session.sql(f"INSERT INTO t VALUES ({value}, '{role}')")
+                (flag / f"{role}-written").touch()
+                if role == "early":
+                    _wait(flag / "late-written")
                 else:
                     _wait(flag / "early-committed")
             outcome["first_try"] = "committed"
         except ConflictError as exc:
             outcome["first_try"] = "conflict"
             outcome["message"] = str(exc)
-            retry(lambda: session.sql(f"INSERT INTO t VALUES ({value}, '{role}')"))
-            outcome["retried"] = "committed"
         finally:
             if role == "early":
                 (flag / "early-committed").touch()
@@ -63,6 +66,6 @@ def crash_before_slot(url: str) -> None:
 
 if __name__ == "__main__":
     if sys.argv[1] == "race":
-        race(sys.argv[2], sys.argv[3], sys.argv[4])
+        race(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5])
     else:
         crash_before_slot(sys.argv[2])

@@ -2,9 +2,7 @@
 
 DuckDB commits a materialized autocommit statement when it finishes executing;
 Python converts the rows afterwards. So a statement can change the catalog and
-then raise while its rows are fetched: ``CALL ducklake_expire_snapshots``
-returns a TIMESTAMPTZ, which Python converts only with pytz (slatelake ships
-none; the tests make sure it is absent), and ``to_days(2000000000)`` is beyond
+then raise while its rows are fetched: ``to_days(2000000000)`` is beyond
 Python's timedelta. The caller was told the statement failed: its effect must
 not reach the log, neither now nor with the next, unrelated commit, and the
 session's own view must not show it either.
@@ -12,7 +10,6 @@ session's own view must not show it either.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import duckdb
@@ -22,13 +19,8 @@ from slatelake.ducklake.session import Session, connect
 from slatelake.errors import MisconfigurationError
 
 UNFETCHABLE = "to_days(2000000000)"
-WRITE_THEN_UNFETCHABLE = f"INSERT INTO t VALUES (50); SELECT {UNFETCHABLE}"
-
-
-@pytest.fixture(autouse=True)
-def no_pytz(monkeypatch: pytest.MonkeyPatch) -> None:
-    """DuckDB converts TIMESTAMPTZ through pytz; without it the fetch raises."""
-    monkeypatch.setitem(sys.modules, "pytz", None)
+# one statement that writes (a flush of the inlined rows) and then fails at its rows
+WRITE_THEN_UNFETCHABLE = f"SELECT {UNFETCHABLE} FROM ducklake_flush_inlined_data('lake')"
 
 
 @pytest.fixture
@@ -49,16 +41,16 @@ def _ids(session: Session) -> list[int]:
     return [r[0] for r in session.sql("SELECT id FROM t ORDER BY id").fetchall()]
 
 
-def test_expiry_whose_rows_fail_to_fetch_is_not_committed_with_the_next_insert(url: str) -> None:
+def test_expiry_hands_back_its_timestamptz_rows_and_commits(url: str) -> None:
+    """pytz is pinned: DuckDB converts the TIMESTAMPTZ column the expiry returns."""
     with connect(url) as session:
         before = _snapshots(session)
-        with pytest.raises(duckdb.InvalidInputException, match="pytz"):
-            session.sql("CALL ducklake_expire_snapshots('lake', older_than => now())")
-        assert _snapshots(session) == before  # the session does not show the failed expiry
-        session.sql("INSERT INTO t VALUES (100)")
+        rows = session.sql("CALL ducklake_expire_snapshots('lake', older_than => now())").fetchall()
+        assert len(rows) == before - 1 and all(r[1].tzinfo is not None for r in rows)
+        assert _snapshots(session) == 1
     with connect(url, read_only=True) as fresh:
-        assert _snapshots(fresh) == before + 1  # only the INSERT's snapshot was added
-        assert _ids(fresh) == [0, 1, 2, 100]
+        assert _snapshots(fresh) == 1
+        assert _ids(fresh) == [0, 1, 2]
 
 
 def test_streamed_expiry_whose_rows_fail_to_fetch_is_rolled_back(url: str) -> None:
@@ -75,14 +67,28 @@ def test_streamed_expiry_whose_rows_fail_to_fetch_is_rolled_back(url: str) -> No
         assert _snapshots(fresh) == before + 1
 
 
-def test_insert_followed_by_an_unfetchable_select_leaves_no_row(url: str) -> None:
+def test_flush_whose_rows_fail_to_fetch_leaves_no_snapshot(url: str) -> None:
     with connect(url) as session:
+        before = _snapshots(session)
         with pytest.raises(OverflowError):
             session.sql(WRITE_THEN_UNFETCHABLE)
+        assert _snapshots(session) == before
         assert _ids(session) == [0, 1, 2]
         session.sql("INSERT INTO t VALUES (100)")
     with connect(url, read_only=True) as fresh:
         assert _ids(fresh) == [0, 1, 2, 100]
+
+
+def test_script_commits_the_statements_before_the_one_that_failed(url: str) -> None:
+    """Several statements in one string run one by one, each autocommitted,
+    as DuckDB runs them: the INSERT before the failing SELECT stays."""
+    with connect(url) as session:
+        result = session.sql(f"INSERT INTO t VALUES (50); SELECT {UNFETCHABLE}")
+        with pytest.raises(OverflowError):
+            result.fetchall()
+        assert _ids(session) == [0, 1, 2, 50]
+    with connect(url, read_only=True) as fresh:
+        assert _ids(fresh) == [0, 1, 2, 50]
 
 
 def test_transaction_with_a_failed_statement_commits_nothing(url: str) -> None:

@@ -36,27 +36,46 @@ def _child(*args: str) -> subprocess.Popen:
     )
 
 
-def test_two_processes_inserting_from_one_head_one_conflicts_and_retry_lands_it(
-    lake: tuple[str, Path], tmp_path: Path
-) -> None:
-    url, _ = lake
-    flags = tmp_path / "flags"
+def _race(url: str, tmp_path: Path, mode: str) -> dict[str, dict[str, str]]:
+    flags = tmp_path / f"flags-{mode}"
     flags.mkdir()
-    early = _child("race", url, "early", str(flags))
-    late = _child("race", url, "late", str(flags))
+    procs = [_child("race", url, role, str(flags), mode) for role in ("early", "late")]
     outs = {}
-    for proc in (early, late):
+    for proc in procs:
         out, err = proc.communicate(timeout=300)
         assert proc.returncode == 0, err
         doc = json.loads(out)
         outs[doc["role"]] = doc
+    return outs
+
+
+def test_two_processes_appending_from_one_head_both_commit_as_ducklake_does(
+    lake: tuple[str, Path], tmp_path: Path
+) -> None:
+    url, _ = lake
+    outs = _race(url, tmp_path, "append")
     assert outs["early"]["first_try"] == "committed"
-    assert outs["late"]["first_try"] == "conflict"
-    assert "conflict" in outs["late"]["message"].lower()
-    assert outs["late"]["retried"] == "committed"
+    assert outs["late"]["first_try"] == "committed"  # rebased onto early's snapshot
     with connect(url, read_only=True) as session:
         rows = session.sql("SELECT id, who FROM t ORDER BY id").fetchall()
+        changes = session.sql(
+            "SELECT snapshot_id, changes FROM lake.snapshots() ORDER BY snapshot_id DESC LIMIT 2"
+        ).fetchall()
     assert rows == [(1, "early"), (2, "late")]
+    assert changes[0][0] == changes[1][0] + 1  # two snapshots, one on top of the other
+
+
+def test_insert_racing_a_drop_of_its_table_is_refused_in_ducklakes_words(
+    lake: tuple[str, Path], tmp_path: Path
+) -> None:
+    url, _ = lake
+    outs = _race(url, tmp_path, "drop")
+    assert outs["early"]["first_try"] == "committed"
+    assert outs["late"]["first_try"] == "conflict"
+    assert "another transaction has dropped it" in outs["late"]["message"]
+    with connect(url, read_only=True) as session:
+        tables = session.sql("SHOW TABLES").fetchall()
+    assert tables == []
 
 
 def test_killed_between_parquet_write_and_slot_leaves_an_orphan_and_no_reference(

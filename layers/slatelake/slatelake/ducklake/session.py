@@ -35,12 +35,14 @@ import re
 import shutil
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
 import duckdb
 
 from slatelake.catalog import registry
+from slatelake.catalog.commit_lock import LOCK_KEY, CommitLock
 from slatelake.catalog.lake import Lake
 from slatelake.ducklake import extensions, indexes
 from slatelake.ducklake.capture import Capture, Captured
@@ -48,6 +50,7 @@ from slatelake.ducklake.catalog_db import apply_change_sets, copy_database
 from slatelake.ducklake.duck_state import DuckState
 from slatelake.ducklake.guard import check_overlap, data_location, ducklake_data_path
 from slatelake.ducklake.opening import attach_copy, drop_image_schema, open_base, work_dir
+from slatelake.ducklake.refused_commit import remove_new_files, unsafe_rebase
 from slatelake.ducklake.result import Result
 from slatelake.ducklake.sql import ident, literal
 from slatelake.ducklake.write_log import WriteLog
@@ -73,6 +76,9 @@ _ST = duckdb.StatementType
 # Statements that cannot change the catalog; a read-only session runs only these
 # (plus CALL, checked after the fact: a CALL that changed the catalog is refused).
 _READ_TYPES = frozenset({_ST.SELECT, _ST.EXPLAIN, _ST.SET, _ST.VARIABLE_SET, _ST.PRAGMA})
+# Statements that never write the lake's catalog: not wrapped in a transaction
+# under the commit lock (a change found after them still commits).
+_NOT_LAKE_WRITES = frozenset({_ST.ATTACH, _ST.DETACH, _ST.LOAD})
 T = TypeVar("T")
 _DUCKLAKE_CALL = re.compile(r'"?(ducklake_\w+)"?\s*\(', re.IGNORECASE)
 
@@ -117,7 +123,12 @@ class Session:
             self.log = WriteLog(self._aux, META_DB, BASE_DB)
             self.log.enable()
             self.verify = os.environ.get(VERIFY_ENV) == "1"
+            self._lock = CommitLock(self.lake)
+            # DuckLake re-commits at once when the copy already holds what it lost to
+            self.con.execute("SET ducklake_retry_wait_ms = 0")
             self._in_txn = False
+            self._raw_txn = False  # opened by a BEGIN statement, not by transaction()
+            self._rebased: list[ChangeSet] = []  # commits the open COMMIT rebases over
             self._txn_failed = False
             self._stale = False
             self._attached = False
@@ -136,6 +147,8 @@ class Session:
     def _load(self) -> None:
         """(Re)build DuckLake's copy of the catalog from the base and attach DuckLake."""
         con = self.con
+        # where the user's unqualified names point, kept across the reload
+        where = _current_use(con) if self._attached else None
         # Unconditionally: a load that failed half way leaves either attached.
         self._attached = False
         con.execute("USE memory")
@@ -161,12 +174,14 @@ class Session:
                 copy_database(self._aux, BASE_DB, META_DB, own=False)
         state.image_file = None
         state.pending = []
-        self._attach()
+        self._attach_outside_transactions()
+        if where is not None:
+            _restore_use(con, where)
         if genesis:
             self._commit_captured(logged=False)
         self.log.open()  # this load's own writes to DuckLake's copy are not DuckLake's
 
-    def _sync(self) -> None:
+    def _sync(self, reset_log: bool = True) -> None:
         """Others' commits reached the base: apply the same change sets to
         DuckLake's copy (a few statements per table). DuckLake stays attached:
         it reads the newest snapshot from its metadata catalog at each
@@ -180,7 +195,22 @@ class Session:
         self.state.pending = []
         self._stale = False
         self._synced = (self.state.head, self.state.last_seq)
-        self.log.open()  # the applied change sets are not DuckLake's writes
+        if reset_log:
+            self.log.open()  # the applied change sets are not DuckLake's writes
+
+    def _attach_outside_transactions(self) -> None:
+        """ATTACH with ``immediate_transaction_mode`` off: with it on, DuckDB
+        opens the new catalog's transaction before DuckLake knows its metadata
+        schema, and DuckLake's first query names an empty schema. The user's
+        setting is restored either way."""
+        immediate = _setting(self.con, "immediate_transaction_mode") is True
+        if immediate:
+            self.con.execute("SET immediate_transaction_mode = false")
+        try:
+            self._attach()
+        finally:
+            if immediate:
+                self.con.execute("SET immediate_transaction_mode = true")
 
     def _attach(self) -> None:
         con = self.con
@@ -238,16 +268,22 @@ class Session:
     def sql(
         self, query: str, params: Any = None, writes: bool | None = None
     ) -> duckdb.DuckDBPyConnection | Result:
-        """Run one statement; autocommits (unless inside ``transaction()``).
+        """Run SQL; each statement autocommits (unless a transaction is open).
 
         ``writes`` overrides the statement-type guess of whether the statement
         may change the catalog (a SELECT from a maintenance table function does).
-        A statement that may write is run to completion before its change is
-        captured (DuckDB streams table-function results, and the transaction
-        commits only when they are consumed); its rows come back as a
-        ``Result``. Reads stream as usual.
+        A statement that may write runs in a transaction of its own, committed
+        under the lake's commit lock (``_commit_transaction``); its rows come
+        back as a ``Result``. Reads stream as usual. Several statements in one
+        string run one after the other, as DuckDB runs them.
         """
-        types = _statement_types(query)
+        statements = _statements(query)
+        if params is None and len(statements) > 1 and all(st.query.strip() for st in statements):
+            result: duckdb.DuckDBPyConnection | Result = Result(None, [])
+            for st in statements:
+                result = self.sql(st.query, writes=writes)
+            return result
+        types = {st.type for st in statements}
         if writes:
             types = types | {_ST.CALL}
         if self.read_only:
@@ -257,7 +293,9 @@ class Session:
                     f"this session is read-only and refuses {', '.join(refused)}; "
                     "reconnect without read_only to write"
                 )
-        if self._txn_failed:
+        if types == {_ST.TRANSACTION} and len(statements) == 1:
+            return self._transaction_statement(query)
+        if self._txn_failed and not self._raw_txn:
             raise MisconfigurationError(
                 "a statement in this transaction failed; leave the transaction block "
                 "(it is rolled back) and run it again"
@@ -269,6 +307,9 @@ class Session:
         may_write = bool(types - _READ_TYPES) or "ducklake_" in query.lower()
         if not may_write:
             self.log.read_done()
+        wrapped = may_write and not (self._in_txn or self.read_only or types <= _NOT_LAKE_WRITES)
+        if wrapped:
+            self.con.execute("BEGIN TRANSACTION")
         try:
             result = (
                 self.con.execute(query, params) if params is not None else self.con.execute(query)
@@ -282,7 +323,9 @@ class Session:
             raise
         if self._in_txn:
             return result
-        if self.read_only:
+        if wrapped:
+            self._commit_transaction()
+        elif self.read_only:
             if may_write and self._captured() is not None:
                 self._stale = True
                 raise ReadOnlyError(
@@ -292,6 +335,36 @@ class Session:
         elif may_write:
             self._commit_captured()
         return result
+
+    def _transaction_statement(self, query: str) -> duckdb.DuckDBPyConnection | Result:
+        """BEGIN, COMMIT or ROLLBACK sent as SQL: the same transaction as
+        ``transaction()``, committed under the commit lock at COMMIT."""
+        verb = query.strip().split(None, 1)[0].rstrip(";").lower()
+        if verb in ("begin", "start"):
+            if not self._in_txn:
+                self.refresh()
+            result = self.con.execute(query)  # DuckDB refuses a nested BEGIN itself
+            self._in_txn, self._raw_txn, self._txn_failed = True, True, False
+            return result
+        if not self._in_txn:
+            return self.con.execute(query)  # DuckDB's own "no transaction is active"
+        if not self._raw_txn:
+            raise MisconfigurationError(
+                f"{verb.upper()} inside a session.transaction() block: the block commits when "
+                "it ends and rolls back when it raises"
+            )
+        failed = self._txn_failed
+        self._in_txn, self._raw_txn, self._txn_failed = False, False, False
+        if verb in ("commit", "end") and not failed:
+            self._commit_transaction()
+            return Result(None, [])
+        self._rollback()
+        if verb in ("commit", "end"):  # as DuckDB answers a COMMIT of an aborted transaction
+            raise duckdb.TransactionException(
+                "a statement in this transaction failed, so it was rolled back and nothing was "
+                "committed; run it again"
+            )
+        return Result(None, [])
 
     def _statement_failed(self, exc: BaseException) -> None:
         """A statement raised, maybe after DuckDB applied it: drop its effect.
@@ -350,19 +423,79 @@ class Session:
                 "nothing was committed; run it again"
             )
         self._in_txn = False
+        self._commit_transaction()
+
+    def _commit_transaction(self) -> None:
+        """COMMIT DuckDB's open transaction and the change it made to the log.
+
+        Under the lake's commit lock, DuckLake's copy is first brought to the
+        log's head; DuckLake's own commit then finds the snapshots it missed
+        and rebases onto them by its rules (fresh ids, its conflict check and
+        wording), as it does on a catalog shared by processes. Nothing can
+        land between that refresh and the slot write, so what DuckLake
+        committed in its copy is what the log gets, on the base it was made on.
+        """
+        if self.read_only:
+            self._commit_read_only()
+            return
+        try:
+            self._lock.acquire(self.state)
+            self._catch_up_in_transaction()
+        except BaseException:
+            self._abandon_transaction()
+            raise
+        try:
+            self.con.execute("COMMIT")
+        except duckdb.Error as exc:
+            # DuckLake rolled its copy back (and removed the files it wrote)
+            self._lock.release(self.state)
+            raise _refused(exc) from exc
+        except BaseException:
+            self._stale = True  # an interrupt: what DuckDB kept is unknown
+            self._lock.release(self.state)
+            raise
+        self._commit_captured()
+
+    def _commit_read_only(self) -> None:
         try:
             self.con.execute("COMMIT")
         except BaseException:
             self._stale = True  # what DuckDB kept is unknown: reload from the log
             raise
-        if not self.read_only:
-            self._commit_captured()
-        elif self._captured() is not None:
+        if self._captured() is not None:
             self._stale = True
             raise ReadOnlyError(
                 "this session is read-only but the transaction changed the catalog; nothing was "
                 "committed, reconnect without read_only to write"
             )
+
+    def _catch_up_in_transaction(self) -> None:
+        """Apply others' commits to DuckLake's copy while a transaction is
+        open (the lock is held, the state at the head). The query log is not
+        reset: DuckLake may have written its copy before COMMIT."""
+        if self._stale or self.state.pending is None:
+            self._stale = True
+            raise ConflictError(
+                "this session's copy of the catalog had to be rebuilt while a transaction was "
+                "open; nothing was committed, re-run the transaction"
+            )
+        if any(cs.puts_rows and not cs.mints_snapshot for cs in self.state.pending):
+            raise ConflictError(
+                "another writer changed catalog rows without a DuckLake snapshot (an index "
+                "took a catalog id), which DuckLake's commit cannot rebase onto; nothing was "
+                "committed, re-run the transaction"
+            )
+        self._rebased = list(self.state.pending)  # what DuckLake's commit rebases over
+        if (self.state.head, self.state.last_seq) != self._synced:
+            self._sync(reset_log=False)
+
+    def _abandon_transaction(self) -> None:
+        """Roll back DuckDB's transaction and give the lock back (best effort)."""
+        try:
+            self._rollback()
+        except BaseException:
+            self._stale = True
+        self._lock.release(self.state)
 
     def _end_failed_transaction(self) -> None:
         self._in_txn, self._txn_failed = False, False
@@ -378,16 +511,31 @@ class Session:
         return self.capture.capture(self.state, self.log.written() if logged else None)
 
     def _commit_captured(self, logged: bool = True) -> None:
+        """Commit what DuckLake changed; with the commit lock held, the slot
+        also releases it (so it lands only while the lock is still ours)."""
+        captured = None
         try:
             captured = self._captured(logged)
             if captured is None:
+                self._lock.release(self.state)
                 return
+            if self._lock.held and (why := unsafe_rebase(captured.changes_made, self._rebased)):
+                raise ConflictError(why)
             # the data's change set, plus its index entries and cascaded ends
             cs = indexes.index_writes(self, captured)
+            if self._lock.held:
+                cs = replace(cs, deletes=(*cs.deletes, LOCK_KEY))
             self._commit(lambda: self.lake.commit_change_set(self.state, cs), in_duckdb=True)
-        except BaseException:  # uncapturable, a refused commit, unreadable index entries
+        except BaseException as exc:  # uncapturable, refused, unreadable index entries
             self._stale = True  # DuckDB holds changes the log does not: never carry them
+            if isinstance(exc, ConflictError) and captured is not None:  # definitively refused
+                data_path = _stored_data_path(self.state)
+                remove_new_files(self._aux, META_DB, self.alias, data_path, captured.changes)
+            if self._lock.held:
+                self._lock.released(committed=False)
+                self._lock.release(self.state)
             raise
+        self._lock.released(committed=True)
         self.capture.landed(captured, self.state.last_seq)
         if self.verify:
             self.capture.verify(self.state)
@@ -417,11 +565,14 @@ class Session:
         """Commit, then say whether DuckLake's copy is at the new head: it is
         when the change came from DuckLake (captured) and landed on the base
         it was made on; otherwise the next statement applies what it lacks."""
-        expected = self.state.last_seq + 1
         committed = commit()
-        if committed.seq == expected and in_duckdb:
-            self.state.pending = [] if self.state.pending is not None else None
-            self._synced = (self.state.head, self.state.last_seq)
+        pending = self.state.pending
+        if in_duckdb and pending is not None:
+            # rebased past head-preserving commits: DuckLake's copy lacks only those
+            mine = committed.change_set.txn_id
+            self.state.pending = [cs for cs in pending if cs.txn_id != mine]
+            if not self.state.pending:
+                self._synced = (self.state.head, self.state.last_seq)
         return committed
 
     def close(self) -> None:
@@ -467,11 +618,44 @@ def _described(query: str, types: set[Any]) -> str:
     return " ".join(sorted(t.name for t in types - {_ST.CALL})) or "statement"
 
 
-def _statement_types(query: str) -> set[Any]:
+def _statements(query: str) -> list[Any]:
     try:
-        return {st.type for st in duckdb.extract_statements(query)}
+        return duckdb.extract_statements(query)
     except duckdb.Error as exc:
         raise MisconfigurationError(f"cannot parse SQL: {exc}") from exc
+
+
+def _setting(con: duckdb.DuckDBPyConnection, name: str) -> Any:
+    row = con.execute("SELECT current_setting(?)", [name]).fetchone()
+    return None if row is None else row[0]
+
+
+def _current_use(con: duckdb.DuckDBPyConnection) -> tuple[str, str] | None:
+    try:
+        row = con.execute("SELECT current_database(), current_schema()").fetchone()
+    except duckdb.Error:
+        return None
+    return None if row is None else (row[0], row[1])
+
+
+def _restore_use(con: duckdb.DuckDBPyConnection, where: tuple[str, str]) -> None:
+    """USE the catalog and schema the user had chosen; where that is gone
+    (another writer dropped the schema), the lake's default stays in use."""
+    with suppress(duckdb.Error):
+        con.execute(f"USE {ident(where[0])}.{ident(where[1])}")
+
+
+def _refused(exc: duckdb.Error) -> Exception:
+    """DuckLake's refusal of a COMMIT: a conflict by its rules is ConflictError
+    with DuckLake's own wording; anything else is raised as DuckDB raised it."""
+    text = str(exc)
+    marker = "transaction conflict - "
+    at = text.lower().rfind(marker)
+    if at >= 0:  # DuckLake's cause, as DuckLake words it
+        return ConflictError(f"{text[at + len(marker) :]}; nothing was committed")
+    if "conflict" in text.lower():
+        return ConflictError(f"DuckLake refused the commit: {text}")
+    return exc
 
 
 def connect(

@@ -37,6 +37,7 @@ from typing import Any
 
 from slatelake.errors import CorruptionError, FormatError
 from slatelake.store import values
+from slatelake.store.keys import Subspace
 
 ENVELOPE_KIND = 0xE1
 ENVELOPE_VERSION = 2  # what this build writes
@@ -46,6 +47,8 @@ _PERSON = b"slatelake-slot"
 _SEQ = struct.Struct(">Q")
 
 KeyRange = tuple[bytes, bytes]  # [start, end): every key k with start <= k < end
+# Where DuckLake's rows live (not sys records, not index entries).
+_ROW_SUBSPACES = frozenset((Subspace.SNAPSHOT, Subspace.CURRENT, Subspace.HISTORY, Subspace.INLINE))
 
 
 @dataclass(frozen=True, order=True)
@@ -107,6 +110,12 @@ class ChangeSet:
     @property
     def result(self) -> Head:
         return self.base.after(self.mints_snapshot)
+
+    @property
+    def puts_rows(self) -> bool:
+        """True when it writes catalog rows (DuckLake's tables or slatelake's
+        own beside them), not only sys records, index entries and deletions."""
+        return any(key[:1] and key[0] in _ROW_SUBSPACES for key, _ in self.puts)
 
     def keys(self) -> set[bytes]:
         """The keys put or deleted one by one (ranges not included: see ``overlaps``)."""

@@ -1,10 +1,12 @@
 """Committing a change set: race for the next slot, resolve ambiguity.
 
 - Won: the slot PUT was acknowledged; the commit is durable.
-- Lost: read the winner. A head-preserving change set whose keys the winner
-  did not touch rebases onto the winner's head and retries at the next seq
-  (bounded attempts, jittered backoff). One that mints a snapshot, or whose
-  keys overlap, raises ConflictError: its author re-runs on a fresh view.
+- Lost: read the winner. A change set whose keys the winner did not touch
+  rebases onto the winner's head and retries at the next seq (bounded
+  attempts, jittered backoff), unless it mints a DuckLake snapshot and the
+  winner minted one or wrote catalog rows: a snapshot never lands on a
+  catalog it has not seen. Overlapping keys or two
+  snapshots raise ConflictError: its author re-runs on a fresh view.
 - Ambiguous (the PUT failed after it may have landed): re-read the slot and
   look for our txn id. Every outcome is durable-and-discoverable or
   never-happened; nothing is applied twice.
@@ -98,6 +100,11 @@ class Committer:
             cs = self._rebase_or_raise(cs, seq, winner)
             seq += 1
             time.sleep(self._race_backoff.delay(attempt))
+            # slots written meanwhile: rebase past them without racing for each
+            # (one GET per slot), or a busy log outruns every attempt
+            while (later := self._reread(seq)) is not None:
+                cs = self._rebase_or_raise(cs, seq, later)
+                seq += 1
         raise ConflictError(
             f"gave up after {self.max_attempts} lost races for the commit log; "
             "the lake is busy, retry later"
@@ -180,7 +187,10 @@ class Committer:
 
     def _rebase_or_raise(self, cs: ChangeSet, seq: int, winner: list[ChangeSet]) -> ChangeSet:
         first = winner[0]
-        if cs.mints_snapshot:
+        # A snapshot is made on the catalog it saw: it rebases past winners that
+        # wrote no catalog row (a status record, a lock, a sweep's deletions), never
+        # past another snapshot or a head-preserving row write (an index's catalog id).
+        if cs.mints_snapshot and any(w.mints_snapshot or w.puts_rows for w in winner):
             raise ConflictError(
                 f"commit log slot {seq} was taken by txn {first.txn_id} "
                 f"({first.changes_made or 'a concurrent commit'}); re-run on a fresh view"

@@ -1,0 +1,188 @@
+"""Concurrent writers commit as DuckLake commits them.
+
+Each session keeps its own copy of DuckLake's metadata. At COMMIT it takes
+the lake's commit lock, brings that copy to the log's head, and DuckLake's
+own commit rebases the transaction (fresh ids, its conflict rules). So two
+transactions that DuckLake would both commit both land, and a real conflict
+is a ConflictError in DuckLake's words.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from slatelake.ducklake.session import Session, connect
+from slatelake.errors import ConflictError
+from slatelake.log.changeset import ChangeSet
+from slatelake.maintenance.report import STATUS_KEY
+
+
+@pytest.fixture
+def url(tmp_path: Path) -> str:
+    url = (tmp_path / "lake").as_uri()
+    with connect(url, data_path=f"{tmp_path / 'data'}/") as session:
+        session.sql("CREATE TABLE t (id INTEGER)")
+    return url
+
+
+def _parquet(tmp_path: Path) -> set[str]:
+    return {p.name for p in (tmp_path / "data").rglob("*.parquet")}
+
+
+def test_sessions_creating_different_tables_in_overlapping_transactions_both_commit(
+    url: str,
+) -> None:
+    with connect(url) as a, connect(url) as b:
+        a.sql("BEGIN")
+        b.sql("BEGIN")
+        a.sql("CREATE TABLE ta (i INTEGER)")
+        b.sql("CREATE TABLE tb (i INTEGER)")
+        a.sql("COMMIT")
+        b.sql("COMMIT")  # rebased onto a's snapshot, as DuckLake does
+    with connect(url, read_only=True) as fresh:
+        assert fresh.sql("SHOW TABLES").fetchall() == [("t",), ("ta",), ("tb",)]
+
+
+def test_appends_to_one_table_from_overlapping_transactions_both_land(url: str) -> None:
+    with connect(url) as a, connect(url) as b:
+        with a.transaction():
+            a.sql("INSERT INTO t VALUES (1)")
+            with b.transaction():
+                b.sql("INSERT INTO t SELECT range FROM range(100, 3100)")  # a Parquet file
+        expected = (3001, sum(range(100, 3100)) + 1)
+        assert a.sql("SELECT count(*), sum(id) FROM t").fetchone() == expected
+    with connect(url, read_only=True) as fresh:
+        assert fresh.sql("SELECT count(*) FROM t").fetchone() == (3001,)
+
+
+def test_insert_into_a_table_another_transaction_dropped_is_refused_in_ducklakes_words(
+    url: str, tmp_path: Path
+) -> None:
+    before = _parquet(tmp_path)
+    with connect(url) as a, connect(url) as b:
+        a.sql("BEGIN")
+        b.sql("BEGIN")
+        a.sql("DROP TABLE t")
+        b.sql("INSERT INTO t SELECT range FROM range(5000)")  # writes a Parquet file
+        assert len(_parquet(tmp_path)) == len(before) + 1
+        a.sql("COMMIT")
+        with pytest.raises(ConflictError, match="another transaction has dropped it"):
+            b.sql("COMMIT")
+        assert b.sql("SHOW TABLES").fetchall() == []
+        b.sql("CREATE TABLE again (i INTEGER)")  # the loser's session carries on
+    assert _parquet(tmp_path) == before  # the loser's file was removed
+
+
+def test_raw_transaction_survives_another_writers_commit_in_the_middle(url: str) -> None:
+    with connect(url) as a, connect(url) as b:
+        a.sql("BEGIN TRANSACTION")
+        a.sql("INSERT INTO t VALUES (1)")
+        b.sql("INSERT INTO t VALUES (2)")
+        assert a.sql("SELECT id FROM t ORDER BY id").fetchall() == [(1,)]  # its own snapshot
+        a.sql("COMMIT")
+        assert a.sql("SELECT id FROM t ORDER BY id").fetchall() == [(1,), (2,)]
+
+
+def test_raw_transaction_conflict_surfaces_at_commit(url: str) -> None:
+    with connect(url) as a, connect(url) as b:
+        a.sql("INSERT INTO t SELECT range FROM range(3000)")
+        a.sql("BEGIN")
+        a.sql("DELETE FROM t WHERE id < 10")
+        b.sql("DELETE FROM t WHERE id < 20")  # the same file's rows, committed first
+        with pytest.raises(ConflictError):
+            a.sql("COMMIT")
+        assert not a.in_transaction
+        assert a.sql("SELECT count(*) FROM t").fetchone() == (2980,)
+
+
+def test_schema_in_use_survives_a_reload(url: str) -> None:
+    with connect(url) as a:
+        a.sql("CREATE SCHEMA s1")
+        a.sql("USE lake.s1")
+        a._stale = True  # the view must be rebuilt (a lapsed lease, a failed commit)
+        a.sql("CREATE TABLE u (i INTEGER)")  # unqualified: lands in s1
+        assert a.sql("SELECT current_schema()").fetchone() == ("s1",)
+        a.sql("USE memory")
+        a._stale = True
+        a.sql("CREATE TABLE scratch (i INTEGER)")  # DuckDB's own in-memory catalog
+        assert a.sql("SELECT current_database()").fetchone() == ("memory",)
+    with connect(url, read_only=True) as fresh:
+        tables = fresh.sql(
+            "SELECT schema_name, table_name FROM duckdb_tables() WHERE database_name = 'lake' "
+            "ORDER BY ALL"
+        ).fetchall()
+    assert tables == [("main", "t"), ("s1", "u")]
+
+
+def test_immediate_transaction_mode_survives_a_reload(url: str) -> None:
+    with connect(url) as a:
+        a.sql("SET immediate_transaction_mode = true")
+        a._stale = True
+        a.sql("INSERT INTO t VALUES (1)")
+        assert a.sql("SELECT current_setting('immediate_transaction_mode')").fetchone() == (True,)
+        a.sql("SET immediate_transaction_mode = false")
+        assert a.sql("SELECT count(*) FROM t").fetchone() == (1,)
+
+
+def test_timestamptz_results_come_back_as_aware_datetimes(url: str) -> None:
+    with connect(url, read_only=True) as session:
+        (when,) = session.sql(
+            "SELECT snapshot_time FROM lake.snapshots() ORDER BY snapshot_id LIMIT 1"
+        ).fetchone()
+    assert when.tzinfo is not None
+
+
+def _status_writer(session: Session, stop: threading.Event, errors: list[BaseException]) -> None:
+    n = 0
+    while not stop.is_set():
+        n += 1
+        try:
+            session.refresh()
+            cs = ChangeSet(
+                base=session.state.head,
+                puts=((STATUS_KEY, f"status {n}".encode()),),
+                tables=("sys/maintenance_status",),
+            )
+            session.commit_change_set(cs)
+        except ConflictError:
+            pass  # a status record may lose to another status record; never a writer
+        except BaseException as exc:
+            errors.append(exc)
+            return
+        stop.wait(0.02)  # a busy recorder: fifty records a second
+
+
+def _writer(url: str, name: str, rows: int, errors: list[BaseException]) -> None:
+    try:
+        with connect(url) as session:
+            session.sql(f"CREATE TABLE {name} (i INTEGER)")
+            for i in range(rows):
+                session.sql(f"INSERT INTO {name} VALUES ({i})")
+                session.sql(f"INSERT INTO t VALUES ({i})")
+    except BaseException as exc:
+        errors.append(exc)
+
+
+def test_writers_and_head_preserving_records_never_bounce_each_other(url: str) -> None:
+    errors: list[BaseException] = []
+    stop = threading.Event()
+    with connect(url) as status:
+        recorder = threading.Thread(target=_status_writer, args=(status, stop, errors))
+        recorder.start()
+        writers = [
+            threading.Thread(target=_writer, args=(url, f"w{i}", 8, errors)) for i in range(3)
+        ]
+        for w in writers:
+            w.start()
+        for w in writers:
+            w.join(timeout=240)
+        stop.set()
+        recorder.join(timeout=60)
+    assert errors == []
+    with connect(url, read_only=True) as fresh:
+        assert fresh.sql("SELECT count(*) FROM t").fetchone() == (24,)
+        for i in range(3):
+            assert fresh.sql(f"SELECT sum(i) FROM w{i}").fetchone() == (28,)
