@@ -86,18 +86,6 @@ def test_raw_transaction_survives_another_writers_commit_in_the_middle(url: str)
         assert a.sql("SELECT id FROM t ORDER BY id").fetchall() == [(1,), (2,)]
 
 
-def test_raw_transaction_conflict_surfaces_at_commit(url: str) -> None:
-    with connect(url) as a, connect(url) as b:
-        a.sql("INSERT INTO t SELECT range FROM range(3000)")
-        a.sql("BEGIN")
-        a.sql("DELETE FROM t WHERE id < 10")
-        b.sql("DELETE FROM t WHERE id < 20")  # the same file's rows, committed first
-        with pytest.raises(ConflictError):
-            a.sql("COMMIT")
-        assert not a.in_transaction
-        assert a.sql("SELECT count(*) FROM t").fetchone() == (2980,)
-
-
 def test_schema_in_use_survives_a_reload(url: str) -> None:
     with connect(url) as a:
         a.sql("CREATE SCHEMA s1")
@@ -186,3 +174,42 @@ def test_writers_and_head_preserving_records_never_bounce_each_other(url: str) -
         assert fresh.sql("SELECT count(*) FROM t").fetchone() == (24,)
         for i in range(3):
             assert fresh.sql(f"SELECT sum(i) FROM w{i}").fetchone() == (28,)
+
+
+def _table_with_an_inlined_delete(session: Session) -> None:
+    session.sql("CREATE TABLE d (id INTEGER)")
+    session.sql("INSERT INTO d SELECT range FROM range(3801)")  # one Parquet file
+    session.sql("DELETE FROM d WHERE id < 3")  # few rows: an inlined delete
+
+
+def test_delete_over_a_flush_of_inlined_deletes_is_refused_and_its_file_removed(
+    url: str, tmp_path: Path
+) -> None:
+    """Stock DuckLake 1.5.5 commits both and reads every row of the file twice."""
+    with connect(url) as a, connect(url) as b:
+        _table_with_an_inlined_delete(a)
+        before = _parquet(tmp_path)
+        a.sql("BEGIN")
+        a.sql("DELETE FROM d WHERE id >= 602 AND id < 944")  # a delete file
+        b.sql("CALL ducklake_flush_inlined_data('lake')")  # the inlined delete's own file
+        with pytest.raises(ConflictError, match="since this one began"):
+            a.sql("COMMIT")
+        assert a.sql("SELECT count(*), count(DISTINCT id) FROM d").fetchone() == (3798, 3798)
+    with connect(url, read_only=True) as fresh:
+        assert fresh.sql("SELECT count(*), count(DISTINCT id) FROM d").fetchone() == (3798, 3798)
+    added = _parquet(tmp_path) - before
+    assert len(added) == 1  # the flush's delete file; the refused delete's file is gone
+
+
+def test_inlined_delete_over_a_delete_file_is_refused(url: str) -> None:
+    """Stock DuckLake 1.5.5 commits both and subtracts the rows both deleted twice."""
+    with connect(url) as a, connect(url) as b:
+        a.sql("CREATE TABLE d (id INTEGER)")
+        a.sql("INSERT INTO d SELECT range FROM range(3000)")
+        a.sql("BEGIN")
+        a.sql("DELETE FROM d WHERE id < 10")  # inlined
+        b.sql("DELETE FROM d WHERE id < 20")  # a delete file
+        with pytest.raises(ConflictError, match="deleted from it"):
+            a.sql("COMMIT")  # a raw transaction's conflict surfaces at its COMMIT
+        assert not a.in_transaction
+        assert a.sql("SELECT count(*) FROM d").fetchone() == (2980,)
