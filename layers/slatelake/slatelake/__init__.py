@@ -45,10 +45,13 @@ def connect(
     options: dict[str, str] | None = None,
     on_pass: Any = None,
     connection: Any = None,
+    snapshot_version: int | None = None,
+    snapshot_time: Any = None,
 ) -> Any:
     """Open a DuckLake session on a slatelake lake. ``options`` are the
     ``MAINTENANCE_*`` settings, validated here; ``session.maintenance()`` runs a pass.
-    ``connection``: a DuckDB connection to attach the lake to (the session owns it)."""
+    ``connection``: a DuckDB connection to attach the lake to (the session owns it).
+    ``snapshot_version``/``snapshot_time``: a read-only session at that snapshot."""
     from slatelake.maintenance.session import MaintainedSession
 
     return MaintainedSession(
@@ -59,6 +62,8 @@ def connect(
         options=options,
         on_pass=on_pass,
         connection=connection,
+        snapshot_version=snapshot_version,
+        snapshot_time=snapshot_time,
     )
 
 

@@ -36,6 +36,7 @@ import shutil
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import replace
+from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -91,7 +92,12 @@ class Session:
         read_only: bool = False,
         alias: str = "lake",
         connection: duckdb.DuckDBPyConnection | None = None,
+        snapshot_version: int | None = None,
+        snapshot_time: datetime | str | None = None,
     ) -> None:
+        self._pinned = _pin_options(snapshot_version, snapshot_time)
+        if self._pinned:
+            read_only = True  # a past snapshot is read, never written to
         if data_path is not None:
             data_location(data_path)
             check_overlap(lake_url, data_path)
@@ -214,7 +220,11 @@ class Session:
 
     def _attach(self) -> None:
         con = self.con
-        options = [f"METADATA_CATALOG {literal(META_DB)}", *self._data_path_options(self.state)]
+        options = [
+            f"METADATA_CATALOG {literal(META_DB)}",
+            *self._data_path_options(self.state),
+            *self._pinned,
+        ]
         catalog = f"ducklake:{self._meta_file}" if self._meta_file else "ducklake::memory:"
         try:
             con.execute(f"ATTACH {literal(catalog)} AS {ident(self.alias)} ({', '.join(options)})")
@@ -625,6 +635,36 @@ def _statements(query: str) -> list[Any]:
         raise MisconfigurationError(f"cannot parse SQL: {exc}") from exc
 
 
+def _pin_options(version: int | None, when: datetime | str | None) -> list[str]:
+    """DuckLake's ATTACH options for a session at a past snapshot."""
+    if version is not None and when is not None:
+        raise MisconfigurationError("give snapshot_version or snapshot_time, not both")
+    if version is not None:
+        if not isinstance(version, int) or isinstance(version, bool) or version < 0:
+            raise MisconfigurationError(
+                f"snapshot_version {version!r}: expected a snapshot id, an integer >= 0"
+            )
+        return [f"SNAPSHOT_VERSION {int(version)}"]
+    if when is None:
+        return []
+    if isinstance(when, datetime):
+        text = when.isoformat()
+    elif isinstance(when, str) and when.strip() and "\x00" not in when:
+        text = when
+    else:
+        raise MisconfigurationError(
+            f"snapshot_time {when!r}: expected a datetime or a timestamp such as "
+            "'2026-12-01 10:00:00+00'"
+        )
+    try:
+        duckdb.execute("SELECT CAST(? AS TIMESTAMPTZ)", [text]).fetchone()
+    except duckdb.Error:
+        raise MisconfigurationError(
+            f"snapshot_time {when!r} is not a timestamp; use e.g. '2026-12-01 10:00:00+00'"
+        ) from None
+    return [f"SNAPSHOT_TIME {literal(text)}"]
+
+
 def _setting(con: duckdb.DuckDBPyConnection, name: str) -> Any:
     row = con.execute("SELECT current_setting(?)", [name]).fetchone()
     return None if row is None else row[0]
@@ -664,14 +704,23 @@ def connect(
     read_only: bool = False,
     alias: str = "lake",
     connection: duckdb.DuckDBPyConnection | None = None,
+    snapshot_version: int | None = None,
+    snapshot_time: datetime | str | None = None,
 ) -> Session:
     """Open a session on a lake; with ``data_path``, an empty root becomes a new lake.
 
     ``connection``: attach the lake to this DuckDB connection instead of a new
     one (its other databases and settings stay usable); the session then owns
-    it and closes it with the session."""
+    it and closes it with the session. ``snapshot_version``/``snapshot_time``:
+    a read-only session at that snapshot, like DuckLake's ATTACH options."""
     return Session(
-        lake_url, data_path=data_path, read_only=read_only, alias=alias, connection=connection
+        lake_url,
+        data_path=data_path,
+        read_only=read_only,
+        alias=alias,
+        connection=connection,
+        snapshot_version=snapshot_version,
+        snapshot_time=snapshot_time,
     )
 
 

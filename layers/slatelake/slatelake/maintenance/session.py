@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Mapping
+from datetime import datetime
 
 import duckdb
 
@@ -43,6 +44,8 @@ class MaintainedSession(Session):
         options: Mapping[str, str] | None = None,
         on_pass: Callable[[PassReport], None] | None = None,
         connection: duckdb.DuckDBPyConnection | None = None,
+        snapshot_version: int | None = None,
+        snapshot_time: datetime | str | None = None,
     ) -> None:
         self._raw_options = dict(options or {})
         self.scheduler: Scheduler | None = None
@@ -50,7 +53,13 @@ class MaintainedSession(Session):
         # refused option leaves nothing behind; none given bind on our own DuckDB.
         bound = bind(self._raw_options) if self._raw_options else None
         super().__init__(
-            lake_url, data_path=data_path, read_only=read_only, alias=alias, connection=connection
+            lake_url,
+            data_path=data_path,
+            read_only=read_only,
+            alias=alias,
+            connection=connection,
+            snapshot_version=snapshot_version,
+            snapshot_time=snapshot_time,
         )
         try:
             self.options: MaintenanceOptions = bound or parse_options(
