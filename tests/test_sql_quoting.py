@@ -51,6 +51,10 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("slatelake/ducklake/session.py", "', '.join(options)"): "literal() pieces",
     # CREATE SECRET parameters: each built from literal() or a constant
     ("slatelake/ducklake/extensions.py", "', '.join(parts)"): "literal() pieces",
+    # an error message in DuckLake's wording, not SQL: constant words and an int id
+    ("slatelake/ducklake/refused_commit.py", "_verb(min(hit_ours))"): "a constant verb",
+    ("slatelake/ducklake/refused_commit.py", "table_id"): "an int parsed from digits",
+    ("slatelake/ducklake/refused_commit.py", "_WORDS[min(hit_theirs)]"): "a constant phrase",
     # select lists and WHERE clauses assembled from ident() and int()
     ("slatelake/ducklake/capture.py", "select_list(columns)"): "ident() per column",
     ("slatelake/ducklake/capture.py", "where"): "ident() and int() pieces",
