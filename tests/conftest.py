@@ -117,6 +117,8 @@ def shared_lake_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 # check. Everything else (whole passes, the Lambda, processes, the oracle) is
 # marked slow here, so a new module is slow until someone measures it quick.
 FAST_MODULES = {
+    "tests/ducklake/test_refused_commit.py",
+    "tests/log/test_snapshot_rebase.py",
     "tests/catalog/test_bootstrap.py",
     "tests/catalog/test_registry.py",
     "tests/catalog/test_sweep.py",
