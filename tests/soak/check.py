@@ -1,8 +1,9 @@
 """The soak's oracle: open the lake fresh and hold it to the writers' journals.
 
 Run in a process of its own, with the store reached directly (no fault
-proxy): ``python -m tests.soak.check LAKE WORKDIR SINCE`` prints one JSON
-object. Per table:
+proxy): ``python -m tests.soak.check LAKE WORKDIR SINCE [--allow-conflicts]``
+prints one JSON object. Per table of the lake (the shared one and each
+writer's own):
 
 - ``lost``: ids of acknowledged inserts absent now (an acknowledged or
   ambiguous delete of them excuses the absence);
@@ -15,6 +16,13 @@ Then every retained snapshot (from SINCE, where the tables exist) is read
 whole with time travel: it must read, show no id twice, and show no refused
 or phantom id. The journals are loaded into DuckDB (in the session's own
 ``memory`` database) so the comparison is joins, not Python sets.
+
+From the journals alone: ``conflicts_nonconflicting``, the conflicts raised
+to writers on work that only appended (DuckLake commits such work beside any
+other commit, so each is a finding), with samples of their messages.
+
+``violations`` names every non-zero finding; ``allow_conflicts`` reports
+conflicts on non-conflicting work without making them one.
 """
 
 from __future__ import annotations
@@ -27,11 +35,25 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests.soak.journal import AMBIGUOUS, TABLES, Operation, read_journal
+from slatelake.ducklake.sql import ident
+from tests.soak.journal import AMBIGUOUS, Operation, lake_tables, read_journal, tally_conflicts
 
 MEM = "memory"
 # Samples of what went wrong, kept verbatim, per kind of finding.
 SAMPLES = 5
+# Findings that fail the soak when non-zero.
+VIOLATIONS = (
+    "lost",
+    "doubled",
+    "refused_present",
+    "undeleted",
+    "phantom",
+    "snapshots_unreadable",
+    "snapshot_doubled",
+    "snapshot_refused",
+    "snapshot_phantom",
+    "conflicts_nonconflicting",
+)
 
 
 def load_operations(workdir: Path) -> list[Operation]:
@@ -39,6 +61,15 @@ def load_operations(workdir: Path) -> list[Operation]:
     for path in sorted(workdir.glob("writer-*.jsonl")):
         ops.extend(read_journal(path)[0])
     return ops
+
+
+def _mem(kind: str, table: str) -> str:
+    """The oracle's own table of ``kind`` for lake table ``table``, quoted."""
+    return f"{MEM}.{ident(f'soak_{kind}_{table}')}"
+
+
+def _lake(table: str) -> str:
+    return f"lake.{ident(table)}"
 
 
 def _write_ranges(ops: list[Operation], path: Path) -> int:
@@ -56,7 +87,7 @@ def _write_ranges(ops: list[Operation], path: Path) -> int:
     return n
 
 
-def _load(con: Any, ops: list[Operation], workdir: Path) -> None:
+def _load(con: Any, ops: list[Operation], workdir: Path, tables: list[str]) -> None:
     ranges = workdir / "journal-ranges.csv"
     _write_ranges(ops, ranges)
     con.execute(
@@ -69,23 +100,23 @@ def _load(con: Any, ops: list[Operation], workdir: Path) -> None:
         f"CREATE TABLE {MEM}.soak_ids AS SELECT tbl, unnest(range(lo, hi)) AS id, action, fate "
         f"FROM {MEM}.soak_ranges"
     )
-    for table in TABLES:
+    for table in tables:
         con.execute(
-            f"CREATE TABLE {MEM}.soak_inserted_{table} AS SELECT id, fate FROM {MEM}.soak_ids "
+            f"CREATE TABLE {_mem('inserted', table)} AS SELECT id, fate FROM {MEM}.soak_ids "
             "WHERE tbl = ? AND action = 'insert'",
             [table],
         )
         con.execute(
-            f"CREATE TABLE {MEM}.soak_refused_{table} AS SELECT id "
-            f"FROM {MEM}.soak_inserted_{table} WHERE fate = 'refused'"
+            f"CREATE TABLE {_mem('refused', table)} AS SELECT id "
+            f"FROM {_mem('inserted', table)} WHERE fate = 'refused'"
         )
 
 
 def check_table(con: Any, table: str) -> dict[str, int]:
     """The final state of ``table`` against the journal."""
     con.execute(
-        f"CREATE TABLE {MEM}.soak_present_{table} AS "
-        f"SELECT id, count(*) AS c FROM lake.{table} GROUP BY id"
+        f"CREATE TABLE {_mem('present', table)} AS "
+        f"SELECT id, count(*) AS c FROM {_lake(table)} GROUP BY id"
     )
     row = con.execute(
         f"""
@@ -93,7 +124,7 @@ def check_table(con: Any, table: str) -> dict[str, int]:
         ins AS (SELECT id, fate FROM j WHERE action = 'insert'),
         gone AS (SELECT id FROM j WHERE action = 'delete' AND fate IN ('ack', 'ambiguous')),
         dack AS (SELECT id FROM j WHERE action = 'delete' AND fate = 'ack'),
-        p AS (SELECT id, c FROM {MEM}.soak_present_{table})
+        p AS (SELECT id, c FROM {_mem("present", table)})
         SELECT
           (SELECT count(*) FROM ins WHERE fate = 'ack'
              AND NOT EXISTS (SELECT 1 FROM gone WHERE gone.id = ins.id)
@@ -119,7 +150,7 @@ def check_table(con: Any, table: str) -> dict[str, int]:
     return dict(zip(keys, (int(v) for v in row), strict=True))
 
 
-def check_snapshots(con: Any, since: int) -> dict[str, Any]:
+def check_snapshots(con: Any, since: int, tables: list[str]) -> dict[str, Any]:
     """Every retained snapshot read whole, each table, with time travel."""
     snaps = [
         r[0]
@@ -137,14 +168,14 @@ def check_snapshots(con: Any, since: int) -> dict[str, Any]:
     t0 = time.monotonic()
     for snap in snaps:
         bad: list[str] = []
-        for table in TABLES:
+        for table in tables:
             try:
                 n, distinct, _, refused, phantom = con.execute(
                     f"SELECT count(*), count(DISTINCT id), sum(length(payload)), "
-                    f"count(*) FILTER (WHERE id IN (SELECT id FROM {MEM}.soak_refused_{table})), "
+                    f"count(*) FILTER (WHERE id IN (SELECT id FROM {_mem('refused', table)})), "
                     f"count(*) FILTER (WHERE id NOT IN "
-                    f"(SELECT id FROM {MEM}.soak_inserted_{table})) "
-                    f"FROM lake.{table} AT (VERSION => {int(snap)})"
+                    f"(SELECT id FROM {_mem('inserted', table)})) "
+                    f"FROM {_lake(table)} AT (VERSION => {int(snap)})"
                 ).fetchone()
             except Exception as exc:
                 found["snapshots_unreadable"] += 1
@@ -162,26 +193,33 @@ def check_snapshots(con: Any, since: int) -> dict[str, Any]:
     return found
 
 
-def run(lake: str, workdir: Path, since: int) -> dict[str, Any]:
+def run(lake: str, workdir: Path, since: int, allow_conflicts: bool = False) -> dict[str, Any]:
+    """The verdict; ``violations`` maps each non-zero finding to its count
+    (conflicts on non-conflicting work left out when ``allow_conflicts``)."""
     import slatelake
 
     t0 = time.monotonic()
     ops = load_operations(workdir)
     with slatelake.connect(lake, read_only=True) as session:
         con = session.con
-        _load(con, ops, workdir)
-        tables = {t: check_table(con, t) for t in TABLES}
+        names = lake_tables(con)
+        _load(con, ops, workdir, names)
+        tables = {t: check_table(con, t) for t in names}
         result: dict[str, Any] = {"tables": tables}
         for key in next(iter(tables.values())):
             result[key] = sum(t[key] for t in tables.values())
-        result.update(check_snapshots(con, since))
+        result.update(check_snapshots(con, since, names))
         result["head_snapshot"] = session.state.head.snapshot_id
+    result.update(tally_conflicts(ops))
+    allowed = {"conflicts_nonconflicting"} if allow_conflicts else set()
+    result["violations"] = {k: result[k] for k in VIOLATIONS if result[k] and k not in allowed}
     result["seconds"] = round(time.monotonic() - t0, 1)
     return result
 
 
 if __name__ == "__main__":
-    print(json.dumps(run(sys.argv[1], Path(sys.argv[2]), int(sys.argv[3]))))
+    allow = "--allow-conflicts" in sys.argv[4:]
+    print(json.dumps(run(sys.argv[1], Path(sys.argv[2]), int(sys.argv[3]), allow)))
     # The verdict is printed; leave without teardown (see tests/ducklake/oracle.py).
     sys.stdout.flush()
     os._exit(0)

@@ -1,8 +1,10 @@
 """The soak's figures, gathered from what its roles left in the work directory.
 
-Writers' journals (commits, conflicts, refusals, ambiguous outcomes, rows),
-the maintainer's pass log (each Lambda answer: passes run, deferred — left
-work pending —, failed, skipped, per-step outcomes), the readers' counters,
+Writers' journals (commits, conflicts — those on non-conflicting work apart
+—, refusals, ambiguous outcomes, rows), the maintainer's pass log (each
+Lambda answer: passes run, deferred — left work pending —, failed, skipped,
+per-step outcomes and what each step did: snapshots expired, rows flushed,
+files merged and deleted), the readers' counters,
 and each role's own peak RSS (merged into ``peaks``, which the driver also
 fills from /proc while the roles run).
 """
@@ -16,7 +18,15 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from tests.soak.journal import ACK, AMBIGUOUS, REFUSED, read_journal
+from tests.soak.journal import (
+    ACK,
+    AMBIGUOUS,
+    REFUSED,
+    SHARED,
+    Operation,
+    read_journal,
+    tally_conflicts,
+)
 
 # Kept verbatim in the figures, at most this many of each kind.
 SAMPLES = 10
@@ -36,20 +46,27 @@ def peak(peaks: dict[str, float], role: str, mb: float) -> None:
 def writes(workdir: Path, peaks: dict[str, float]) -> dict[str, Any]:
     fates: Counter[str] = Counter()
     kinds: Counter[str] = Counter()
+    tables: Counter[str] = Counter()
     reasons: Counter[str] = Counter()
     acked: list[float] = []
     conflicts = rows = reconnects = 0
+    every: list[Operation] = []
+    by_writer: dict[str, int] = {}
     for path in sorted(workdir.glob("writer-*.jsonl")):
         ops, done = read_journal(path)
+        every.extend(ops)
+        by_writer[path.stem.removeprefix("writer-")] = sum(op.fate == ACK for op in ops)
         for op in ops:
             fates[op.fate] += 1
             if op.fate == ACK:
                 kinds[op.kind] += 1
+                touched = {*op.inserts, *op.deletes}
+                tables.update({"shared" if t == SHARED else "own" for t in touched})
                 rows += op.rows_inserted
                 acked.append(op.seconds)
             elif op.error is not None:
                 reasons[f"{op.fate}: {reason(op.error)}"] += 1
-            conflicts += op.fate == REFUSED and (op.error or "").startswith("ConflictError")
+            conflicts += op.conflict
         if done is not None:
             reconnects += done.reconnects
             peak(peaks, "writer", done.rss_mb)
@@ -60,9 +77,12 @@ def writes(workdir: Path, peaks: dict[str, float]) -> dict[str, Any]:
         "ambiguous": fates[AMBIGUOUS],
         "rows_acknowledged": rows,
         "commits_by_kind": dict(kinds),
+        "commits_by_table": dict(tables),  # commits that wrote the shared table, and own ones
+        "commits_by_writer": by_writer,  # a writer that never wins a race shows here
         "commit_seconds": _spread(acked),
         "refusal_reasons": dict(reasons.most_common(SAMPLES)),
         "writer_reconnects": reconnects,
+        **tally_conflicts(every),
     }
 
 
@@ -83,6 +103,7 @@ def passes(workdir: Path, peaks: dict[str, float]) -> dict[str, Any]:
     path = workdir / "passes.jsonl"
     counts: Counter[str] = Counter()
     steps: dict[str, Counter[str]] = {}
+    did: dict[str, Counter[str]] = {}
     errors: list[str] = []
     seconds: list[float] = []
     lines = path.read_text().splitlines() if path.exists() else []
@@ -107,6 +128,7 @@ def passes(workdir: Path, peaks: dict[str, float]) -> dict[str, Any]:
         failed = report.get("lease_lost") is not None
         for step in report["steps"]:
             steps.setdefault(step["step"], Counter())[step["status"]] += 1
+            did.setdefault(step["step"], Counter()).update(step.get("counts") or {})
             if step["status"] == "failed":
                 failed = True
                 errors.append(f"{step['step']}: {step['detail'][:300]}")
@@ -118,6 +140,8 @@ def passes(workdir: Path, peaks: dict[str, float]) -> dict[str, Any]:
         "passes_skipped": counts["skipped"],
         "pass_seconds_max": max(seconds, default=0.0),
         "pass_steps": {k: dict(v) for k, v in steps.items()},
+        "pass_counts": {k: dict(v) for k, v in did.items() if v},
+        "snapshots_expired": did.get("expire_snapshots", Counter())["snapshots_expired"],
         "pass_errors": errors[:SAMPLES],
     }
 
@@ -144,13 +168,22 @@ def human_line(f: dict[str, Any]) -> str:
     """The figures in one line, for people (the JSON line follows it)."""
     rss = ", ".join(f"{role} {mb:g}" for role, mb in f.get("peak_rss_mb", {}).items())
     where = "moto S3" if f["s3"] else "local files"
+    did = f.get("pass_counts", {})
+    merged = did.get("merge_adjacent_files", {}).get("files_processed", 0)
+    rewritten = did.get("rewrite_data_files", {}).get("files_processed", 0)
+    deleted = did.get("cleanup_old_files", {}).get("files_deleted", 0)
+    orphans = did.get("delete_orphaned_files", {}).get("files_deleted", 0)
     return (
         f"soak {f['minutes']:g} min, {f['writers']} writers on {where}, fault rate "
         f"{f['fault_rate']:g}: {f['commits']} commits ({f['rows_acknowledged']} rows), "
-        f"{f['conflicts']} conflicts, {f['ambiguous']} ambiguous, {f.get('faults', 0)} faults "
+        f"{f['conflicts']} conflicts ({f['conflicts_nonconflicting']} on non-conflicting "
+        f"work), {f['ambiguous']} ambiguous, {f.get('faults', 0)} faults "
         f"injected; lost {f.get('lost')}, doubled {f.get('doubled')}; passes "
-        f"{f['passes_run']} run, {f['passes_deferred']} deferred, {f['passes_failed']} failed; "
+        f"{f['passes_run']} run, {f['passes_deferred']} deferred, {f['passes_failed']} failed "
+        f"(expired {f['snapshots_expired']} snapshots, flushed "
+        f"{did.get('flush_inlined_data', {}).get('rows_flushed', 0)} rows, merged {merged} "
+        f"and rewrote {rewritten} files, deleted {deleted} old and {orphans} orphaned files); "
         f"{f['reads']} reads ({f['read_failures']} failed); "
         f"{f.get('snapshots_checked', 0)} snapshots checked; holder restarts "
-        f"{f['holder_restarts']}; peak RSS MB: {rss}"
+        f"{f['holder_restarts']}; violations {f.get('violations')}; peak RSS MB: {rss}"
     )

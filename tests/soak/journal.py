@@ -12,8 +12,16 @@ table) followed by an ``outcome`` line with its fate:
 - ``ambiguous``: anything else (the outcome is unknown to the writer, e.g. a
   slot PUT whose answer was lost); its rows may be present at most once.
 
+An outcome also says whether the refusal was a conflict (``conflict``), with
+the error's message. Work that only appends (autocommit INSERTs, transactions
+of INSERTs) never conflicts by DuckLake's rules, whatever else commits
+beside it: a conflict raised on it is a finding (``tally_conflicts``). A
+delete may conflict with a pass that merged, rewrote or flushed the same
+table, so its conflicts are only counted.
+
 An intent without an outcome (the writer died) reads as ambiguous. Row ids
-are never reused, so one id names one attempted insert.
+are never reused, so one id names one attempted insert. Each writer has a
+table of its own (``own_table``) and all share one (``SHARED``).
 """
 
 from __future__ import annotations
@@ -26,11 +34,33 @@ from pathlib import Path
 from typing import Any
 
 ACK, REFUSED, AMBIGUOUS = "ack", "refused", "ambiguous"
-TABLES = ("events", "notes")
+SHARED = "shared"  # the table every writer appends to
 # Row ids of writer w are (w + 1) * ID_SPAN + n: disjoint across writers.
 ID_SPAN = 10**12
 
 Ranges = dict[str, list[tuple[int, int]]]  # table -> half-open [lo, hi) id ranges
+# Samples of conflicts on non-conflicting work, kept verbatim in the figures.
+SAMPLES = 10
+
+
+def own_table(writer: int) -> str:
+    """The table only writer ``writer`` writes to."""
+    return f"own_{writer}"
+
+
+def soak_tables(writers: int) -> tuple[str, ...]:
+    """Every table of a soak with ``writers`` writers: the shared one first."""
+    return (SHARED, *(own_table(i) for i in range(writers)))
+
+
+def lake_tables(con: Any) -> list[str]:
+    """The tables in the attached lake's ``main`` schema (the soak's tables,
+    whatever the writer count was), sorted."""
+    rows = con.execute(
+        "SELECT table_name FROM duckdb_tables() "
+        "WHERE database_name = 'lake' AND schema_name = 'main' ORDER BY 1"
+    ).fetchall()
+    return [r[0] for r in rows]
 
 
 @dataclass
@@ -44,10 +74,17 @@ class Operation:
     fate: str = AMBIGUOUS
     error: str | None = None
     seconds: float = 0.0
+    conflict: bool = False  # the lake refused it as a conflict (``error`` says how)
+    writer: int | None = None  # set when read back from a writer's journal
 
     @property
     def rows_inserted(self) -> int:
         return sum(hi - lo for spans in self.inserts.values() for lo, hi in spans)
+
+    @property
+    def appends_only(self) -> bool:
+        """Only INSERTs: non-conflicting work by DuckLake's rules."""
+        return not any(self.deletes.values())
 
 
 @dataclass
@@ -81,6 +118,7 @@ class Journal:
                 "op": op.op,
                 "fate": op.fate,
                 "error": op.error,
+                "conflict": op.conflict,
                 "seconds": round(op.seconds, 3),
                 "at": round(time.time(), 3),
             }
@@ -107,21 +145,39 @@ def _ranges(doc: dict[str, Any]) -> Ranges:
 def read_journal(path: Path) -> tuple[list[Operation], WriterExit | None]:
     """Every operation in a journal, in order, and the writer's exit record if
     it wrote one. A torn last line (the writer was killed mid-write) is
-    ignored: its operation has no outcome, so it reads as ambiguous."""
+    ignored: its operation has no outcome, so it reads as ambiguous. The
+    writer's index is read from the file name (``writer-<index>.jsonl``)."""
     ops: dict[int, Operation] = {}
     done: WriterExit | None = None
+    index = path.stem.removeprefix("writer-")
+    writer = int(index) if index.isdigit() else None
     for line in _lines(path):
         t = line["t"]
         if t == "intent":
             ops[line["op"]] = Operation(
-                line["op"], line["kind"], _ranges(line["ins"]), _ranges(line["del"])
+                line["op"], line["kind"], _ranges(line["ins"]), _ranges(line["del"]), writer=writer
             )
         elif t == "outcome" and line["op"] in ops:
             op = ops[line["op"]]
             op.fate, op.error, op.seconds = line["fate"], line["error"], line["seconds"]
+            op.conflict = bool(line.get("conflict", False))
         elif t == "exit":
             done = WriterExit(line["rss_mb"], line["reconnects"], line["errors"])
     return list(ops.values()), done
+
+
+def tally_conflicts(ops: list[Operation]) -> dict[str, Any]:
+    """Conflicts raised to writers: on non-conflicting work (appends only, a
+    finding) and on work that may conflict (deletes, counted), with the
+    first few of the former verbatim."""
+    bad = [op for op in ops if op.conflict and op.appends_only]
+    return {
+        "conflicts_nonconflicting": len(bad),
+        "conflicts_may_conflict": sum(op.conflict and not op.appends_only for op in ops),
+        "conflict_samples": [
+            f"writer {op.writer} op {op.op} ({op.kind}): {op.error}" for op in bad[:SAMPLES]
+        ],
+    }
 
 
 def _lines(path: Path) -> Iterator[dict[str, Any]]:

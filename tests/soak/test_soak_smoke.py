@@ -1,8 +1,12 @@
 """The soak, briefly, on local files: it runs every role and its oracle finds
 nothing; and the oracle itself, on a lake that disagrees with its journal.
 
-The short soak (12 s: 2 writers, a reader, the holder, a pass every 4 s) is
-run the way ``scripts/soak`` runs it; its last stdout line is the JSON verdict.
+The short soak (12 s: 2 writers, each on its own table and the shared one, a
+reader, the holder, a pass every 4 s) is run the way ``scripts/soak`` runs
+it; its last stdout line is the JSON verdict. It runs with
+``--allow-conflicts``: until a lost race is rebased as DuckLake would,
+writers on non-conflicting work still get ConflictErrors (the oracle tests
+below pin that such a conflict is a violation without the flag).
 """
 
 from __future__ import annotations
@@ -12,11 +16,24 @@ import subprocess
 import sys
 from pathlib import Path
 
+import duckdb
+
 import slatelake
+from slatelake.errors import ConflictError, StoreUnavailableError
 from tests.conftest import subprocess_env
 from tests.soak import check
-from tests.soak.journal import ACK, AMBIGUOUS, REFUSED, Journal, Operation
-from tests.soak.workers import COLUMNS
+from tests.soak.journal import (
+    ACK,
+    AMBIGUOUS,
+    REFUSED,
+    SHARED,
+    Journal,
+    Operation,
+    read_journal,
+    soak_tables,
+    tally_conflicts,
+)
+from tests.soak.workers import COLUMNS, record_failure
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -28,7 +45,7 @@ def test_a_short_soak_on_local_files_commits_and_loses_or_doubles_no_row(tmp_pat
             "-m",
             "tests.soak.driver",
             *("--minutes", "0.2", "--writers", "2", "--readers", "1"),
-            *("--pass-interval", "4", "--dir", str(tmp_path / "soak")),
+            *("--pass-interval", "4", "--allow-conflicts", "--dir", str(tmp_path / "soak")),
         ],
         cwd=ROOT,
         env=subprocess_env(),
@@ -38,8 +55,9 @@ def test_a_short_soak_on_local_files_commits_and_loses_or_doubles_no_row(tmp_pat
     )
     figures = json.loads(proc.stdout.strip().splitlines()[-1])
     assert proc.returncode == 0, (proc.stdout[-3000:], proc.stderr[-3000:])
-    assert figures["commits"] > 0
+    assert figures["commits"] > 0 and figures["violations"] == {}
     assert figures["lost"] == 0 and figures["doubled"] == 0
+    assert sorted(figures["tables"]) == ["own_0", "own_1", "shared"]
     assert figures["passes_run"] + figures["passes_failed"] > 0
     assert figures["snapshots_checked"] > 0
 
@@ -81,3 +99,81 @@ def test_the_oracle_counts_each_kind_of_wrong_row_against_the_journal(tmp_path: 
     # The last snapshots show the wrong rows too, through time travel.
     assert verdict["snapshot_doubled"] >= 1 and verdict["snapshot_refused"] >= 1
     assert verdict["snapshot_phantom"] >= 1
+
+
+def _lake_with_shared_and_own(tmp_path: Path) -> tuple[str, int]:
+    """A lake with the soak's tables for one writer; returns it and the
+    snapshot they exist from."""
+    lake, data = (tmp_path / "lake").as_uri(), str(tmp_path / "data") + "/"
+    with slatelake.connect(lake, data_path=data) as s:
+        with s.transaction():
+            for table in soak_tables(1):
+                s.sql(f"CREATE TABLE {table} ({COLUMNS})")
+        since = s.state.head.snapshot_id
+        s.sql("INSERT INTO shared SELECT i, 0, 0, 'p' FROM range(100, 110) r(i)")
+    return lake, since
+
+
+def test_a_conflict_raised_on_appends_is_a_violation_naming_its_message(tmp_path: Path) -> None:
+    """Appends never conflict by DuckLake's rules: a journaled ConflictError
+    on an INSERT (or a transaction of INSERTs) is a violation, reported with
+    its message; one on a delete (which may meet a pass's merge) is only
+    counted. ``allow_conflicts`` reports the count without the violation."""
+    lake, since = _lake_with_shared_and_own(tmp_path)
+    journal = Journal(tmp_path / "writer-0.jsonl")
+    message = "ConflictError: Transaction conflict - commit log slot 7 was taken by txn 9"
+    for op in (
+        Operation(0, "parquet", {SHARED: [(100, 110)]}, {}, ACK),
+        Operation(1, "txn", {"own_0": [(200, 300)], SHARED: [(300, 302)]}, {}, REFUSED, message),
+        Operation(2, "delete", {}, {"own_0": [(200, 210)]}, REFUSED, message),
+    ):
+        op.conflict = op.fate == REFUSED
+        journal.intent(op)
+        journal.outcome(op)
+    journal.close()
+
+    verdict = check.run(lake, tmp_path, since)
+    allowed = check.run(lake, tmp_path, since, allow_conflicts=True)
+
+    assert verdict["conflicts_nonconflicting"] == 1
+    assert verdict["conflicts_may_conflict"] == 1
+    assert verdict["violations"] == {"conflicts_nonconflicting": 1}
+    assert verdict["conflict_samples"] == [f"writer 0 op 1 (txn): {message}"]
+    assert allowed["conflicts_nonconflicting"] == 1 and allowed["violations"] == {}
+    assert verdict["lost"] == 0 and verdict["refused_present"] == 0
+
+
+def test_a_writer_journals_a_conflict_error_as_a_conflict_with_its_message(tmp_path: Path) -> None:
+    """What a writer records for each error its commit raised, read back from
+    its journal: a ConflictError (or DuckLake's own conflict, untranslated)
+    is a refused conflict with its message; another DuckDB error a refusal
+    only; anything else ambiguous, and the session is reopened."""
+    errors = [
+        ConflictError("commit log slot 7 was taken by txn 9"),
+        duckdb.TransactionException("Transaction conflict - another transaction has compacted it"),
+        duckdb.ConversionException("Could not convert string 'x' to INT64"),
+        StoreUnavailableError("the store answered 503"),
+    ]
+    journal = Journal(tmp_path / "writer-3.jsonl")
+    reopen = []
+    for n, exc in enumerate(errors):
+        op = Operation(n, "parquet", {SHARED: [(n * 10, n * 10 + 5)]}, {})
+        journal.intent(op)
+        reopen.append(record_failure(op, exc))
+        journal.outcome(op)
+    journal.close()
+
+    ops, _ = read_journal(tmp_path / "writer-3.jsonl")
+
+    assert [(op.fate, op.conflict) for op in ops] == [
+        (REFUSED, True),
+        (REFUSED, True),
+        (REFUSED, False),
+        (AMBIGUOUS, False),
+    ]
+    message = f"ConflictError: {errors[0]}"  # the error's own wording, whole
+    assert ops[0].error == message and "slot 7 was taken by txn 9" in message
+    assert reopen == [False, False, False, True]
+    tally = tally_conflicts(ops)
+    assert tally["conflicts_nonconflicting"] == 2
+    assert tally["conflict_samples"][0] == f"writer 3 op 0 (parquet): {message}"

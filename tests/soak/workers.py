@@ -1,11 +1,14 @@
 """The soak's child processes: ``python -m tests.soak.workers ROLE ...``.
 
-- ``setup LAKE DATA``: create the lake and its two tables, print the snapshot
-  they exist from;
-- ``writer LAKE JOURNAL STOP INDEX SEED``: commit until STOP exists: Parquet
-  inserts of a few thousand rows, small inlined inserts, transactions that
-  insert into both tables and delete, and deletes of its own earlier rows,
-  journaling every operation (``journal.py``);
+- ``setup LAKE DATA WRITERS``: create the lake, one table shared by every
+  writer and one table per writer, print the snapshot they exist from;
+- ``writer LAKE JOURNAL STOP INDEX SEED``: commit until STOP exists, to its
+  own table and to the shared one: Parquet inserts of a few thousand rows,
+  small inlined inserts, transactions (``session.transaction()``) that
+  insert into both, and deletes of its own earlier rows in its own table,
+  journaling every operation (``journal.py``). Everything but the deletes
+  only appends: DuckLake commits it beside any other commit, so a conflict
+  raised on it is journaled as a finding;
 - ``reader LAKE OUT STOP SINCE SEED``: time-travel reads of retained
   snapshots (read-only), counting rows and distinct ids;
 - ``maintainer LAKE DATA OUT STOP INTERVAL OPTIONS``: the maintenance Lambda's
@@ -36,11 +39,14 @@ from tests.soak.journal import (
     AMBIGUOUS,
     ID_SPAN,
     REFUSED,
-    TABLES,
+    SHARED,
     Journal,
     Operation,
     Ranges,
     WriterExit,
+    lake_tables,
+    own_table,
+    soak_tables,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -49,6 +55,8 @@ COLUMNS = "id BIGINT, writer INTEGER, op BIGINT, payload VARCHAR"
 # Operation mix of a writer (weights) and its pause between operations (seconds).
 MIX = {"parquet": 4, "inline": 3, "txn": 2, "delete": 2}
 PAUSE_S = 0.15
+# The chance that a single-statement insert goes to the shared table, not the writer's own.
+SHARED_SHARE = 0.5
 
 
 def peak_rss_mb() -> float:
@@ -84,16 +92,20 @@ def _error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {str(exc)[:300]}"
 
 
+def _says_conflict(exc: BaseException) -> bool:
+    return "conflict" in str(exc).lower()
+
+
 # -- setup ---------------------------------------------------------------------
 
 
-def setup(lake: str, data: str) -> None:
+def setup(lake: str, data: str, writers: int) -> None:
     import slatelake
     from slatelake.ducklake.sql import ident
 
     with slatelake.connect(lake, data_path=data) as session:
         with session.transaction():
-            for table in TABLES:
+            for table in soak_tables(writers):
                 session.sql(f"CREATE TABLE {ident(table)} ({COLUMNS})")
         print(json.dumps({"since": session.state.head.snapshot_id}))
 
@@ -102,14 +114,16 @@ def setup(lake: str, data: str) -> None:
 
 
 class Planner:
-    """Picks each operation and its row ids; keeps the writer's own live rows
-    (acknowledged, not deleted) so deletes only ever target those."""
+    """Picks each operation and its row ids; keeps the live rows (acknowledged,
+    not deleted) of the writer's own table so deletes only ever target
+    those. The shared table is only ever appended to."""
 
     def __init__(self, index: int, rng: random.Random) -> None:
         self.index = index
         self.rng = rng
+        self.own = own_table(index)
         self.next_id = (index + 1) * ID_SPAN
-        self.live: dict[str, list[tuple[int, int]]] = {t: [] for t in TABLES}
+        self.live: dict[str, list[tuple[int, int]]] = {self.own: []}
 
     def _ids(self, n: int) -> tuple[int, int]:
         lo = self.next_id
@@ -118,7 +132,7 @@ class Planner:
 
     def _take(self, table: str, most: int) -> tuple[int, int] | None:
         """Remove a random stretch of up to ``most`` live ids of ``table`` from the pool."""
-        pool = self.live[table]
+        pool = self.live.get(table, [])
         if not pool:
             return None
         at = self.rng.randrange(len(pool))
@@ -133,33 +147,30 @@ class Planner:
         ins: Ranges = {}
         dels: Ranges = {}
         if kind == "delete":
-            table = "events" if self.rng.random() < 0.7 else "notes"
-            span = self._take(table, 500)
+            span = self._take(self.own, 500)
             if span is None:
                 kind = "inline"
             else:
-                dels[table] = [span]
+                dels[self.own] = [span]
+        target = SHARED if self.rng.random() < SHARED_SHARE else self.own
         if kind == "parquet":
-            ins["events"] = [self._ids(self.rng.randint(1000, 4000))]
+            ins[target] = [self._ids(self.rng.randint(1000, 4000))]
         elif kind == "inline":
-            ins["notes"] = [self._ids(self.rng.randint(1, 5))]
-        elif kind == "txn":
-            ins["events"] = [self._ids(self.rng.randint(200, 1500))]
-            ins["notes"] = [self._ids(self.rng.randint(1, 3))]
-            span = self._take("events", 300)
-            if span is not None:
-                dels["events"] = [span]
+            ins[target] = [self._ids(self.rng.randint(1, 5))]
+        elif kind == "txn":  # two or three INSERTs, into both tables
+            ins[self.own] = [self._ids(self.rng.randint(200, 1500))]
+            ins[SHARED] = [self._ids(self.rng.randint(1, 3))]
+            if self.rng.random() < 0.5:
+                ins[SHARED].append(self._ids(self.rng.randint(200, 1500)))
         return Operation(op, kind, ins, dels)
 
     def settle(self, op: Operation) -> None:
         """Acknowledged inserts join the pool; a refused delete's rows return
         to it (they are still live); an ambiguous one's never do."""
         if op.fate == ACK:
-            for table, spans in op.inserts.items():
-                self.live[table].extend(spans)
+            self.live[self.own].extend(op.inserts.get(self.own, []))
         elif op.fate == REFUSED:
-            for table, spans in op.deletes.items():
-                self.live[table].extend(spans)
+            self.live[self.own].extend(op.deletes.get(self.own, []))
 
 
 def _apply(session: Any, op: Operation, writer: int) -> None:
@@ -197,11 +208,31 @@ def _close(session: Any) -> None:
         print(f"close failed: {_error(exc)}", file=sys.stderr, flush=True)
 
 
-def writer(lake: str, journal_path: str, stop_path: str, index: int, seed: int) -> None:
+def record_failure(op: Operation, exc: Exception) -> bool:
+    """Set ``op``'s fate from the error its commit raised, with the message;
+    True when the session may be unusable (the writer reopens it).
+
+    A ConflictError is a refusal and a conflict. So is DuckLake's own
+    conflict had it reached the writer untranslated (a TransactionException
+    saying so). Any other DuckDB error failed the statement before anything
+    reached the log; anything else leaves the outcome unknown."""
     import duckdb
 
     from slatelake.errors import ConflictError
 
+    op.error = _error(exc)
+    if isinstance(exc, ConflictError):
+        op.fate, op.conflict = REFUSED, True
+        return False
+    if isinstance(exc, duckdb.Error):
+        op.fate = REFUSED
+        op.conflict = isinstance(exc, duckdb.TransactionException) and _says_conflict(exc)
+        return False
+    op.fate = AMBIGUOUS
+    return True
+
+
+def writer(lake: str, journal_path: str, stop_path: str, index: int, seed: int) -> None:
     stop = Stop(stop_path)
     rng = random.Random(seed)
     planner = Planner(index, rng)
@@ -226,15 +257,11 @@ def writer(lake: str, journal_path: str, stop_path: str, index: int, seed: int) 
             else:
                 _apply(session, op, index)
             op.fate = ACK
-        except ConflictError as exc:
-            op.fate, op.error = REFUSED, _error(exc)
-        except duckdb.Error as exc:  # DuckDB failed it before anything reached the log
-            op.fate, op.error = REFUSED, _error(exc)
-        except Exception as exc:  # the commit's outcome is unknown to us
-            op.fate, op.error = AMBIGUOUS, _error(exc)
-            _close(session)
-            session = None
-            done.reconnects += 1
+        except Exception as exc:
+            if record_failure(op, exc):
+                _close(session)
+                session = None
+                done.reconnects += 1
         if op.error is not None:
             errors[op.error.split(":", 1)[0]] += 1
         op.seconds = time.monotonic() - t0
@@ -269,12 +296,12 @@ def _snapshots(session: Any, since: int) -> list[int]:
     return [r[0] for r in rows if r[0] >= since]
 
 
-def _read_at(session: Any, snap: int) -> bool:
+def _read_at(session: Any, snap: int, tables: list[str]) -> bool:
     """Every table at ``snap``, whole; False when an id shows twice."""
     from slatelake.ducklake.sql import ident
 
     clean = True
-    for table in TABLES:
+    for table in tables:
         n, distinct, _ = session.sql(
             f"SELECT count(*), count(DISTINCT id), sum(length(payload)) "
             f"FROM {ident(table)} AT (VERSION => {int(snap)})"
@@ -291,6 +318,7 @@ def reader(lake: str, out_path: str, stop_path: str, since: int, seed: int) -> N
     stats = ReaderStats()
     out = Path(out_path)
     session = None
+    tables: list[str] = []
     while not stop():
         if session is None:
             session = _open(lake, stop, read_only=True)
@@ -299,10 +327,11 @@ def reader(lake: str, out_path: str, stop_path: str, since: int, seed: int) -> N
             stop.ready()
         snap = None
         try:
+            tables = tables or lake_tables(session.con)
             snaps = _snapshots(session, since)
             if snaps:
                 snap = rng.choice(snaps[-20:] if rng.random() < 0.5 else snaps)
-                if not _read_at(session, snap):
+                if not _read_at(session, snap, tables):
                     stats.doubled_reads += 1
                 stats.reads += 1
         except Exception as exc:
@@ -383,7 +412,7 @@ def maintainer(
 def main(argv: list[str]) -> None:
     role, args = argv[0], argv[1:]
     if role == "setup":
-        setup(*args)
+        setup(args[0], args[1], int(args[2]))
     elif role == "writer":
         writer(args[0], args[1], args[2], int(args[3]), int(args[4]))
     elif role == "reader":
