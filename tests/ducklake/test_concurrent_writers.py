@@ -213,3 +213,60 @@ def test_inlined_delete_over_a_delete_file_is_refused(url: str) -> None:
             a.sql("COMMIT")  # a raw transaction's conflict surfaces at its COMMIT
         assert not a.in_transaction
         assert a.sql("SELECT count(*) FROM d").fetchone() == (2980,)
+
+
+def _file_with_inlined_deletes(session: Session) -> None:
+    session.sql("CREATE TABLE f (id INTEGER)")
+    session.sql("CREATE TABLE o (id INTEGER)")
+    session.sql("INSERT INTO f SELECT range FROM range(613)")
+    session.sql("DELETE FROM f WHERE id < 200")  # a delete file
+    session.sql("DELETE FROM f WHERE id IN (450, 451)")  # inlined deletes of the same file
+
+
+def _rewritten_count(url: str) -> tuple[int, int]:
+    with connect(url) as fresh:
+        before = fresh.sql("SELECT count(*) FROM f").fetchone()[0]
+        fresh.sql("CALL ducklake_rewrite_data_files('lake', delete_threshold => 0.0)")
+        return before, fresh.sql("SELECT count(*) FROM f").fetchone()[0]
+
+
+def test_flush_in_a_transaction_overtaken_by_another_commit_is_refused(url: str) -> None:
+    """Stock DuckLake 1.5.5 retries the flush, leaves the inlined deletes in
+    place beside the delete file that now holds them, and a rewrite then
+    brings the deleted rows back."""
+    with connect(url) as a, connect(url) as b:
+        _file_with_inlined_deletes(a)
+        b.sql("BEGIN")
+        b.sql("CALL ducklake_flush_inlined_data('lake')")
+        a.sql("INSERT INTO o VALUES (1)")  # another table: DuckLake would rebase the flush
+        with pytest.raises(ConflictError, match="maintenance function"):
+            b.sql("COMMIT")
+        b.sql("CALL ducklake_flush_inlined_data('lake')")  # in autocommit it lands
+    assert _rewritten_count(url) == (411, 411)
+
+
+def test_maintenance_call_runs_on_the_head_under_the_commit_lock(url: str) -> None:
+    """A flush in autocommit waits for the lock before DuckLake reads the
+    catalog, so a commit made meanwhile is under it, not rebased over."""
+    with connect(url) as a, connect(url) as b:
+        _file_with_inlined_deletes(a)
+        b.refresh()
+        b._lock.acquire(b.state)  # another writer is committing
+        flushed = threading.Event()
+        errors: list[BaseException] = []
+
+        def flush() -> None:
+            try:
+                a.sql("CALL ducklake_flush_inlined_data('lake')")
+                flushed.set()
+            except BaseException as exc:
+                errors.append(exc)
+
+        runner = threading.Thread(target=flush)
+        runner.start()
+        runner.join(timeout=1.0)
+        assert not flushed.is_set()  # waiting for the lock, not yet run
+        b.sql("INSERT INTO o VALUES (1)")  # commits under the held lock and releases it
+        runner.join(timeout=120)
+        assert errors == [] and flushed.is_set()
+    assert _rewritten_count(url) == (411, 411)

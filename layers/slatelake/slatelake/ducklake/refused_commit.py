@@ -16,10 +16,15 @@ same table are not checked, and committing both loses or resurrects rows
 So after DuckLake commits in the session's copy, and before the slot is
 written, ``unsafe_rebase`` refuses a transaction that removed rows of a
 table which a commit it was rebased over also removed rows of, in a pair
-DuckLake does not check; and a compaction or flush (maintenance, which
-retries) that was rebased over any change to its table: the soak found
-acknowledged deletes undone by a rewrite committed over a writer's append.
-DuckLake's own refusals stay its own.
+DuckLake does not check; and a compaction or flush rebased over any
+snapshot at all: DuckLake's retry of a flush of inlined deletes writes the
+delete file but leaves the inlined deletes in place (stock too), and a
+later rewrite then brings the deleted rows back. Such a flush is recorded
+as a plain ``deleted_from_table``, so the session does not rely on this
+check for it: it runs DuckLake's maintenance functions in autocommit with
+the commit lock already held (no retry can happen), and refuses before
+COMMIT a transaction that called one and was overtaken. DuckLake's own
+refusals stay its own.
 
 A refused transaction's new files (data and delete files DuckLake wrote)
 are removed, as DuckLake removes them when it refuses a commit itself.
@@ -84,17 +89,19 @@ def unsafe_rebase(ours: str, theirs: Iterable[ChangeSet]) -> str | None:
     for cs in theirs:
         if not cs.mints_snapshot:
             continue
+        for table_id, our_kinds in mine.items():
+            hit_ours = our_kinds & (COMPACTION | FLUSH)
+            if hit_ours:  # DuckLake's retry of these is wrong even beside other tables
+                return (
+                    f"attempting to {_verb(min(hit_ours))} table with index "
+                    f'"{table_id}" - but another transaction has committed since this one '
+                    "began, and DuckLake 1.5.5 does not redo a flush or compaction correctly "
+                    "when it retries (run it again)"
+                )
         for table_id, their_kinds in table_changes(cs.changes_made).items():
             our_kinds = mine.get(table_id)
             if not our_kinds:
                 continue
-            hit_ours = our_kinds & (COMPACTION | FLUSH)
-            if hit_ours:  # maintenance rewrites files: it retries, a writer never waits on it
-                return (
-                    f"attempting to {_verb(min(hit_ours))} table with index "
-                    f'"{table_id}" - but another transaction has changed it since this one '
-                    "began (a compaction or flush is only committed on the table it read)"
-                )
             for a, b in _UNCHECKED:
                 for first, second in ((a, b), (b, a)):
                     hit_ours, hit_theirs = our_kinds & first, their_kinds & second

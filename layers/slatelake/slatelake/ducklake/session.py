@@ -82,6 +82,19 @@ _READ_TYPES = frozenset({_ST.SELECT, _ST.EXPLAIN, _ST.SET, _ST.VARIABLE_SET, _ST
 _NOT_LAKE_WRITES = frozenset({_ST.ATTACH, _ST.DETACH, _ST.LOAD})
 T = TypeVar("T")
 _DUCKLAKE_CALL = re.compile(r'"?(ducklake_\w+)"?\s*\(', re.IGNORECASE)
+# DuckLake's maintenance functions run with the commit lock already held, on
+# the head: DuckLake 1.5.5 does not redo a flush or compaction right when it
+# retries, so they must never need to (refused_commit.py).
+_LOCK_FIRST = frozenset(
+    {
+        "ducklake_flush_inlined_data",
+        "ducklake_merge_adjacent_files",
+        "ducklake_rewrite_data_files",
+        "ducklake_expire_snapshots",
+        "ducklake_cleanup_old_files",
+        "ducklake_delete_orphaned_files",
+    }
+)
 
 
 class Session:
@@ -134,6 +147,7 @@ class Session:
             self.con.execute("SET ducklake_retry_wait_ms = 0")
             self._in_txn = False
             self._raw_txn = False  # opened by a BEGIN statement, not by transaction()
+            self._txn_maintains = False  # the open transaction called a maintenance function
             self._rebased: list[ChangeSet] = []  # commits the open COMMIT rebases over
             self._txn_failed = False
             self._stale = False
@@ -318,6 +332,10 @@ class Session:
         if not may_write:
             self.log.read_done()
         wrapped = may_write and not (self._in_txn or self.read_only or types <= _NOT_LAKE_WRITES)
+        if wrapped and _maintains(query):
+            self._lock_at_head()
+        elif self._in_txn and _maintains(query):
+            self._txn_maintains = True
         if wrapped:
             self.con.execute("BEGIN TRANSACTION")
         try:
@@ -328,6 +346,8 @@ class Session:
                 result = Result(result.description, result.fetchall())
         except BaseException as exc:
             self._statement_failed(exc)
+            if wrapped:
+                self._lock.release(self.state)
             if may_write and isinstance(exc, duckdb.IOException):  # httpfs's HTTPException too
                 raise indexes.translate_data_error(_described(query, types), exc) from None
             raise
@@ -346,6 +366,17 @@ class Session:
             self._commit_captured()
         return result
 
+    def _lock_at_head(self) -> None:
+        """Take the commit lock and bring DuckLake's copy to the head before
+        the statement runs, so its commit needs no rebase."""
+        self._lock.acquire(self.state)
+        try:
+            if (self.state.head, self.state.last_seq) != self._synced:
+                self._sync()
+        except BaseException:
+            self._lock.release(self.state)
+            raise
+
     def _transaction_statement(self, query: str) -> duckdb.DuckDBPyConnection | Result:
         """BEGIN, COMMIT or ROLLBACK sent as SQL: the same transaction as
         ``transaction()``, committed under the commit lock at COMMIT."""
@@ -355,6 +386,7 @@ class Session:
                 self.refresh()
             result = self.con.execute(query)  # DuckDB refuses a nested BEGIN itself
             self._in_txn, self._raw_txn, self._txn_failed = True, True, False
+            self._txn_maintains = False
             return result
         if not self._in_txn:
             return self.con.execute(query)  # DuckDB's own "no transaction is active"
@@ -420,7 +452,7 @@ class Session:
             raise MisconfigurationError("a transaction is already open on this session")
         self.refresh()
         self.con.execute("BEGIN TRANSACTION")
-        self._in_txn, self._txn_failed = True, False
+        self._in_txn, self._txn_failed, self._txn_maintains = True, False, False
         try:
             yield self
         except BaseException:
@@ -496,6 +528,14 @@ class Session:
                 "committed, re-run the transaction"
             )
         self._rebased = list(self.state.pending)  # what DuckLake's commit rebases over
+        maintained, self._txn_maintains = self._txn_maintains, False
+        if maintained and any(cs.mints_snapshot for cs in self._rebased):
+            raise ConflictError(
+                "a DuckLake maintenance function ran in this transaction and another "
+                "transaction has committed since it began; DuckLake 1.5.5 does not redo a "
+                "flush or compaction correctly when it retries, so nothing was committed: "
+                "run it again (in autocommit it never needs a retry)"
+            )
         if (self.state.head, self.state.last_seq) != self._synced:
             self._sync(reset_log=False)
 
@@ -617,6 +657,13 @@ def _normalized(data_path: str) -> str:
         return ducklake_data_path(data_path)
     except MisconfigurationError:
         return data_path
+
+
+def _maintains(query: str) -> bool:
+    """True for a call of one of DuckLake's maintenance functions (or CHECKPOINT)."""
+    if query.lstrip().upper().startswith("CHECKPOINT"):
+        return True
+    return any(name.lower() in _LOCK_FIRST for name in _DUCKLAKE_CALL.findall(query))
 
 
 def _described(query: str, types: set[Any]) -> str:
