@@ -97,6 +97,10 @@ def seconds_from_env(name: str, default: float) -> float:
     return value
 
 
+class CommitLockBusyError(ConflictError):
+    """The commit lock stayed held by another committer past the wait."""
+
+
 class CommitLock:
     """Take and give back the lake's commit lock for one committer."""
 
@@ -137,7 +141,7 @@ class CommitLock:
                 continue
             waited = time.monotonic() - started
             if waited > self.wait_s:
-                raise ConflictError(self._busy(raw, waited))
+                raise CommitLockBusyError(self._busy(raw, waited))
             polls += 1
             time.sleep(self._poll.delay(polls))
 

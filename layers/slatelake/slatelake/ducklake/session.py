@@ -31,25 +31,32 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import shutil
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import duckdb
 
-from slatelake.catalog import registry
-from slatelake.catalog.commit_lock import LOCK_KEY, CommitLock
+from slatelake.catalog.commit_lock import LOCK_KEY, CommitLock, CommitLockBusyError
 from slatelake.catalog.lake import Lake
 from slatelake.ducklake import extensions, indexes
+from slatelake.ducklake import statements as stmt
+from slatelake.ducklake.attach_options import (
+    current_use,
+    data_path_options,
+    pin_options,
+    restore_use,
+    setting,
+    stored_data_path,
+)
 from slatelake.ducklake.capture import Capture, Captured
 from slatelake.ducklake.catalog_db import apply_change_sets, copy_database
 from slatelake.ducklake.duck_state import DuckState
-from slatelake.ducklake.guard import check_overlap, data_location, ducklake_data_path
+from slatelake.ducklake.guard import check_overlap, data_location
 from slatelake.ducklake.opening import attach_copy, drop_image_schema, open_base, work_dir
 from slatelake.ducklake.refused_commit import remove_new_files, unsafe_rebase
 from slatelake.ducklake.result import Result
@@ -73,28 +80,8 @@ log = logging.getLogger("slatelake.session")
 META_DB = "__slatelake_meta"
 BASE_DB = "__slatelake_base"
 VERIFY_ENV = "SLATELAKE_VERIFY_CAPTURE"
-_ST = duckdb.StatementType
-# Statements that cannot change the catalog; a read-only session runs only these
-# (plus CALL, checked after the fact: a CALL that changed the catalog is refused).
-_READ_TYPES = frozenset({_ST.SELECT, _ST.EXPLAIN, _ST.SET, _ST.VARIABLE_SET, _ST.PRAGMA})
-# Statements that never write the lake's catalog: not wrapped in a transaction
-# under the commit lock (a change found after them still commits).
-_NOT_LAKE_WRITES = frozenset({_ST.ATTACH, _ST.DETACH, _ST.LOAD})
 T = TypeVar("T")
-_DUCKLAKE_CALL = re.compile(r'"?(ducklake_\w+)"?\s*\(', re.IGNORECASE)
-# DuckLake's maintenance functions run with the commit lock already held, on
-# the head: DuckLake 1.5.5 does not redo a flush or compaction right when it
-# retries, so they must never need to (refused_commit.py).
-_LOCK_FIRST = frozenset(
-    {
-        "ducklake_flush_inlined_data",
-        "ducklake_merge_adjacent_files",
-        "ducklake_rewrite_data_files",
-        "ducklake_expire_snapshots",
-        "ducklake_cleanup_old_files",
-        "ducklake_delete_orphaned_files",
-    }
-)
+_ST = duckdb.StatementType
 
 
 class Session:
@@ -108,7 +95,7 @@ class Session:
         snapshot_version: int | None = None,
         snapshot_time: datetime | str | None = None,
     ) -> None:
-        self._pinned = _pin_options(snapshot_version, snapshot_time)
+        self._pinned = pin_options(snapshot_version, snapshot_time)
         if self._pinned:
             read_only = True  # a past snapshot is read, never written to
         if data_path is not None:
@@ -168,7 +155,7 @@ class Session:
         """(Re)build DuckLake's copy of the catalog from the base and attach DuckLake."""
         con = self.con
         # where the user's unqualified names point, kept across the reload
-        where = _current_use(con) if self._attached else None
+        where = current_use(con) if self._attached else None
         # Unconditionally: a load that failed half way leaves either attached.
         self._attached = False
         con.execute("USE memory")
@@ -196,7 +183,7 @@ class Session:
         state.pending = []
         self._attach_outside_transactions()
         if where is not None:
-            _restore_use(con, where)
+            restore_use(con, where)
         if genesis:
             self._commit_captured(logged=False)
         self.log.open()  # this load's own writes to DuckLake's copy are not DuckLake's
@@ -223,7 +210,7 @@ class Session:
         opens the new catalog's transaction before DuckLake knows its metadata
         schema, and DuckLake's first query names an empty schema. The user's
         setting is restored either way."""
-        immediate = _setting(self.con, "immediate_transaction_mode") is True
+        immediate = setting(self.con, "immediate_transaction_mode") is True
         if immediate:
             self.con.execute("SET immediate_transaction_mode = false")
         try:
@@ -236,7 +223,7 @@ class Session:
         con = self.con
         options = [
             f"METADATA_CATALOG {literal(META_DB)}",
-            *self._data_path_options(self.state),
+            *data_path_options(self.url, self.data_path, self.state),
             *self._pinned,
         ]
         catalog = f"ducklake:{self._meta_file}" if self._meta_file else "ducklake::memory:"
@@ -248,30 +235,6 @@ class Session:
         self._attached = True
         self._stale = False
         self._synced = (self.state.head, self.state.last_seq)
-
-    def _data_path_options(self, state: DuckState) -> list[str]:
-        """DATA_PATH (and OVERRIDE_DATA_PATH) for the ATTACH: DuckLake sees a
-        plain absolute path for local data whatever spelling the catalog or
-        the caller used; a data path other than the catalog's is refused."""
-        stored = _stored_data_path(state)
-        given = None if self.data_path is None else ducklake_data_path(self.data_path)
-        if stored is None:
-            return [] if given is None else [f"DATA_PATH {literal(given)}"]
-        if given is not None and given != _normalized(stored):
-            raise MisconfigurationError(
-                f"data path {self.data_path!r} is not this lake's data path {stored!r}; "
-                "connect without a data path (the lake keeps its own) or pass that one"
-            )
-        if not stored.startswith("file:"):
-            return []  # DuckLake uses the stored path as written (object keys are literal)
-        try:
-            plain = ducklake_data_path(stored)
-        except MisconfigurationError as exc:
-            raise MisconfigurationError(
-                f"{self.url}: the catalog's data path {stored!r} is not a usable local path, "
-                f"so DuckLake's orphan step could delete live files ({exc})"
-            ) from None
-        return [f"DATA_PATH {literal(plain)}", "OVERRIDE_DATA_PATH true"]
 
     def refresh(self) -> None:
         """Bring the session to the log's head; reload only when it moved."""
@@ -301,23 +264,23 @@ class Session:
         back as a ``Result``. Reads stream as usual. Several statements in one
         string run one after the other, as DuckDB runs them.
         """
-        statements = _statements(query)
-        if params is None and len(statements) > 1 and all(st.query.strip() for st in statements):
+        parsed = stmt.parse(query)
+        if params is None and len(parsed) > 1 and all(st.query.strip() for st in parsed):
             result: duckdb.DuckDBPyConnection | Result = Result(None, [])
-            for st in statements:
+            for st in parsed:
                 result = self.sql(st.query, writes=writes)
             return result
-        types = {st.type for st in statements}
+        types = {st.type for st in parsed}
         if writes:
             types = types | {_ST.CALL}
         if self.read_only:
-            refused = sorted(t.name for t in types - _READ_TYPES - {_ST.CALL, _ST.TRANSACTION})
+            refused = sorted(t.name for t in types - stmt.READ_TYPES - {_ST.CALL, _ST.TRANSACTION})
             if refused:
                 raise ReadOnlyError(
                     f"this session is read-only and refuses {', '.join(refused)}; "
                     "reconnect without read_only to write"
                 )
-        if types == {_ST.TRANSACTION} and len(statements) == 1:
+        if types == {_ST.TRANSACTION} and len(parsed) == 1:
             return self._transaction_statement(query)
         if self._txn_failed and not self._raw_txn:
             raise MisconfigurationError(
@@ -328,34 +291,20 @@ class Session:
             self.refresh()
         # A read can still change the catalog through a DuckLake table function
         # (SELECT * FROM ducklake_expire_snapshots(...)): treat those as writes.
-        may_write = bool(types - _READ_TYPES) or "ducklake_" in query.lower()
+        may_write = bool(types - stmt.READ_TYPES) or "ducklake_" in query.lower()
         if not may_write:
             self.log.read_done()
-        wrapped = may_write and not (self._in_txn or self.read_only or types <= _NOT_LAKE_WRITES)
-        if wrapped and _maintains(query):
-            self._lock_at_head()
-        elif self._in_txn and _maintains(query):
-            self._txn_maintains = True
+        wrapped = may_write and not (
+            self._in_txn or self.read_only or types <= stmt.NOT_LAKE_WRITES
+        )
         if wrapped:
-            self.con.execute("BEGIN TRANSACTION")
-        try:
-            result = (
-                self.con.execute(query, params) if params is not None else self.con.execute(query)
-            )
-            if may_write:
-                result = Result(result.description, result.fetchall())
-        except BaseException as exc:
-            self._statement_failed(exc)
-            if wrapped:
-                self._lock.release(self.state)
-            if may_write and isinstance(exc, duckdb.IOException):  # httpfs's HTTPException too
-                raise indexes.translate_data_error(_described(query, types), exc) from None
-            raise
+            return self._autocommit_write(query, params, types)
+        if self._in_txn and stmt.maintains(query):
+            self._txn_maintains = True
+        result = self._run(query, params, types, may_write)
         if self._in_txn:
             return result
-        if wrapped:
-            self._commit_transaction()
-        elif self.read_only:
+        if self.read_only:
             if may_write and self._captured() is not None:
                 self._stale = True
                 raise ReadOnlyError(
@@ -364,6 +313,55 @@ class Session:
                 )
         elif may_write:
             self._commit_captured()
+        return result
+
+    def _autocommit_write(self, query: str, params: Any, types: set[Any]) -> Result:
+        """A write in a transaction of its own. A DuckLake maintenance call runs
+        with the commit lock held from the start (its commit never needs a
+        rebase); any other write runs first without it, and if its commit is
+        refused as a conflict it runs once more with the lock held on the head,
+        where nothing can overtake it: nothing of the first run was committed,
+        and a statement run again later is what its author would have got by
+        sending it a moment later."""
+        lock_first = stmt.maintains(query)
+        try:
+            return self._write_in_transaction(query, params, types, lock_first)
+        except CommitLockBusyError:
+            raise
+        except ConflictError as exc:
+            if lock_first:
+                raise
+            log.info("re-running a write under the commit lock after: %s", exc)
+        self.refresh()
+        return self._write_in_transaction(query, params, types, lock_first=True)
+
+    def _write_in_transaction(
+        self, query: str, params: Any, types: set[Any], lock_first: bool
+    ) -> Result:
+        if lock_first:
+            self._lock_at_head()
+        self.con.execute("BEGIN TRANSACTION")
+        result = self._run(query, params, types, may_write=True, holds_lock=lock_first)
+        self._commit_transaction()
+        return cast(Result, result)  # a write's rows are always fetched
+
+    def _run(
+        self, query: str, params: Any, types: set[Any], may_write: bool, holds_lock: bool = False
+    ) -> duckdb.DuckDBPyConnection | Result:
+        """Execute; a write's rows are fetched before anything commits."""
+        try:
+            result = (
+                self.con.execute(query, params) if params is not None else self.con.execute(query)
+            )
+            if may_write:
+                result = Result(result.description, result.fetchall())
+        except BaseException as exc:
+            self._statement_failed(exc)
+            if holds_lock:
+                self._lock.release(self.state)
+            if may_write and isinstance(exc, duckdb.IOException):  # httpfs's HTTPException too
+                raise indexes.translate_data_error(stmt.described(query, types), exc) from None
+            raise
         return result
 
     def _lock_at_head(self) -> None:
@@ -411,12 +409,17 @@ class Session:
     def _statement_failed(self, exc: BaseException) -> None:
         """A statement raised, maybe after DuckDB applied it: drop its effect.
 
-        In ``transaction()`` the transaction is poisoned (rolled back when its
-        block ends). Otherwise what DuckDB holds open is rolled back, and if
+        In a transaction, an error DuckDB raised is DuckDB's to judge, as in
+        DuckDB: a binder or catalog error leaves the transaction usable, an
+        execution error aborts it (DuckDB then refuses every statement but
+        ROLLBACK, and its COMMIT). One raised after DuckDB ran the statement
+        (converting its rows) poisons the transaction: it is rolled back when
+        its block ends. Otherwise what DuckDB holds open is rolled back, and if
         DuckDB's catalog still moved (it committed before the failure) the
         session reloads from the log before the next statement."""
         if self._in_txn:
-            self._txn_failed = True
+            if not isinstance(exc, duckdb.Error):
+                self._txn_failed = True
             return
         if not isinstance(exc, Exception):  # an interrupt: ask DuckDB nothing more
             self._stale = True
@@ -491,7 +494,7 @@ class Session:
         except duckdb.Error as exc:
             # DuckLake rolled its copy back (and removed the files it wrote)
             self._lock.release(self.state)
-            raise _refused(exc) from exc
+            raise stmt.refused(exc) from exc
         except BaseException:
             self._stale = True  # an interrupt: what DuckDB kept is unknown
             self._lock.release(self.state)
@@ -579,7 +582,7 @@ class Session:
         except BaseException as exc:  # uncapturable, refused, unreadable index entries
             self._stale = True  # DuckDB holds changes the log does not: never carry them
             if isinstance(exc, ConflictError) and captured is not None:  # definitively refused
-                data_path = _stored_data_path(self.state)
+                data_path = stored_data_path(self.state)
                 remove_new_files(self._aux, META_DB, self.alias, data_path, captured.changes)
             if self._lock.held:
                 self._lock.released(committed=False)
@@ -639,110 +642,6 @@ class Session:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _stored_data_path(state: DuckState) -> str | None:
-    """The catalog's data path (ducklake_metadata, lake scope), if it has one."""
-    spec = registry.BY_NAME["ducklake_metadata"]
-    key, value, scope = (spec.index(c) for c in ("key", "value", "scope"))
-    for row in state.rows(spec.name):
-        if row[key] == "data_path" and row[scope] is None:
-            return row[value]
-    return None
-
-
-def _normalized(data_path: str) -> str:
-    """A stored data path in the spelling ``ducklake_data_path`` gives, when it has one."""
-    try:
-        return ducklake_data_path(data_path)
-    except MisconfigurationError:
-        return data_path
-
-
-def _maintains(query: str) -> bool:
-    """True for a call of one of DuckLake's maintenance functions (or CHECKPOINT)."""
-    if query.lstrip().upper().startswith("CHECKPOINT"):
-        return True
-    return any(name.lower() in _LOCK_FIRST for name in _DUCKLAKE_CALL.findall(query))
-
-
-def _described(query: str, types: set[Any]) -> str:
-    """How a failed statement is named in its error: the DuckLake function it
-    calls (a maintenance step), or its statement types."""
-    called = _DUCKLAKE_CALL.search(query)
-    if called:
-        return called.group(1)
-    return " ".join(sorted(t.name for t in types - {_ST.CALL})) or "statement"
-
-
-def _statements(query: str) -> list[Any]:
-    try:
-        return duckdb.extract_statements(query)
-    except duckdb.Error as exc:
-        raise MisconfigurationError(f"cannot parse SQL: {exc}") from exc
-
-
-def _pin_options(version: int | None, when: datetime | str | None) -> list[str]:
-    """DuckLake's ATTACH options for a session at a past snapshot."""
-    if version is not None and when is not None:
-        raise MisconfigurationError("give snapshot_version or snapshot_time, not both")
-    if version is not None:
-        if not isinstance(version, int) or isinstance(version, bool) or version < 0:
-            raise MisconfigurationError(
-                f"snapshot_version {version!r}: expected a snapshot id, an integer >= 0"
-            )
-        return [f"SNAPSHOT_VERSION {int(version)}"]
-    if when is None:
-        return []
-    if isinstance(when, datetime):
-        text = when.isoformat()
-    elif isinstance(when, str) and when.strip() and "\x00" not in when:
-        text = when
-    else:
-        raise MisconfigurationError(
-            f"snapshot_time {when!r}: expected a datetime or a timestamp such as "
-            "'2026-12-01 10:00:00+00'"
-        )
-    try:
-        duckdb.execute("SELECT CAST(? AS TIMESTAMPTZ)", [text]).fetchone()
-    except duckdb.Error:
-        raise MisconfigurationError(
-            f"snapshot_time {when!r} is not a timestamp; use e.g. '2026-12-01 10:00:00+00'"
-        ) from None
-    return [f"SNAPSHOT_TIME {literal(text)}"]
-
-
-def _setting(con: duckdb.DuckDBPyConnection, name: str) -> Any:
-    row = con.execute("SELECT current_setting(?)", [name]).fetchone()
-    return None if row is None else row[0]
-
-
-def _current_use(con: duckdb.DuckDBPyConnection) -> tuple[str, str] | None:
-    try:
-        row = con.execute("SELECT current_database(), current_schema()").fetchone()
-    except duckdb.Error:
-        return None
-    return None if row is None else (row[0], row[1])
-
-
-def _restore_use(con: duckdb.DuckDBPyConnection, where: tuple[str, str]) -> None:
-    """USE the catalog and schema the user had chosen; where that is gone
-    (another writer dropped the schema), the lake's default stays in use."""
-    with suppress(duckdb.Error):
-        con.execute(f"USE {ident(where[0])}.{ident(where[1])}")
-
-
-def _refused(exc: duckdb.Error) -> Exception:
-    """DuckLake's refusal of a COMMIT: a conflict by its rules is ConflictError
-    with DuckLake's own wording; anything else is raised as DuckDB raised it."""
-    text = str(exc)
-    marker = "transaction conflict - "
-    at = text.lower().rfind(marker)
-    if at >= 0:  # DuckLake's cause, as DuckLake words it
-        return ConflictError(f"{text[at + len(marker) :]}; nothing was committed")
-    if "conflict" in text.lower():
-        return ConflictError(f"DuckLake refused the commit: {text}")
-    return exc
 
 
 def connect(

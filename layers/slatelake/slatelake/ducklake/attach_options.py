@@ -1,0 +1,116 @@
+"""How a session attaches its lake as DuckLake, and what a reload keeps.
+
+DuckLake gets the data path as a plain absolute path for local data: 1.5.5's
+orphan step compares ``file://`` data paths wrongly against the files it
+lists and deletes live ones. A catalog that already stores a ``file://`` data
+path is attached with the plain path and OVERRIDE_DATA_PATH. A past snapshot
+is DuckLake's own SNAPSHOT_VERSION / SNAPSHOT_TIME. A reload keeps the
+catalog and schema the user had in USE.
+"""
+
+from __future__ import annotations
+
+from contextlib import suppress
+from datetime import datetime
+from typing import Any
+
+import duckdb
+
+from slatelake.catalog import registry
+from slatelake.ducklake.duck_state import DuckState
+from slatelake.ducklake.guard import ducklake_data_path
+from slatelake.ducklake.sql import ident, literal
+from slatelake.errors import MisconfigurationError
+
+
+def data_path_options(url: str, data_path: str | None, state: DuckState) -> list[str]:
+    """DATA_PATH (and OVERRIDE_DATA_PATH) for the ATTACH: DuckLake sees a
+    plain absolute path for local data whatever spelling the catalog or
+    the caller used; a data path other than the catalog's is refused."""
+    stored = stored_data_path(state)
+    given = None if data_path is None else ducklake_data_path(data_path)
+    if stored is None:
+        return [] if given is None else [f"DATA_PATH {literal(given)}"]
+    if given is not None and given != _normalized(stored):
+        raise MisconfigurationError(
+            f"data path {data_path!r} is not this lake's data path {stored!r}; "
+            "connect without a data path (the lake keeps its own) or pass that one"
+        )
+    if not stored.startswith("file:"):
+        return []  # DuckLake uses the stored path as written (object keys are literal)
+    try:
+        plain = ducklake_data_path(stored)
+    except MisconfigurationError as exc:
+        raise MisconfigurationError(
+            f"{url}: the catalog's data path {stored!r} is not a usable local path, "
+            f"so DuckLake's orphan step could delete live files ({exc})"
+        ) from None
+    return [f"DATA_PATH {literal(plain)}", "OVERRIDE_DATA_PATH true"]
+
+
+def stored_data_path(state: DuckState) -> str | None:
+    """The catalog's data path (ducklake_metadata, lake scope), if it has one."""
+    spec = registry.BY_NAME["ducklake_metadata"]
+    key, value, scope = (spec.index(c) for c in ("key", "value", "scope"))
+    for row in state.rows(spec.name):
+        if row[key] == "data_path" and row[scope] is None:
+            return row[value]
+    return None
+
+
+def _normalized(data_path: str) -> str:
+    """A stored data path in the spelling ``ducklake_data_path`` gives, when it has one."""
+    try:
+        return ducklake_data_path(data_path)
+    except MisconfigurationError:
+        return data_path
+
+
+def pin_options(version: int | None, when: datetime | str | None) -> list[str]:
+    """DuckLake's ATTACH options for a session at a past snapshot."""
+    if version is not None and when is not None:
+        raise MisconfigurationError("give snapshot_version or snapshot_time, not both")
+    if version is not None:
+        if not isinstance(version, int) or isinstance(version, bool) or version < 0:
+            raise MisconfigurationError(
+                f"snapshot_version {version!r}: expected a snapshot id, an integer >= 0"
+            )
+        return [f"SNAPSHOT_VERSION {int(version)}"]
+    if when is None:
+        return []
+    if isinstance(when, datetime):
+        text = when.isoformat()
+    elif isinstance(when, str) and when.strip() and "\x00" not in when:
+        text = when
+    else:
+        raise MisconfigurationError(
+            f"snapshot_time {when!r}: expected a datetime or a timestamp such as "
+            "'2026-12-01 10:00:00+00'"
+        )
+    try:
+        duckdb.execute("SELECT CAST(? AS TIMESTAMPTZ)", [text]).fetchone()
+    except duckdb.Error:
+        raise MisconfigurationError(
+            f"snapshot_time {when!r} is not a timestamp; use e.g. '2026-12-01 10:00:00+00'"
+        ) from None
+    return [f"SNAPSHOT_TIME {literal(text)}"]
+
+
+def setting(con: duckdb.DuckDBPyConnection, name: str) -> Any:
+    row = con.execute("SELECT current_setting(?)", [name]).fetchone()
+    return None if row is None else row[0]
+
+
+def current_use(con: duckdb.DuckDBPyConnection) -> tuple[str, str] | None:
+    try:
+        row = con.execute("SELECT current_database(), current_schema()").fetchone()
+    except duckdb.Error:
+        return None
+    return None if row is None else (row[0], row[1])
+
+
+def restore_use(con: duckdb.DuckDBPyConnection, where: tuple[str, str]) -> None:
+    """USE the catalog and schema the user had chosen; where that is gone
+    (another writer dropped the schema), the lake's default stays in use."""
+    with suppress(duckdb.Error):
+        con.execute(f"USE {ident(where[0])}.{ident(where[1])}")

@@ -1,0 +1,72 @@
+"""What a statement is: its types, whether it may write, whether it maintains.
+
+A write runs in a transaction of its own (session.py); DuckLake's maintenance
+functions run with the commit lock held from the start.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import duckdb
+
+from slatelake.errors import ConflictError, MisconfigurationError
+
+ST = duckdb.StatementType
+# Statements that cannot change the catalog; a read-only session runs only these
+# (plus CALL, checked after the fact: a CALL that changed the catalog is refused).
+READ_TYPES = frozenset({ST.SELECT, ST.EXPLAIN, ST.SET, ST.VARIABLE_SET, ST.PRAGMA})
+# Statements that never write the lake's catalog: not wrapped in a transaction
+# under the commit lock (a change found after them still commits).
+NOT_LAKE_WRITES = frozenset({ST.ATTACH, ST.DETACH, ST.LOAD})
+DUCKLAKE_CALL = re.compile(r'"?(ducklake_\w+)"?\s*\(', re.IGNORECASE)
+# DuckLake's maintenance functions run with the commit lock already held, on
+# the head: DuckLake 1.5.5 does not redo a flush or compaction right when it
+# retries, so they must never need to (refused_commit.py).
+LOCK_FIRST = frozenset(
+    {
+        "ducklake_flush_inlined_data",
+        "ducklake_merge_adjacent_files",
+        "ducklake_rewrite_data_files",
+        "ducklake_expire_snapshots",
+        "ducklake_cleanup_old_files",
+        "ducklake_delete_orphaned_files",
+    }
+)
+
+
+def maintains(query: str) -> bool:
+    """True for a call of one of DuckLake's maintenance functions (or CHECKPOINT)."""
+    if query.lstrip().upper().startswith("CHECKPOINT"):
+        return True
+    return any(name.lower() in LOCK_FIRST for name in DUCKLAKE_CALL.findall(query))
+
+
+def described(query: str, types: set[Any]) -> str:
+    """How a failed statement is named in its error: the DuckLake function it
+    calls (a maintenance step), or its statement types."""
+    called = DUCKLAKE_CALL.search(query)
+    if called:
+        return called.group(1)
+    return " ".join(sorted(t.name for t in types - {ST.CALL})) or "statement"
+
+
+def parse(query: str) -> list[Any]:
+    try:
+        return duckdb.extract_statements(query)
+    except duckdb.Error as exc:
+        raise MisconfigurationError(f"cannot parse SQL: {exc}") from exc
+
+
+def refused(exc: duckdb.Error) -> Exception:
+    """DuckLake's refusal of a COMMIT: a conflict by its rules is ConflictError
+    with DuckLake's own wording; anything else is raised as DuckDB raised it."""
+    text = str(exc)
+    marker = "transaction conflict - "
+    at = text.lower().rfind(marker)
+    if at >= 0:  # DuckLake's cause, as DuckLake words it
+        return ConflictError(f"{text[at + len(marker) :]}; nothing was committed")
+    if "conflict" in text.lower():
+        return ConflictError(f"DuckLake refused the commit: {text}")
+    return exc
