@@ -1,0 +1,451 @@
+"""Where a test file's statements run: stock DuckDB, or slatelake sessions.
+
+``stock``: one DuckDB database with the ducklake extension loaded from the
+wheel (``extensions.connect``); named connections are cursors on it, so the
+test's ``ATTACH 'ducklake:...'`` runs as written and every connection sees it.
+
+``slatelake``: the test's ATTACH of a DuckLake opens (or creates) a
+``file://`` slatelake lake under the scratch directory, one per metadata path,
+and a session on it through ``slatelake.ducklake.session.connect(...,
+connection=)``, handing it the connection the test has used so far (its
+settings and memory tables stay). Every named connection gets its own session
+on the same lake; DETACH closes them all, a later ATTACH reopens the lake. The
+metadata catalog's names (``METADATA_CATALOG``, ``__ducklake_metadata_<alias>``)
+are rewritten to the session's. A setting of GLOBAL scope, which stock
+shares between connections of one database, is replayed on every connection.
+BEGIN/COMMIT/ROLLBACK go to ``session.transaction()`` (``txn="api"``) or
+through ``session.sql`` (``txn="raw"``). ATTACH options map to ``connect``'s
+arguments: DATA_PATH, READ_ONLY, SNAPSHOT_VERSION/SNAPSHOT_TIME (when
+``connect`` takes them); DATA_INLINING_ROW_LIMIT becomes the connection's
+default inlining limit.
+
+What a session cannot express raises ``Unsupported``: a second lake attached at
+once, a catalog in SQLite/Postgres, other ATTACH options (ENCRYPTED,
+METADATA_SCHEMA, OVERRIDE_DATA_PATH ...), a DETACH of the metadata catalog.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import inspect
+import re
+import threading
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+MAIN = "__main__"  # the test's unnamed connection
+
+_ATTACH = re.compile(
+    r"^\s*ATTACH\s+(?:DATABASE\s+)?(?P<ine>IF\s+NOT\s+EXISTS\s+)?'ducklake:(?P<path>[^']*)'"
+    r"(?:\s+AS\s+(?P<alias>\"[^\"]+\"|\w+))?\s*(?:\((?P<options>.*)\))?\s*;?\s*$",
+    re.IGNORECASE | re.DOTALL,
+)
+_TYPE_DUCKLAKE = re.compile(r"^\s*ATTACH\b.*\bTYPE\s+'?ducklake\b", re.IGNORECASE | re.DOTALL)
+_DETACH = re.compile(
+    r"^\s*DETACH\s+(?:DATABASE\s+)?(?:IF\s+EXISTS\s+)?(?P<alias>\"[^\"]+\"|\w+)\s*;?\s*$",
+    re.IGNORECASE,
+)
+_TXN = re.compile(
+    r"^\s*(?P<verb>BEGIN|START|COMMIT|END|ROLLBACK|ABORT)(?:\s+TRANSACTION)?\s*;?\s*$",
+    re.IGNORECASE,
+)
+_SET = re.compile(
+    r"^\s*SET\s+(?P<scope>GLOBAL\s+|SESSION\s+|LOCAL\s+)?(?!VARIABLE\b)(?P<name>\w+)\s*(?:=|\bTO\b)",
+    re.IGNORECASE,
+)
+
+
+class Unsupported(Exception):
+    """A statement the slatelake backend cannot map onto a session."""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a statement returned: its columns (name, DuckDBPyType) and rows."""
+
+    columns: tuple[tuple[str, Any], ...]
+    rows: list[tuple[Any, ...]]
+
+
+EMPTY = Outcome((), [])
+
+
+def _fetch(cursor: Any) -> Outcome:
+    description = cursor.description
+    if not description:
+        return EMPTY
+    return Outcome(tuple((d[0], d[1]) for d in description), cursor.fetchall())
+
+
+def _close(thing: Any) -> None:
+    with contextlib.suppress(Exception):
+        thing.close()
+
+
+def _connect() -> duckdb.DuckDBPyConnection:
+    from slatelake.ducklake import extensions
+
+    return extensions.connect()
+
+
+def ducklake_version() -> str:
+    """The loaded ducklake extension's version (the commit it was built from)."""
+    con = _connect()
+    try:
+        row = con.execute(
+            "SELECT extension_version FROM duckdb_extensions() WHERE extension_name = 'ducklake'"
+        ).fetchone()
+        return str(row[0]) if row else "unknown"
+    finally:
+        con.close()
+
+
+class StockBackend:
+    name = "stock"
+
+    def __init__(self, workdir: Path, txn: str = "api") -> None:
+        self._main = _connect()
+        self._cursors: dict[str, duckdb.DuckDBPyConnection] = {}
+        self._lock = threading.Lock()
+
+    def _cursor(self, connection: str | None) -> duckdb.DuckDBPyConnection:
+        if connection is None:
+            return self._main
+        with self._lock:
+            if connection not in self._cursors:
+                self._cursors[connection] = self._main.cursor()
+            return self._cursors[connection]
+
+    def execute(self, connection: str | None, sql: str) -> Outcome:
+        cursor = self._cursor(connection)
+        cursor.execute(sql)
+        return _fetch(cursor)
+
+    def release(self, connection: str) -> None:
+        with self._lock:
+            cursor = self._cursors.pop(connection, None)
+        if cursor is not None:
+            _close(cursor)
+
+    def close(self) -> None:
+        for cursor in self._cursors.values():
+            _close(cursor)
+        _close(self._main)
+
+
+@dataclass(frozen=True)
+class _Lake:
+    """The DuckLake the test attached, as a slatelake lake."""
+
+    url: str
+    alias: str
+    data_path: str | None
+    read_only: bool
+    inline_limit: int | None
+    meta_names: tuple[str, ...]
+    at: dict[str, Any]  # snapshot_version / snapshot_time, when the session API takes them
+    sets_before: int  # GLOBAL settings made before the ATTACH
+
+
+class _Transaction:
+    """``session.transaction()`` held open across statements (BEGIN ... COMMIT)."""
+
+    def __init__(self, session: Any) -> None:
+        self._cm = session.transaction()
+        self._cm.__enter__()
+
+    def commit(self) -> None:
+        self._cm.__exit__(None, None, None)
+
+    def rollback(self) -> None:
+        rollback = _Rollback()
+        self._cm.__exit__(_Rollback, rollback, None)
+
+
+class _Rollback(Exception):
+    """Raised into the transaction block to roll it back."""
+
+
+class SlatelakeBackend:
+    name = "slatelake"
+
+    def __init__(self, workdir: Path, txn: str = "api") -> None:
+        from slatelake.ducklake import session as session_module
+
+        self._session_module = session_module
+        self._meta_db = session_module.META_DB
+        self._lakes = workdir / "lakes"
+        self._lakes.mkdir(parents=True, exist_ok=True)
+        self._txn = txn
+        self._lake: _Lake | None = None
+        self._plain: dict[str, duckdb.DuckDBPyConnection] = {}  # no lake attached on these
+        self._sessions: dict[str, Any] = {}
+        self._open_txns: dict[str, _Transaction] = {}
+        self._global_sets: list[str] = []  # SETs of GLOBAL scope, replayed on other connections
+        self._applied: dict[str, int] = {}  # how many of them each plain connection has
+        self._lock = threading.RLock()
+
+    # -- connections ------------------------------------------------------------
+    def _plain_connection(self, name: str) -> duckdb.DuckDBPyConnection:
+        """The connection ``name`` uses while no lake is attached to it. A new one
+        gets the GLOBAL settings made so far; with a lake attached, only those
+        made before its ATTACH (the rest follow once its session is open)."""
+        with self._lock:
+            con = self._plain.get(name)
+            if con is None:
+                con = _connect()
+                upto = len(self._global_sets) if self._lake is None else self._lake.sets_before
+                for statement in self._global_sets[:upto]:
+                    con.execute(statement)
+                self._plain[name], self._applied[name] = con, upto
+            return con
+
+    def _session(self, name: str) -> Any | None:
+        with self._lock:
+            if name in self._sessions:
+                return self._sessions[name]
+            lake = self._lake
+            if lake is None:
+                return None
+            con = self._plain_connection(name)
+            del self._plain[name]
+            applied = self._applied.pop(name)
+        if lake.inline_limit is not None:
+            con.execute(f"SET ducklake_default_data_inlining_row_limit = {lake.inline_limit}")
+        try:
+            session = self._session_module.connect(
+                lake.url,
+                data_path=lake.data_path,
+                read_only=lake.read_only,
+                alias=lake.alias,
+                connection=con,
+                **lake.at,
+            )
+        except BaseException:
+            _close(con)
+            raise
+        try:
+            session.sql("USE memory")  # stock's ATTACH leaves the default catalog as it was
+            with self._lock:
+                later = self._global_sets[applied:]
+            for statement in later:  # settings made since: stock's connection has them
+                session.sql(statement)
+        except BaseException:
+            _close(session)
+            raise
+        with self._lock:
+            self._sessions[name] = session
+        return session
+
+    def release(self, connection: str) -> None:
+        with self._lock:
+            txn = self._open_txns.pop(connection, None)
+            session = self._sessions.pop(connection, None)
+            plain = self._plain.pop(connection, None)
+            self._applied.pop(connection, None)
+        if txn is not None:
+            with contextlib.suppress(Exception):
+                txn.rollback()
+        for thing in (session, plain):
+            if thing is not None:
+                _close(thing)
+
+    def _close_sessions(self) -> None:
+        with self._lock:
+            names = list(self._sessions)
+        for name in names:
+            self.release(name)
+
+    def close(self) -> None:
+        self._close_sessions()
+        with self._lock:
+            plain, self._plain = list(self._plain.values()), {}
+        for con in plain:
+            _close(con)
+
+    # -- statements ----------------------------------------------------------------
+    def execute(self, connection: str | None, sql: str) -> Outcome:
+        name = connection or MAIN
+        attach = _ATTACH.match(sql)
+        if attach:
+            return self._attach(name, attach)
+        if _TYPE_DUCKLAKE.match(sql):
+            raise Unsupported("ATTACH ... (TYPE ducklake)")
+        detach = _DETACH.match(sql)
+        lake = self._lake
+        if detach and lake is not None:
+            target = _unquote(detach.group("alias"))
+            if target in lake.meta_names:
+                raise Unsupported("DETACH of the metadata catalog (the session owns it)")
+            if target == lake.alias:
+                self._close_sessions()
+                self._lake = None
+                return EMPTY
+        session = self._session(name)
+        if session is None:
+            con = self._plain_connection(name)
+            con.execute(sql)
+            outcome = _fetch(con)
+            self._note_setting(sql, con)
+            return outcome
+        verb = _TXN.match(sql)
+        if verb and self._txn == "api":
+            return self._transaction(name, session, verb.group("verb").upper())
+        outcome = _fetch(session.sql(self._rename_meta(sql)))
+        self._note_setting(sql, session.con)
+        return outcome
+
+    def _transaction(self, name: str, session: Any, verb: str) -> Outcome:
+        if verb in ("BEGIN", "START"):
+            if name in self._open_txns:
+                raise duckdb.TransactionException(
+                    "TransactionContext Error: cannot start a transaction within a transaction"
+                )
+            self._open_txns[name] = _Transaction(session)
+            return EMPTY
+        txn = self._open_txns.pop(name, None)
+        if txn is None:
+            word = "commit" if verb in ("COMMIT", "END") else "rollback"
+            raise duckdb.TransactionException(
+                f"TransactionContext Error: cannot {word} - no transaction is active"
+            )
+        if verb in ("COMMIT", "END"):
+            txn.commit()
+        else:
+            txn.rollback()
+        return EMPTY
+
+    def _rename_meta(self, sql: str) -> str:
+        lake = self._lake
+        if lake is None:
+            return sql
+        for name in lake.meta_names:
+            sql = re.sub(r'(?<![\w"])"?' + re.escape(name) + r'"?(?![\w"])', self._meta_db, sql)
+        return sql
+
+    def _note_setting(self, sql: str, con: duckdb.DuckDBPyConnection) -> None:
+        """A SET of GLOBAL scope: stock shares it between connections, so apply
+        it to the others and to every connection opened later."""
+        found = _SET.match(sql)
+        if not found or (found.group("scope") or "").strip().upper() in ("SESSION", "LOCAL"):
+            return
+        if not (found.group("scope") or "").strip():
+            row = con.execute(
+                "SELECT scope FROM duckdb_settings() WHERE lower(name) = lower(?)",
+                [found.group("name")],
+            ).fetchone()
+            if row is None or row[0] != "GLOBAL":
+                return
+        with self._lock:
+            self._global_sets.append(sql)
+            sessions = [s for s in self._sessions.values() if s.con is not con]
+            others = []
+            if self._lake is None:  # with a lake, plain connections catch up at their session
+                others = [(n, c) for n, c in self._plain.items() if c is not con]
+                for other_name, _ in others:
+                    self._applied[other_name] = len(self._global_sets)
+        for _, other in others:
+            other.execute(sql)
+        for session in sessions:
+            session.sql(sql)
+
+    def _attach(self, name: str, found: re.Match[str]) -> Outcome:
+        if name in self._open_txns:
+            raise Unsupported("ATTACH of a DuckLake inside a transaction")
+        path = found.group("path")
+        alias = _unquote(found.group("alias") or "")
+        if not alias:
+            raise Unsupported("ATTACH of a DuckLake without AS alias")
+        if re.match(r"^(sqlite|postgres|mysql|md|motherduck):", path, re.IGNORECASE):
+            raise Unsupported(f"a DuckLake catalog in {path.split(':')[0]}")
+        options = _options(found.group("options") or "")
+        lake = self._lake
+        if lake is not None:
+            if lake.alias != alias:
+                raise Unsupported("a second DuckLake attached at the same time")
+            if found.group("ine"):
+                return EMPTY
+            raise duckdb.BinderException(
+                f'Binder Error: Failed to attach database: database with name "{alias}" '
+                "already exists"
+            )
+        data_path, meta, inline, read_only, read_write, at = None, None, None, False, False, {}
+        accepted = set(inspect.signature(self._session_module.connect).parameters)
+        for key, value in options:
+            if key == "DATA_PATH" and value:
+                data_path = value
+            elif key == "METADATA_CATALOG" and value:
+                if value == alias:
+                    raise Unsupported("METADATA_CATALOG naming the lake itself")
+                meta = value
+            elif key == "DATA_INLINING_ROW_LIMIT" and value is not None:
+                inline = int(value)
+            elif key == "READ_ONLY":
+                read_only = value is None or value.lower() in ("true", "1")
+            elif key == "READ_WRITE":
+                read_write = value is None or value.lower() in ("true", "1")
+            elif key == "TYPE" and (value or "").lower() == "ducklake":
+                continue
+            elif key in ("SNAPSHOT_VERSION", "SNAPSHOT_TIME") and key.lower() in accepted:
+                at[key.lower()] = int(value or 0) if key == "SNAPSHOT_VERSION" else value
+            else:
+                raise Unsupported(f"ATTACH option {key}")
+        if read_write and (read_only or at):
+            # read_only=False is also the default: the session cannot tell it was asked for
+            raise Unsupported("ATTACH option READ_WRITE with READ_ONLY or a snapshot")
+        key_text = path if path not in ("", ":memory:") else uuid.uuid4().hex
+        root = self._lakes / hashlib.sha1(key_text.encode()).hexdigest()[:16]
+        if not root.exists() and data_path is None:
+            data_path = path + ".files"  # DuckLake's default: next to the metadata file
+        if data_path is not None and not data_path.endswith("/"):
+            data_path += "/"
+        names = (f"__ducklake_metadata_{alias}",) + ((meta,) if meta else ())
+        self._lake = _Lake(
+            root.as_uri(), alias, data_path, read_only, inline, names, at, len(self._global_sets)
+        )
+        try:
+            self._session(name)
+        except BaseException:
+            self._lake = None
+            raise
+        return EMPTY
+
+
+def _unquote(name: str) -> str:
+    return name[1:-1] if len(name) > 1 and name[0] == name[-1] == '"' else name
+
+
+def _options(text: str) -> list[tuple[str, str | None]]:
+    """``KEY value, KEY 'value', FLAG`` at the top level of an ATTACH's parentheses."""
+    parts, current, depth, quoted = [], "", 0, False
+    for ch in text:
+        if ch == "'":
+            quoted = not quoted
+        elif not quoted and ch in "([":
+            depth += 1
+        elif not quoted and ch in ")]":
+            depth -= 1
+        if ch == "," and not quoted and depth == 0:
+            parts.append(current)
+            current = ""
+        else:
+            current += ch
+    parts.append(current)
+    options = []
+    for part in parts:
+        part = part.strip()
+        if not part:
+            continue
+        key, value = (re.split(r"\s+", part, maxsplit=1) + [""])[:2]
+        if len(value) > 1 and value[0] == value[-1] == "'":
+            value = value[1:-1]
+        options.append((key.upper(), value or None))
+    return options
+
+
+BACKENDS = {"stock": StockBackend, "slatelake": SlatelakeBackend}
