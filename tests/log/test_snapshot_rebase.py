@@ -53,8 +53,15 @@ def test_snapshot_commit_never_rebases_past_another_snapshot(tmp_path: Path) -> 
         Committer(log, backoff_s=0).commit(_snapshot(), 1)
 
 
-def test_snapshot_commit_never_rebases_past_a_head_preserving_row_write(tmp_path: Path) -> None:
+def test_snapshot_commit_rebases_past_an_expiry_that_writes_rows(tmp_path: Path) -> None:
     log = _log(tmp_path)
-    _winner(log, ChangeSet(base=BASE, puts=((ROW, b"an index took a catalog id"),)))
+    _winner(log, ChangeSet(base=BASE, puts=((ROW, b"scheduled for deletion"),)))
+    assert Committer(log, backoff_s=0).commit(_snapshot(), 1).seq == 2
+
+
+def test_snapshot_commit_never_rebases_past_a_head_snapshot_row_write(tmp_path: Path) -> None:
+    log = _log(tmp_path)
+    head_row = encode_key(Subspace.SNAPSHOT, 0x01, 3)
+    _winner(log, ChangeSet(base=BASE, puts=((head_row, b"an index took a catalog id"),)))
     with pytest.raises(ConflictError):
         Committer(log, backoff_s=0).commit(_snapshot(), 1)

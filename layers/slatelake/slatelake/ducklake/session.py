@@ -524,11 +524,11 @@ class Session:
                 "this session's copy of the catalog had to be rebuilt while a transaction was "
                 "open; nothing was committed, re-run the transaction"
             )
-        if any(cs.puts_rows and not cs.mints_snapshot for cs in self.state.pending):
+        if any(cs.puts_snapshot_rows and not cs.mints_snapshot for cs in self.state.pending):
             raise ConflictError(
-                "another writer changed catalog rows without a DuckLake snapshot (an index "
-                "took a catalog id), which DuckLake's commit cannot rebase onto; nothing was "
-                "committed, re-run the transaction"
+                "another writer changed the head snapshot's row without a DuckLake snapshot "
+                "(an index took a catalog id), which DuckLake's commit cannot rebase onto; "
+                "nothing was committed, re-run the transaction"
             )
         self._rebased = list(self.state.pending)  # what DuckLake's commit rebases over
         maintained, self._txn_maintains = self._txn_maintains, False

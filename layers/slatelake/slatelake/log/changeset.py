@@ -47,8 +47,6 @@ _PERSON = b"slatelake-slot"
 _SEQ = struct.Struct(">Q")
 
 KeyRange = tuple[bytes, bytes]  # [start, end): every key k with start <= k < end
-# Where DuckLake's rows live (not sys records, not index entries).
-_ROW_SUBSPACES = frozenset((Subspace.SNAPSHOT, Subspace.CURRENT, Subspace.HISTORY, Subspace.INLINE))
 
 
 @dataclass(frozen=True, order=True)
@@ -112,10 +110,11 @@ class ChangeSet:
         return self.base.after(self.mints_snapshot)
 
     @property
-    def puts_rows(self) -> bool:
-        """True when it writes catalog rows (DuckLake's tables or slatelake's
-        own beside them), not only sys records, index entries and deletions."""
-        return any(key[:1] and key[0] in _ROW_SUBSPACES for key, _ in self.puts)
+    def puts_snapshot_rows(self) -> bool:
+        """True when it writes snapshot rows without minting one (an index
+        taking a catalog id bumps the head snapshot's ``next_catalog_id``):
+        a DuckLake commit made on the old row would hand the same id out."""
+        return any(key[:1] == bytes((Subspace.SNAPSHOT,)) for key, _ in self.puts)
 
     def keys(self) -> set[bytes]:
         """The keys put or deleted one by one (ranges not included: see ``overlaps``)."""

@@ -4,7 +4,7 @@
 - Lost: read the winner. A change set whose keys the winner did not touch
   rebases onto the winner's head and retries at the next seq (bounded
   attempts, jittered backoff), unless it mints a DuckLake snapshot and the
-  winner minted one or wrote catalog rows: a snapshot never lands on a
+  winner minted one or rewrote a snapshot row: a snapshot never lands on a
   catalog it has not seen. Overlapping keys or two
   snapshots raise ConflictError: its author re-runs on a fresh view.
 - Ambiguous (the PUT failed after it may have landed): re-read the slot and
@@ -187,10 +187,10 @@ class Committer:
 
     def _rebase_or_raise(self, cs: ChangeSet, seq: int, winner: list[ChangeSet]) -> ChangeSet:
         first = winner[0]
-        # A snapshot is made on the catalog it saw: it rebases past winners that
-        # wrote no catalog row (a status record, a lock, a sweep's deletions), never
-        # past another snapshot or a head-preserving row write (an index's catalog id).
-        if cs.mints_snapshot and any(w.mints_snapshot or w.puts_rows for w in winner):
+        # A snapshot is made on the catalog it saw: it rebases past head-preserving
+        # winners (a status record, a lock, a sweep, an expiry), never past another
+        # snapshot or a write of the head snapshot's row (an index's catalog id).
+        if cs.mints_snapshot and any(w.mints_snapshot or w.puts_snapshot_rows for w in winner):
             raise ConflictError(
                 f"commit log slot {seq} was taken by txn {first.txn_id} "
                 f"({first.changes_made or 'a concurrent commit'}); re-run on a fresh view"
