@@ -86,6 +86,21 @@ def test_raw_transaction_survives_another_writers_commit_in_the_middle(url: str)
         assert a.sql("SELECT id FROM t ORDER BY id").fetchall() == [(1,), (2,)]
 
 
+def test_raw_transaction_whose_view_went_stale_surfaces_a_conflict_at_commit(url: str) -> None:
+    """No reload inside an open transaction (DuckDB refuses to detach a
+    catalog with outstanding work): the conflict comes at COMMIT, retryable."""
+    with connect(url) as a, connect(url) as b:
+        a.sql("BEGIN")
+        a.sql("INSERT INTO t VALUES (1)")
+        a._stale = True  # its view must be rebuilt (a lapsed lease)
+        b.sql("INSERT INTO t VALUES (2)")
+        assert a.sql("SELECT id FROM t").fetchall() == [(1,)]
+        with pytest.raises(ConflictError, match="re-run the transaction"):
+            a.sql("COMMIT")
+        a.sql("INSERT INTO t VALUES (1)")
+        assert a.sql("SELECT id FROM t ORDER BY id").fetchall() == [(1,), (2,)]
+
+
 def test_schema_in_use_survives_a_reload(url: str) -> None:
     with connect(url) as a:
         a.sql("CREATE SCHEMA s1")
