@@ -2,29 +2,23 @@
 
 ``connect`` materializes the catalog into an in-memory DuckDB database and
 attaches DuckLake over it. Every statement first brings the session to the
-log's head (one LIST when nothing moved); after a DuckLake transaction
-commits, its effect on the metadata tables is captured and committed through
-the log. A lost race raises ConflictError (DuckLake's retryable wording) and
-the session re-materializes before the next statement; ``retry`` re-runs a
-callable on conflict. Read-only sessions attach DuckLake read-only and never
-write a slot.
+log's head (one LIST when nothing moved). Every write runs in a DuckDB
+transaction; at its COMMIT the session takes the lake's commit lock, brings
+DuckLake's copy to the head, and lets DuckLake's own commit rebase it (or
+refuse it, in DuckLake's words, as ConflictError); the captured change is
+then committed through the log, releasing the lock. DuckLake's maintenance
+calls take the lock before they run. ``retry`` re-runs a callable on
+conflict. Read-only sessions attach DuckLake read-only and never write a
+slot. See docs/architecture.md, "Concurrent writers".
 
 A write statement whose data-file request failed inside DuckDB's httpfs
 (or the file system) raises the typed error (``indexes.translate_data_error``:
 a refusal, a missing file, an unavailable store), one line naming the file.
-A statement that raised leaves nothing behind: DuckDB may already have
-committed it (it commits a materialized statement before Python converts its
-rows), so after any failure the session rolls back what DuckDB still holds
-open and, if DuckDB's catalog moved, reloads from the log before the next
-statement. The caller was told the statement failed; its effect must never
-reach the log with a later, unrelated commit.
-
-DuckLake gets the data path as a plain absolute path for local data: 1.5.5's
-orphan step compares ``file://`` data paths wrongly against the files it
-lists and deletes live ones. A catalog that already stores a ``file://`` data
-path is attached with the plain path and OVERRIDE_DATA_PATH (the stored value
-is left as it is; DuckLake resolves its relative file paths against the
-override).
+A statement that raised leaves nothing behind: a write's rows are fetched
+before its COMMIT, and after any failure the session rolls back what DuckDB
+still holds open and, if DuckDB's catalog moved, reloads from the log before
+the next statement. ATTACH options (the data path, a past snapshot) are in
+``attach_options.py``.
 """
 
 from __future__ import annotations
