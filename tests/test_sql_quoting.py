@@ -48,6 +48,13 @@ QUOTING = {"ident", "literal"}
 # (file, interpolated expression) -> why it carries no outside text.
 ALLOWED: dict[tuple[str, str], str] = {
     # ATTACH options: each built just above from literal() or a constant
+    # a write's result (results.py): the caller's own statement, run as they sent
+    # it; casts to DuckDB-reported plain type names (_scalar_type) over ident() names
+    ("slatelake/ducklake/results.py", "query"): "the caller's own statement",
+    ("slatelake/ducklake/results.py", "t"): "_scalar_type(): letters and spaces",
+    ("slatelake/ducklake/results.py", "nulls"): "CAST(NULL AS _scalar_type())",
+    ("slatelake/ducklake/results.py", "names"): "ident() per column",
+    ("slatelake/ducklake/results.py", "values"): "constant placeholders and casts",
     ("slatelake/ducklake/session.py", "', '.join(options)"): "literal() pieces",
     # CREATE SECRET parameters: each built from literal() or a constant
     ("slatelake/ducklake/extensions.py", "', '.join(parts)"): "literal() pieces",

@@ -26,12 +26,14 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from types import FrameType
+from typing import Any, TypeVar
 
 import duckdb
 
@@ -53,7 +55,7 @@ from slatelake.ducklake.duck_state import DuckState
 from slatelake.ducklake.guard import check_overlap, data_location
 from slatelake.ducklake.opening import attach_copy, drop_image_schema, open_base, work_dir
 from slatelake.ducklake.refused_commit import remove_new_files, unsafe_rebase
-from slatelake.ducklake.result import Result
+from slatelake.ducklake.results import Results, in_scope
 from slatelake.ducklake.sql import ident, literal
 from slatelake.ducklake.write_log import WriteLog
 from slatelake.errors import (
@@ -76,6 +78,17 @@ BASE_DB = "__slatelake_base"
 VERIFY_ENV = "SLATELAKE_VERIFY_CAPTURE"
 T = TypeVar("T")
 _ST = duckdb.StatementType
+
+
+@dataclass(frozen=True)
+class _Call:
+    """One statement that may write, as the caller sent it."""
+
+    query: str
+    params: Any
+    types: set[Any]
+    frame: FrameType
+    kinds: set[Any]  # the parsed statement types (``types`` may add CALL for ``writes``)
 
 
 class Session:
@@ -121,6 +134,7 @@ class Session:
             self._aux = self.con.cursor()
             self.capture = Capture(self._aux, META_DB, BASE_DB)
             self.log = WriteLog(self._aux, META_DB, BASE_DB)
+            self._results = Results(self.con)
             self.log.enable()
             self.verify = os.environ.get(VERIFY_ENV) == "1"
             self._lock = CommitLock(self.lake)
@@ -248,21 +262,44 @@ class Session:
     # -- statements ------------------------------------------------------------
     def sql(
         self, query: str, params: Any = None, writes: bool | None = None
-    ) -> duckdb.DuckDBPyConnection | Result:
-        """Run SQL; each statement autocommits (unless a transaction is open).
+    ) -> duckdb.DuckDBPyRelation | None:
+        """Run SQL as DuckDB's ``sql`` does; each statement autocommits
+        (unless a transaction is open).
 
-        ``writes`` overrides the statement-type guess of whether the statement
-        may change the catalog (a SELECT from a maintenance table function does).
-        A statement that may write runs in a transaction of its own, committed
-        under the lake's commit lock (``_commit_transaction``); its rows come
-        back as a ``Result``. Reads stream as usual. Several statements in one
-        string run one after the other, as DuckDB runs them.
+        A read returns DuckDB's relation (lazy, as DuckDB's). A statement that
+        may write runs to completion in a transaction of its own, committed
+        under the lake's commit lock (``_commit_transaction``), before its
+        result comes back, materialized: DuckDB's row count as a one-row
+        relation, or its rows (``RETURNING``, a DuckLake function). ``None``
+        where DuckDB returns None (SET, BEGIN). Several statements in one
+        string run one after the other; the last one's result comes back.
+        Python objects named in the query are found in the caller's scope
+        (DuckDB's replacement scans). ``writes`` overrides the guess of whether
+        the statement may change the catalog.
         """
+        return self._statements(query, params, writes, sys._getframe(1), pending=False)
+
+    def execute(self, query: str, params: Any = None) -> duckdb.DuckDBPyConnection:
+        """Run SQL as DuckDB's ``execute`` does: the session's connection comes
+        back with the result pending (``fetchone``, ``fetchall``, ``df`` ...)."""
+        self._statements(query, params, None, sys._getframe(1), pending=True)
+        return self.con
+
+    def register(self, name: str, python_object: Any) -> duckdb.DuckDBPyConnection:
+        """Make a pandas, Arrow or polars object queryable as ``name`` (DuckDB's ``register``)."""
+        return self.con.register(name, python_object)
+
+    def unregister(self, name: str) -> duckdb.DuckDBPyConnection:
+        return self.con.unregister(name)
+
+    def _statements(
+        self, query: str, params: Any, writes: bool | None, frame: FrameType, pending: bool
+    ) -> Any:
         parsed = stmt.parse(query)
         if params is None and len(parsed) > 1 and all(st.query.strip() for st in parsed):
-            result: duckdb.DuckDBPyConnection | Result = Result(None, [])
+            result = None
             for st in parsed:
-                result = self.sql(st.query, writes=writes)
+                result = self._statements(st.query, None, writes, frame, pending)
             return result
         types = {st.type for st in parsed}
         if writes:
@@ -275,7 +312,8 @@ class Session:
                     "reconnect without read_only to write"
                 )
         if types == {_ST.TRANSACTION} and len(parsed) == 1:
-            return self._transaction_statement(query)
+            self._transaction_statement(query)
+            return self.con if pending else None
         if self._txn_failed and not self._raw_txn:
             raise MisconfigurationError(
                 "a statement in this transaction failed; leave the transaction block "
@@ -288,28 +326,37 @@ class Session:
         may_write = bool(types - stmt.READ_TYPES) or "ducklake_" in query.lower()
         if not may_write:
             self.log.read_done()
-        wrapped = may_write and not (
-            self._in_txn or self.read_only or types <= stmt.NOT_LAKE_WRITES
-        )
+            return self._read(query, params, frame, pending)
+        call = _Call(query, params, types, frame, kinds={st.type for st in parsed})
+        wrapped = not (self._in_txn or self.read_only or types <= stmt.NOT_LAKE_WRITES)
         if wrapped:
-            return self._autocommit_write(query, params, types)
-        if self._in_txn and stmt.maintains(query):
-            self._txn_maintains = True
-        result = self._run(query, params, types, may_write)
-        if self._in_txn:
-            return result
-        if self.read_only:
-            if may_write and self._captured() is not None:
-                self._stale = True
-                raise ReadOnlyError(
-                    "this session is read-only but the statement changed the catalog; nothing was "
-                    "committed, reconnect without read_only to write"
-                )
-        elif may_write:
-            self._commit_captured()
-        return result
+            result = self._autocommit_write(call)
+        else:
+            if self._in_txn and stmt.maintains(query):
+                self._txn_maintains = True
+            result = self._run(call)
+            if self.read_only:
+                if self._captured() is not None:
+                    self._stale = True
+                    raise ReadOnlyError(
+                        "this session is read-only but the statement changed the catalog; "
+                        "nothing was committed, reconnect without read_only to write"
+                    )
+            elif not self._in_txn:
+                self._commit_captured()
+        return self._results.pend(result) if pending else result
 
-    def _autocommit_write(self, query: str, params: Any, types: set[Any]) -> Result:
+    def _read(self, query: str, params: Any, frame: FrameType, pending: bool) -> Any:
+        """DuckDB's own answer to a read: a lazy relation, or the pending result."""
+        try:
+            if pending:
+                return in_scope(frame, self.con.execute, query, params)
+            return in_scope(frame, self.con.sql, query, params=params)
+        except BaseException as exc:
+            self._statement_failed(exc)
+            raise
+
+    def _autocommit_write(self, call: _Call) -> duckdb.DuckDBPyRelation | None:
         """A write in a transaction of its own. A DuckLake maintenance call runs
         with the commit lock held from the start (its commit never needs a
         rebase); any other write runs first without it, and if its commit is
@@ -317,9 +364,9 @@ class Session:
         where nothing can overtake it: nothing of the first run was committed,
         and a statement run again later is what its author would have got by
         sending it a moment later."""
-        lock_first = stmt.maintains(query)
+        lock_first = stmt.maintains(call.query)
         try:
-            return self._write_in_transaction(query, params, types, lock_first)
+            return self._write_in_transaction(call, lock_first)
         except CommitLockBusyError:
             raise
         except ConflictError as exc:
@@ -327,36 +374,30 @@ class Session:
                 raise
             log.info("re-running a write under the commit lock after: %s", exc)
         self.refresh()
-        return self._write_in_transaction(query, params, types, lock_first=True)
+        return self._write_in_transaction(call, lock_first=True)
 
     def _write_in_transaction(
-        self, query: str, params: Any, types: set[Any], lock_first: bool
-    ) -> Result:
+        self, call: _Call, lock_first: bool
+    ) -> duckdb.DuckDBPyRelation | None:
         if lock_first:
             self._lock_at_head()
         self.con.execute("BEGIN TRANSACTION")
-        result = self._run(query, params, types, may_write=True, holds_lock=lock_first)
+        result = self._run(call, holds_lock=lock_first)
         self._commit_transaction()
-        return cast(Result, result)  # a write's rows are always fetched
+        return result
 
-    def _run(
-        self, query: str, params: Any, types: set[Any], may_write: bool, holds_lock: bool = False
-    ) -> duckdb.DuckDBPyConnection | Result:
-        """Execute; a write's rows are fetched before anything commits."""
+    def _run(self, call: _Call, holds_lock: bool = False) -> duckdb.DuckDBPyRelation | None:
+        """Run a write; its result is materialized before anything commits."""
         try:
-            result = (
-                self.con.execute(query, params) if params is not None else self.con.execute(query)
-            )
-            if may_write:
-                result = Result(result.description, result.fetchall())
+            return self._results.write(call.query, call.params, call.kinds, call.frame)
         except BaseException as exc:
             self._statement_failed(exc)
             if holds_lock:
                 self._lock.release(self.state)
-            if may_write and isinstance(exc, duckdb.IOException):  # httpfs's HTTPException too
-                raise indexes.translate_data_error(stmt.described(query, types), exc) from None
+            if isinstance(exc, duckdb.IOException):  # httpfs's HTTPException too
+                what = stmt.described(call.query, call.types)
+                raise indexes.translate_data_error(what, exc) from None
             raise
-        return result
 
     def _lock_at_head(self) -> None:
         """Take the commit lock and bring DuckLake's copy to the head before
@@ -369,19 +410,20 @@ class Session:
             self._lock.release(self.state)
             raise
 
-    def _transaction_statement(self, query: str) -> duckdb.DuckDBPyConnection | Result:
+    def _transaction_statement(self, query: str) -> None:
         """BEGIN, COMMIT or ROLLBACK sent as SQL: the same transaction as
         ``transaction()``, committed under the commit lock at COMMIT."""
         verb = query.strip().split(None, 1)[0].rstrip(";").lower()
         if verb in ("begin", "start"):
             if not self._in_txn:
                 self.refresh()
-            result = self.con.execute(query)  # DuckDB refuses a nested BEGIN itself
+            self.con.execute(query)  # DuckDB refuses a nested BEGIN itself
             self._in_txn, self._raw_txn, self._txn_failed = True, True, False
             self._txn_maintains = False
-            return result
+            return
         if not self._in_txn:
-            return self.con.execute(query)  # DuckDB's own "no transaction is active"
+            self.con.execute(query)  # DuckDB's own "no transaction is active"
+            return
         if not self._raw_txn:
             raise MisconfigurationError(
                 f"{verb.upper()} inside a session.transaction() block: the block commits when "
@@ -391,14 +433,13 @@ class Session:
         self._in_txn, self._raw_txn, self._txn_failed = False, False, False
         if verb in ("commit", "end") and not failed:
             self._commit_transaction()
-            return Result(None, [])
+            return
         self._rollback()
         if verb in ("commit", "end"):  # as DuckDB answers a COMMIT of an aborted transaction
             raise duckdb.TransactionException(
                 "a statement in this transaction failed, so it was rolled back and nothing was "
                 "committed; run it again"
             )
-        return Result(None, [])
 
     def _statement_failed(self, exc: BaseException) -> None:
         """A statement raised, maybe after DuckDB applied it: drop its effect.
@@ -406,13 +447,14 @@ class Session:
         In a transaction, an error DuckDB raised is DuckDB's to judge, as in
         DuckDB: a binder or catalog error leaves the transaction usable, an
         execution error aborts it (DuckDB then refuses every statement but
-        ROLLBACK, and its COMMIT). One raised after DuckDB ran the statement
-        (converting its rows) poisons the transaction: it is rolled back when
-        its block ends. Otherwise what DuckDB holds open is rolled back, and if
-        DuckDB's catalog still moved (it committed before the failure) the
-        session reloads from the log before the next statement."""
+        ROLLBACK). An aborted transaction, or one where something raised
+        after DuckDB ran the statement, is failed: its COMMIT rolls it back
+        and says so (DuckDB's own COMMIT of an aborted transaction is silent).
+        Otherwise what DuckDB holds open is rolled back, and if DuckDB's
+        catalog still moved (it committed before the failure) the session
+        reloads from the log before the next statement."""
         if self._in_txn:
-            if not isinstance(exc, duckdb.Error):
+            if not isinstance(exc, duckdb.Error) or self._aborted():
                 self._txn_failed = True
             return
         if not isinstance(exc, Exception):  # an interrupt: ask DuckDB nothing more
@@ -424,6 +466,16 @@ class Session:
                 self._stale = True
         except Exception:
             self._stale = True
+
+    def _aborted(self) -> bool:
+        """Whether DuckDB aborted the open transaction (it refuses any statement)."""
+        try:
+            self.con.execute("SELECT 1")
+        except duckdb.TransactionException:
+            return True
+        except duckdb.Error:
+            return False
+        return False
 
     def _rollback(self) -> None:
         """Roll back DuckDB's open transaction, if there is one."""
@@ -439,8 +491,6 @@ class Session:
         if self.read_only:
             raise ReadOnlyError("this session is read-only; it writes no commit-log slot")
         return self._commit(lambda: self.lake.commit_change_set(self.state, cs), in_duckdb=False)
-
-    execute = sql
 
     @contextmanager
     def transaction(self) -> Iterator[Session]:
