@@ -150,7 +150,7 @@ class Session:
             self.state = self._open_state()
             self._load()
         except BaseException:  # refused (another data path...): leave no reader lease behind
-            self.close()
+            self._close()
             raise
 
     # -- loading -------------------------------------------------------------
@@ -261,7 +261,7 @@ class Session:
 
     # -- statements ------------------------------------------------------------
     def sql(
-        self, query: str, params: Any = None, writes: bool | None = None
+        self, query: str, params: Any = None, writes: bool | None = None, *, alias: str = ""
     ) -> duckdb.DuckDBPyRelation | None:
         """Run SQL as DuckDB's ``sql`` does; each statement autocommits
         (unless a transaction is open).
@@ -275,15 +275,46 @@ class Session:
         string run one after the other; the last one's result comes back.
         Python objects named in the query are found in the caller's scope
         (DuckDB's replacement scans). ``writes`` overrides the guess of whether
-        the statement may change the catalog.
+        the statement may change the catalog; ``alias`` names the relation.
         """
-        return self._statements(query, params, writes, sys._getframe(1), pending=False)
+        result = self._statements(query, params, writes, sys._getframe(1), pending=False)
+        return result.set_alias(alias) if alias and result is not None else result
 
     def execute(self, query: str, params: Any = None) -> duckdb.DuckDBPyConnection:
         """Run SQL as DuckDB's ``execute`` does: the session's connection comes
         back with the result pending (``fetchone``, ``fetchall``, ``df`` ...)."""
         self._statements(query, params, None, sys._getframe(1), pending=True)
         return self.con
+
+    def executemany(self, query: str, parameters: Any = None) -> duckdb.DuckDBPyConnection:
+        """Run one statement once per parameter set, as DuckDB's ``executemany``;
+        in autocommit, all of them as one transaction (one commit)."""
+        frame = sys._getframe(1)
+        sets = list(parameters or [])
+        if self._in_txn:
+            for params in sets:
+                self._statements(query, params, None, frame, pending=True)
+            return self.con
+        with self.transaction():
+            for params in sets:
+                self._statements(query, params, None, frame, pending=True)
+        return self.con
+
+    def begin(self) -> Session:
+        """``BEGIN``, as DuckDB's ``begin``."""
+        self._transaction_statement("BEGIN")
+        return self
+
+    def commit(self) -> Session:
+        """``COMMIT``, as DuckDB's ``commit``: under the lake's commit lock
+        (nothing to do outside a transaction, as in DuckDB)."""
+        if self._in_txn:
+            self._transaction_statement("COMMIT")
+        return self
+
+    def rollback(self) -> Session:
+        self._transaction_statement("ROLLBACK")
+        return self
 
     def register(self, name: str, python_object: Any) -> duckdb.DuckDBPyConnection:
         """Make a pandas, Arrow or polars object queryable as ``name`` (DuckDB's ``register``)."""
@@ -320,6 +351,7 @@ class Session:
                 "(it is rolled back) and run it again"
             )
         if not self._in_txn:
+            self._commit_outside_writes()
             self.refresh()
         # A read can still change the catalog through a DuckLake table function
         # (SELECT * FROM ducklake_expire_snapshots(...)): treat those as writes.
@@ -345,6 +377,39 @@ class Session:
             elif not self._in_txn:
                 self._commit_captured()
         return self._results.pend(result) if pending else result
+
+    def _commit_outside_writes(self) -> None:
+        """Commit a write DuckDB ran outside the session's statements (a
+        relation's ``insert_into``, ``create`` or ``update``; ``session.con``):
+        DuckLake committed it to the session's copy, so it is committed now,
+        before anything else, when nothing has landed since; otherwise it
+        cannot be rebased and is refused, never dropped without a word."""
+        if self.read_only or self._in_txn or self._stale or self._synced is None:
+            return
+        (newest,) = self._aux.execute(
+            f"SELECT max(snapshot_id) FROM {ident(META_DB)}.ducklake_snapshot"
+        ).fetchone()
+        if newest == self._synced[0].snapshot_id:
+            return
+        try:
+            self._lock.acquire(self.state)
+            pending = self.state.pending
+            if pending is None or any(cs.mints_snapshot or cs.puts_snapshot_rows for cs in pending):
+                raise ConflictError(
+                    "a write made outside session.sql (a relation's insert_into, create or "
+                    "update, or session.con) reached only this session's copy of the catalog, "
+                    "and another writer has committed since; it was discarded: run it through "
+                    "session.sql or session.execute"
+                )
+            self._rebased = []
+            if pending:
+                self._sync(reset_log=False)
+        except BaseException:
+            self._stale = True
+            self._lock.release(self.state)
+            raise
+        log.info("committing a write made outside session.sql (snapshot %s)", newest)
+        self._commit_captured()
 
     def _read(self, query: str, params: Any, frame: FrameType, pending: bool) -> Any:
         """DuckDB's own answer to a read: a lazy relation, or the pending result."""
@@ -673,6 +738,14 @@ class Session:
         return committed
 
     def close(self) -> None:
+        """Close the session (a write made outside ``sql`` is committed first)."""
+        try:
+            with suppress(duckdb.ConnectionException):  # the caller closed the connection
+                self._commit_outside_writes()
+        finally:
+            self._close()
+
+    def _close(self) -> None:
         try:
             self.con.close()
         finally:
