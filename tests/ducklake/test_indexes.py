@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 import slatelake
 from slatelake.catalog import indexes as idx
-from slatelake.ducklake.session import retry
+from slatelake import retry
 from slatelake.errors import ConflictError, MisconfigurationError, NotFoundError, ReadOnlyError
 from slatelake.store.keys import Subspace
 from tests.conftest import subprocess_env

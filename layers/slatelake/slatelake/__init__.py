@@ -1,25 +1,30 @@
 """slatelake: DuckLake catalogs kept in SlateDB on object storage.
 
-Layers, each importing only those before it: ``store`` (SlateDB, keyspace,
-values) <- ``log`` (commit-log slots, replay, leases) <- ``catalog`` (DuckLake
-rows, materialization, the folder) <- ``ducklake`` (DuckDB + DuckLake over a
-materialized catalog). See DESIGN.md.
-
-``slatelake.connect(url, data_path=None, read_only=False)`` opens a session;
-duckdb is imported only when it is called. The errors it raises are exported
-here (``slatelake.errors``); each says whether retrying can help (``retryable``).
+``slatelake.connect(url, data_path=None, read_only=False, ...)`` opens a
+session that works like a DuckDB connection (``sql``, ``execute``,
+``register``, transactions) with the lake attached as a real DuckLake;
+duckdb is imported only when it is called. The errors a caller catches are
+exported here, each saying whether retrying can help (``retryable``), and
+``retry(fn)`` re-runs a callable on ``ConflictError``. Layers, each
+importing only those before it: ``store`` <- ``log`` <- ``catalog`` <-
+``ducklake`` <- ``maintenance``. See docs/architecture.md.
 """
 
-from typing import Any
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
 
 from slatelake.errors import (
     AlreadyRunningError,
     AmbiguousWriteError,
+    CommitLockBusyError,
     ConflictError,
     CorruptionError,
     FencedError,
     FormatError,
     LeaseLiveError,
+    MaintenanceConfigError,
     MisconfigurationError,
     NotFoundError,
     OperationLimitError,
@@ -33,6 +38,12 @@ from slatelake.errors import (
     StoreUnavailableError,
     UnsupportedError,
 )
+from slatelake.errors import retry_conflicts as retry
+
+if TYPE_CHECKING:
+    import duckdb
+
+    from slatelake.maintenance.session import MaintainedSession as Session
 
 __version__ = "0.1.0"
 
@@ -44,14 +55,19 @@ def connect(
     alias: str = "lake",
     options: dict[str, str] | None = None,
     on_pass: Any = None,
-    connection: Any = None,
+    connection: duckdb.DuckDBPyConnection | None = None,
     snapshot_version: int | None = None,
-    snapshot_time: Any = None,
-) -> Any:
-    """Open a DuckLake session on a slatelake lake. ``options`` are the
-    ``MAINTENANCE_*`` settings, validated here; ``session.maintenance()`` runs a pass.
-    ``connection``: a DuckDB connection to attach the lake to (the session owns it).
-    ``snapshot_version``/``snapshot_time``: a read-only session at that snapshot."""
+    snapshot_time: datetime | str | None = None,
+) -> Session:
+    """Open a session on the lake at ``lake_url`` (``s3://bucket/prefix``,
+    ``file:///path`` or a local path), attached as DuckLake catalog ``alias``
+    and made the default. With ``data_path`` an empty root becomes a new lake.
+
+    ``options``: the ``MAINTENANCE_*`` settings, checked here;
+    ``session.maintenance()`` runs a pass with them. ``connection``: your own
+    DuckDB connection to attach the lake to (the session then owns and closes
+    it). ``snapshot_version``/``snapshot_time``: a read-only session at that
+    snapshot, as DuckLake's ATTACH options."""
     from slatelake.maintenance.session import MaintainedSession
 
     return MaintainedSession(
@@ -67,19 +83,31 @@ def connect(
     )
 
 
+def __getattr__(name: str) -> Any:
+    """``slatelake.Session``, imported (with duckdb) only when asked for."""
+    if name == "Session":
+        from slatelake.maintenance.session import MaintainedSession
+
+        return MaintainedSession
+    raise AttributeError(f"module 'slatelake' has no attribute {name!r}")
+
+
 __all__ = [
     "AlreadyRunningError",
     "AmbiguousWriteError",
+    "CommitLockBusyError",
     "ConflictError",
     "CorruptionError",
     "FencedError",
     "FormatError",
     "LeaseLiveError",
+    "MaintenanceConfigError",
     "MisconfigurationError",
     "NotFoundError",
     "OperationLimitError",
     "PermissionDeniedError",
     "ReadOnlyError",
+    "Session",
     "SlatelakeError",
     "StaleViewError",
     "StepFailed",
@@ -88,4 +116,5 @@ __all__ = [
     "StoreUnavailableError",
     "UnsupportedError",
     "connect",
+    "retry",
 ]

@@ -44,6 +44,11 @@ class ConflictError(SlatelakeError):
         super().__init__(f"Transaction conflict - {detail}")
 
 
+class CommitLockBusyError(ConflictError):
+    """The lake's commit lock stayed held by another committer past the wait
+    (``SLATELAKE_COMMIT_LOCK_WAIT_S``); nothing was committed."""
+
+
 class StaleViewError(SlatelakeError):
     """Slots the view needs were already truncated; re-read the store."""
 
@@ -92,6 +97,10 @@ class MisconfigurationError(SlatelakeError):
     """An input (URL, option, path) is invalid; the message names it."""
 
     retryable = False
+
+
+class MaintenanceConfigError(MisconfigurationError):
+    """A maintenance option is wrong; the message names it. CLI exit status 2."""
 
 
 class NotFoundError(SlatelakeError):
@@ -263,3 +272,14 @@ def retry(
                 between(attempt, exc, delay)
             if wait(delay) is True:
                 raise
+
+
+def retry_conflicts(fn: Callable[[], T], attempts: int = 5, backoff_s: float = 0.05) -> T:
+    """Re-run ``fn`` on ConflictError, at most ``attempts`` times, waiting
+    ``backoff_s`` doubled per attempt (capped at 1 s), jittered so racing
+    writers spread out. A session brings itself to the log's head before its
+    next statement. Only a conflict is re-run: nothing of it was committed.
+    (An AmbiguousWriteError may have landed: never re-run it blindly.)
+    ``slatelake.retry`` is this function."""
+    backoff = Backoff(first_s=backoff_s, factor=2.0, cap_s=max(backoff_s, 1.0), jitter=0.5)
+    return retry(fn, attempts=attempts, backoff=backoff, on=ConflictError)

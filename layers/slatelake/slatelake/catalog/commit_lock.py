@@ -32,7 +32,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from slatelake.catalog.state import CatalogView
-from slatelake.errors import Backoff, ConflictError, CorruptionError, MisconfigurationError
+from slatelake.errors import (
+    Backoff,
+    CommitLockBusyError,
+    ConflictError,
+    CorruptionError,
+    MisconfigurationError,
+)
 from slatelake.log.changeset import ChangeSet
 from slatelake.store import values
 from slatelake.store.keys import Subspace, encode_key
@@ -95,10 +101,6 @@ def seconds_from_env(name: str, default: float) -> float:
             f"{name}={raw!r}: expected seconds, a number above 0 and at most {MAX_TTL_S:g}"
         )
     return value
-
-
-class CommitLockBusyError(ConflictError):
-    """The commit lock stayed held by another committer past the wait."""
 
 
 class CommitLock:

@@ -37,7 +37,7 @@ from typing import Any, TypeVar
 
 import duckdb
 
-from slatelake.catalog.commit_lock import LOCK_KEY, CommitLock, CommitLockBusyError
+from slatelake.catalog.commit_lock import LOCK_KEY, CommitLock
 from slatelake.catalog.lake import Lake
 from slatelake.ducklake import extensions, indexes
 from slatelake.ducklake import statements as stmt
@@ -59,14 +59,14 @@ from slatelake.ducklake.results import Results, in_scope
 from slatelake.ducklake.sql import ident, literal
 from slatelake.ducklake.write_log import WriteLog
 from slatelake.errors import (
-    Backoff,
+    CommitLockBusyError,
     ConflictError,
     MisconfigurationError,
     NotFoundError,
     ReadOnlyError,
     StaleViewError,
+    retry_conflicts,
 )
-from slatelake.errors import retry as _retry
 from slatelake.log.changeset import ChangeSet
 from slatelake.log.committer import Committed
 from slatelake.store.db import store_exists
@@ -787,11 +787,4 @@ def connect(
     )
 
 
-def retry(fn: Callable[[], T], attempts: int = 5, backoff_s: float = 0.05) -> T:
-    """Re-run ``fn`` on ConflictError, at most ``attempts`` times, waiting
-    ``backoff_s`` doubled per attempt (capped at 1 s), jittered so racing
-    writers spread out. The session brings itself to the log's head before
-    the next statement. Only a conflict is re-run: nothing of it was
-    committed. (An AmbiguousWriteError may have landed: never re-run blindly.)"""
-    backoff = Backoff(first_s=backoff_s, factor=2.0, cap_s=max(backoff_s, 1.0), jitter=0.5)
-    return _retry(fn, attempts=attempts, backoff=backoff, on=ConflictError)
+retry = retry_conflicts  # re-runs a callable on ConflictError (slatelake.retry)

@@ -31,7 +31,7 @@ from typing import Any
 
 import duckdb
 
-from slatelake.errors import MisconfigurationError
+from slatelake.errors import MaintenanceConfigError
 from slatelake.store.keys import Subspace
 from slatelake.store.location import show_input
 
@@ -88,10 +88,6 @@ _VERSIONS = re.compile(r"\[\s*(\d+(?:\s*,\s*\d+)*)\s*\]", re.ASCII)
 # An integer option given as a number (JSON, Python) longer than this is no setting.
 _MAX_INT_BITS = 128
 _TIMESTAMPTZ = "TIMESTAMP WITH TIME ZONE"
-
-
-class MaintenanceConfigError(MisconfigurationError):
-    """A maintenance option is wrong; the message names it. CLI exit status 2."""
 
 
 @dataclass(frozen=True)
