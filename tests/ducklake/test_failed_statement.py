@@ -138,3 +138,29 @@ def test_statement_failing_inside_duckdb_leaves_the_session_usable(url: str) -> 
         assert _ids(session) == [0, 1, 2, 100]
     with connect(url, read_only=True) as fresh:
         assert _ids(fresh) == [0, 1, 2, 100]
+
+
+def test_raw_transaction_whose_read_failed_at_fetch_refuses_its_commit(url: str) -> None:
+    """A read's relation runs when it is fetched; if it fails there, DuckDB
+    aborts the transaction behind the session's back, and its COMMIT must
+    say that nothing was committed rather than return as if it had."""
+    with connect(url) as session:
+        session.sql("BEGIN TRANSACTION")
+        session.sql("INSERT INTO t VALUES (10)")
+        reading = session.sql("SELECT CAST('x' || id AS INTEGER) FROM t")
+        with pytest.raises(duckdb.ConversionException):
+            reading.fetchall()
+        with pytest.raises(duckdb.TransactionException, match="nothing was committed"):
+            session.sql("COMMIT")
+        assert _ids(session) == [0, 1, 2]
+
+
+def test_transaction_block_whose_read_failed_at_fetch_commits_nothing(url: str) -> None:
+    with connect(url) as session:
+        with pytest.raises(MisconfigurationError, match="rolled back"), session.transaction():
+            session.sql("INSERT INTO t VALUES (10)")
+            with pytest.raises(duckdb.ConversionException):
+                session.sql("SELECT CAST('x' || id AS INTEGER) FROM t").fetchall()
+        assert _ids(session) == [0, 1, 2]
+    with connect(url, read_only=True) as fresh:
+        assert _ids(fresh) == [0, 1, 2]

@@ -1,4 +1,5 @@
-"""Lake verbs: ``init``, ``sql``, ``fold``, ``hold``, ``log``, ``demo``."""
+"""Lake verbs: ``init``, ``fold``, ``hold``, ``log``, ``demo``; ``sql`` (cli/sql.py) is
+registered among them, after ``init``."""
 
 from __future__ import annotations
 
@@ -11,14 +12,8 @@ import time
 from contextlib import nullcontext
 from typing import Any
 
-from slatelake.cli.common import (
-    EXIT_ERROR,
-    Handler,
-    add_lake_command,
-    parse_kv,
-    print_report,
-    print_table,
-)
+from slatelake.cli import sql
+from slatelake.cli.common import Handler, add_lake_command, parse_kv, print_report
 from slatelake.errors import Backoff, MisconfigurationError, SlatelakeError, retry
 
 # Consecutive transient fold failures a holder rides out before it exits.
@@ -45,59 +40,6 @@ def _cmd_init(args: argparse.Namespace) -> int:
         head = session.state.head
     print(f"created lake {args.lake} with data path {args.data_path} (snapshot {head.snapshot_id})")
     return 0
-
-
-def _print_result(cursor, as_json: bool) -> None:  # noqa: ANN001
-    if cursor.description is None:
-        return
-    columns = [d[0] for d in cursor.description]
-    rows = cursor.fetchall()
-    if as_json:
-        print(json.dumps([dict(zip(columns, r, strict=True)) for r in rows], default=str))
-        return
-    print_table(columns, rows)
-    print(f"({len(rows)} row{'s' if len(rows) != 1 else ''})")
-
-
-def _cmd_sql(args: argparse.Namespace) -> int:
-    import duckdb
-
-    from slatelake.ducklake.session import connect
-
-    with connect(args.lake, data_path=args.data_path, read_only=args.read_only) as session:
-        if args.command_sql:
-            for statement in args.command_sql:
-                try:
-                    _print_result(session.sql(statement), args.json)
-                except duckdb.Error as exc:
-                    print(f"slatelake sql: {exc}", file=sys.stderr)
-                    return EXIT_ERROR
-            return 0
-        return _shell(session, args.json)
-
-
-def _shell(session, as_json: bool) -> int:  # noqa: ANN001
-    """A minimal interactive shell: statements end with ';'; Ctrl-D quits."""
-    import duckdb
-
-    buffer: list[str] = []
-    status = 0
-    while True:
-        try:
-            line = input("slatelake> " if not buffer else "      ...> ")
-        except EOFError:
-            print()
-            return status
-        buffer.append(line)
-        text = "\n".join(buffer).strip()
-        if not text.endswith(";"):
-            continue
-        buffer = []
-        try:
-            _print_result(session.sql(text), as_json)
-        except (duckdb.Error, SlatelakeError) as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            status = EXIT_ERROR
 
 
 def _folder(args: argparse.Namespace):  # noqa: ANN202
@@ -359,29 +301,7 @@ def register(sub: Any) -> None:
         help="where DuckLake writes Parquet (absolute path or s3:// URL); must not "
         "overlap the lake root",
     )
-    p = add(
-        "sql",
-        _cmd_sql,
-        "Run SQL on the lake, attached as DuckLake under the alias "
-        "'lake' (the default catalog, so lake.t and t both work). With no -c, an "
-        "interactive shell (statements end with ';').",
-    )
-    p.add_argument(
-        "-c",
-        dest="command_sql",
-        action="append",
-        metavar="SQL",
-        help="a statement to run; repeat for several (each autocommits)",
-    )
-    p.add_argument(
-        "--data-path", metavar="PATH", help="data path; creates the lake when the root is empty"
-    )
-    p.add_argument(
-        "--read-only", action="store_true", help="refuse writes; never writes a commit-log slot"
-    )
-    p.add_argument(
-        "--json", action="store_true", help="print each result as a JSON array of row objects"
-    )
+    sql.register(sub)
     for name, func, help_ in (
         (
             "fold",

@@ -147,6 +147,7 @@ class Session:
             self._txn_failed = False
             self._stale = False
             self._attached = False
+            self._copy_snapshot: int | None = None  # the newest snapshot DuckLake's copy holds
             self.state = self._open_state()
             self._load()
         except BaseException:  # refused (another data path...): leave no reader lease behind
@@ -210,6 +211,7 @@ class Session:
         self.state.pending = []
         self._stale = False
         self._synced = (self.state.head, self.state.last_seq)
+        self._copy_snapshot = self.state.head.snapshot_id
         if reset_log:
             self.log.open()  # the applied change sets are not DuckLake's writes
 
@@ -243,6 +245,7 @@ class Session:
         self._attached = True
         self._stale = False
         self._synced = (self.state.head, self.state.last_seq)
+        self._copy_snapshot = self.state.head.snapshot_id
 
     def refresh(self) -> None:
         """Bring the session to the log's head; reload only when it moved."""
@@ -389,7 +392,7 @@ class Session:
         (newest,) = self._aux.execute(
             f"SELECT max(snapshot_id) FROM {ident(META_DB)}.ducklake_snapshot"
         ).fetchone()
-        if newest == self._synced[0].snapshot_id:
+        if newest == self._copy_snapshot:
             return
         try:
             self._lock.acquire(self.state)
@@ -494,7 +497,7 @@ class Session:
                 f"{verb.upper()} inside a session.transaction() block: the block commits when "
                 "it ends and rolls back when it raises"
             )
-        failed = self._txn_failed
+        failed = self._txn_failed or self._aborted()  # a lazy read may have failed at fetch
         self._in_txn, self._raw_txn, self._txn_failed = False, False, False
         if verb in ("commit", "end") and not failed:
             self._commit_transaction()
@@ -570,7 +573,7 @@ class Session:
         except BaseException:
             self._end_failed_transaction()
             raise
-        if self._txn_failed:
+        if self._txn_failed or self._aborted():  # a lazy read may have failed at fetch
             self._end_failed_transaction()
             raise MisconfigurationError(
                 "a statement in this transaction failed, so the transaction was rolled back and "
@@ -729,6 +732,8 @@ class Session:
         it was made on; otherwise the next statement applies what it lacks."""
         committed = commit()
         pending = self.state.pending
+        if in_duckdb:
+            self._copy_snapshot = self.state.head.snapshot_id  # DuckLake's copy made it
         if in_duckdb and pending is not None:
             # rebased past head-preserving commits: DuckLake's copy lacks only those
             mine = committed.change_set.txn_id
