@@ -15,8 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import slatelake
-from slatelake.catalog import indexes as idx
 from slatelake import retry
+from slatelake.catalog import indexes as idx
 from slatelake.errors import ConflictError, MisconfigurationError, NotFoundError, ReadOnlyError
 from slatelake.store.keys import Subspace
 from tests.conftest import subprocess_env
