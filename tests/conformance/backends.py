@@ -296,7 +296,7 @@ class SlatelakeBackend:
         verb = _TXN.match(sql)
         if verb and self._txn == "api":
             return self._transaction(name, session, verb.group("verb").upper())
-        outcome = _fetch(session.sql(self._rename_meta(sql)))
+        outcome = _fetch(session.execute(self._rename_meta(sql)))
         self._note_setting(sql, session.con)
         return outcome
 
