@@ -48,6 +48,12 @@ QUOTING = {"ident", "literal"}
 # (file, interpolated expression) -> why it carries no outside text.
 ALLOWED: dict[tuple[str, str], str] = {
     # ATTACH options: each built just above from literal() or a constant
+    # an error message of `slatelake sql`, not SQL: the statement's number, source and line
+    ("slatelake/cli/sql.py", "number"): "an int",
+    ("slatelake/cli/sql.py", "where"): "a file name or -c",
+    ("slatelake/cli/sql.py", "statement.line"): "an int",
+    ("slatelake/cli/sql.py", "statement.first_line"): "printed to stderr, never run",
+    ("slatelake/cli/sql.py", "one_line(exc)"): "an error's text on stderr",
     # a write's result (results.py): the caller's own statement, run as they sent
     # it; casts to DuckDB-reported plain type names (_scalar_type) over ident() names
     ("slatelake/ducklake/results.py", "query"): "the caller's own statement",
@@ -63,7 +69,6 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("slatelake/ducklake/refused_commit.py", "table_id"): "an int parsed from digits",
     ("slatelake/ducklake/refused_commit.py", "_WORDS[min(hit_theirs)]"): "a constant phrase",
     # select lists and WHERE clauses assembled from ident() and int()
-    ("slatelake/ducklake/capture.py", "select_list(columns)"): "ident() per column",
     ("slatelake/ducklake/capture.py", "where"): "ident() and int() pieces",
     ("slatelake/ducklake/capture.py", "parts"): "constant aggregates over ident()",
     ("slatelake/ducklake/change_scope.py", "listed"): "int() per table id",
@@ -75,7 +80,9 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("slatelake/ducklake/tables.py", "cols"): "ident() + type_sql()",
     ("slatelake/ducklake/tables.py", "exprs"): "ident() per column",
     ("slatelake/ducklake/tables.py", "types"): "literal() pairs",
-    ("slatelake/ducklake/tables.py", "marks"): "constant placeholders",
+    ("slatelake/ducklake/tables.py", "marks"): "placeholders, CAST(? AS type_sql())",
+    ("slatelake/ducklake/tables.py", "typ"): "type_sql(): DuckDB's rendering of a parsed type",
+    ("slatelake/ducklake/tables.py", "expr"): "ident(), or its CAST to a type_sql() type",
     # relations and value expressions assembled from ident() and constants
     ("slatelake/ducklake/indexes.py", "_relation(session, target)"): "ident() parts",
     ("slatelake/ducklake/indexes.py", "rel"): "_relation(): ident() parts",
@@ -85,7 +92,6 @@ ALLOWED: dict[tuple[str, str], str] = {
     # the catalog in DuckDB (catalog_db.py, capture.py, opening.py): select lists,
     # match conditions and unnest lists built from ident() over registry or
     # DuckDB-listed column names, with types from the registry or DuckDB itself
-    ("slatelake/ducklake/catalog_db.py", "select_list(listed)"): "ident() per column",
     ("slatelake/ducklake/catalog_db.py", "select_list(spec.columns)"): "ident() per column",
     ("slatelake/ducklake/catalog_db.py", "select"): "select_list(): ident() per column",
     ("slatelake/ducklake/catalog_db.py", "source"): "ident() parts",

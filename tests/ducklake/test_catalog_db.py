@@ -16,6 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from slatelake.catalog import registry
 from slatelake.catalog.lake import Lake
 from slatelake.catalog.state import EMPTY_HEAD, CatalogState
 from slatelake.ducklake import catalog_db
@@ -46,7 +47,8 @@ def dump(con: duckdb.DuckDBPyConnection, db: str) -> dict[str, list[tuple]]:
     out = {}
     for table in catalog_db.catalog_tables(con, db):
         columns = table_columns(con, db, table)
-        sql = f"SELECT {select_list(columns)} FROM {ident(db)}.{ident(table)}"
+        select = select_list(columns, inline=registry.inline_table(table) is not None)
+        sql = f"SELECT {select} FROM {ident(db)}.{ident(table)}"
         rows = sorted((tuple(r) for r in con.execute(sql).fetchall()), key=repr)
         if rows or table.startswith("ducklake_inlined"):
             out[table] = rows

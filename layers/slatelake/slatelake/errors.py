@@ -48,6 +48,8 @@ class CommitLockBusyError(ConflictError):
     """The lake's commit lock stayed held by another committer past the wait
     (``SLATELAKE_COMMIT_LOCK_WAIT_S``); nothing was committed."""
 
+    retryable = True  # the holder commits or its TTL runs out
+
 
 class StaleViewError(SlatelakeError):
     """Slots the view needs were already truncated; re-read the store."""
@@ -101,6 +103,8 @@ class MisconfigurationError(SlatelakeError):
 
 class MaintenanceConfigError(MisconfigurationError):
     """A maintenance option is wrong; the message names it. CLI exit status 2."""
+
+    retryable = False
 
 
 class NotFoundError(SlatelakeError):

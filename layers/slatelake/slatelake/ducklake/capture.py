@@ -110,7 +110,8 @@ class Capture:
         self, table: str, columns: list[tuple[str, str]], where: str = "", db: str | None = None
     ) -> list[Row]:
         source = ident(self.db if db is None else db)
-        sql = f"SELECT {select_list(columns)} FROM {source}.{ident(table)} {where}"
+        cols = select_list(columns, inline=registry.inline_table(table) is not None)
+        sql = f"SELECT {cols} FROM {source}.{ident(table)} {where}"
         try:
             return [tuple(r) for r in self.con.execute(sql).fetchall()]
         except duckdb.InvalidInputException as exc:
@@ -350,7 +351,7 @@ class Capture:
             changes.insert(table, *added)
             changes.delete(table, *removed)
             return
-        cols = select_list(columns)
+        cols = select_list(columns, inline=inline is not None)
         rows = self._both(table, cols, where)
         old = [r[1:] for r in rows if not r[0]]
         new = [r[1:] for r in rows if r[0]]

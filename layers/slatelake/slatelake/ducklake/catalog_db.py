@@ -254,7 +254,7 @@ def rows_at(
     shape, values = _shape(con, db, key, columns)
     if shape.spec is None and not table_exists(con, db, shape.table):
         return []  # registry tables always exist in a base; inlined ones come and go
-    select = select_list(columns.get(con, db, shape.table))
+    select = select_list(columns.get(con, db, shape.table), inline=shape.spec is None)
     source = f"{ident(db)}.{ident(shape.table)}"
     if shape.digested:
         rows = [tuple(r) for r in con.execute(f"SELECT {select} FROM {source}").fetchall()]
@@ -278,7 +278,8 @@ def table_rows(
     if spec is None and not table_exists(con, db, table):
         return []
     listed = (columns or ColumnCache()).get(con, db, table)
-    sql = f"SELECT {select_list(listed)} FROM {ident(db)}.{ident(table)}"
+    select = select_list(listed, inline=spec is None)
+    sql = f"SELECT {select} FROM {ident(db)}.{ident(table)}"
     return [tuple(r) for r in con.execute(sql).fetchall()]
 
 
@@ -539,8 +540,8 @@ def _delete_range(
     for name in names:
         inline = registry.inline_table(name)
         spec = registry.BY_NAME.get(name)
-        listed = columns.get(con, db, name)
-        sql = f"SELECT rowid, {select_list(listed)} FROM {ident(db)}.{ident(name)}"
+        select = select_list(columns.get(con, db, name), inline=inline is not None)
+        sql = f"SELECT rowid, {select} FROM {ident(db)}.{ident(name)}"
         doomed = []
         for rowid, *rest in con.execute(sql).fetchall():
             row = tuple(rest)

@@ -82,14 +82,19 @@ def _data_object(raw: str) -> str:
     return f"s3://{path}"
 
 
-def translate_data_error(what: str, exc: duckdb.Error) -> SlatelakeError:
+def translate_data_error(what: str, exc: duckdb.Error) -> SlatelakeError | None:
     """DuckDB's error on a data file (httpfs or the file system) as a typed
     slatelake error in one line naming the file: 401/403 and EACCES are
     PermissionDeniedError, a missing file NotFoundError, a 5xx, a dropped
-    connection or a timeout StoreUnavailableError (retryable), anything else
-    StoreError."""
+    connection or a timeout StoreUnavailableError (retryable), any other
+    failure naming a file or a request StoreError. None for an I/O error
+    that names neither (DuckDB refusing a value, as "Parquet files do not
+    support negative intervals"): it stays DuckDB's, as on stock."""
     text = str(exc)
     found = _FILE.search(text)
+    named = found or _HTTP.search(text) or _METHOD.search(text)
+    if not named and "Permission denied" not in text and "No such file" not in text:
+        return None
     obj = _data_object(found.group(1) or found.group(2)) if found else "a data file"
     first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
     status = _HTTP.search(text)
@@ -127,7 +132,10 @@ def data_errors(what: str) -> Iterator[None]:
     try:
         yield
     except duckdb.IOException as exc:
-        raise translate_data_error(what, exc) from None
+        translated = translate_data_error(what, exc)
+        if translated is None:
+            raise
+        raise translated from None
 
 
 @dataclass(frozen=True)

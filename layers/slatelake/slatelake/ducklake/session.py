@@ -464,7 +464,9 @@ class Session:
                 self._lock.release(self.state)
             if isinstance(exc, duckdb.IOException):  # httpfs's HTTPException too
                 what = stmt.described(call.query, call.types)
-                raise indexes.translate_data_error(what, exc) from None
+                translated = indexes.translate_data_error(what, exc)
+                if translated is not None:
+                    raise translated from None
             raise
 
     def _lock_at_head(self) -> None:

@@ -1,21 +1,44 @@
 """SQL shapes of the metadata tables: DDL, select lists, and row loading.
 
-TIMESTAMPTZ travels as epoch microseconds (``epoch_us`` out,
+Registry tables: TIMESTAMPTZ travels as epoch microseconds (``epoch_us`` out,
 ``make_timestamptz`` in) so no Python time-zone package is needed and values
 are exact. UUIDs travel as text. Registry tables load through a temporary CSV
 file (Python's C writer, DuckDB's parallel reader: ~5x the JSON route end to
 end); inlined-data tables, small by definition and typed by the user, load
 with executemany.
+
+Inlined-data tables hold the user's values, of every type DuckLake inlines,
+and each travels in a form DuckDB gives back exactly (``inline_form``):
+- Python values where Python holds the type exactly: integers up to 64 bits,
+  BOOLEAN, FLOAT/DOUBLE, DECIMAL, VARCHAR, BLOB, UUID, JSON; and VARIANT,
+  whose text would lose its value's type, and nested types holding JSON or
+  VARIANT (DuckDB's text of a JSON inside a LIST does not parse back);
+- DuckDB's own text (``CAST(c AS VARCHAR)`` out, ``CAST(? AS type)`` in) for
+  every other type: HUGEINT/UHUGEINT past 64 bits, DATE/TIMESTAMP infinities
+  and years Python lacks, nanoseconds, TIME '24:00:00', TIMETZ, INTERVAL
+  months, NaN inside a LIST or STRUCT;
+- TIMESTAMPTZ as UTC text (``'2024-11-03 05:30:00+00'``, ``'infinity'``), not
+  the session zone's (a historical offset with seconds prints without them).
+Still lossy (no DuckDB text gives them back): a VARIANT is what Python holds
+of it, so its inner types can narrow (DECIMAL(5,2) -> DECIMAL(3,2)) and what
+Python lacks is lost as before (a DATE infinity, an INTERVAL's months); a
+TIMESTAMPTZ inside a LIST, STRUCT or MAP is in the session zone's text, whose
+offsets before ~1900 (LMT) lose their seconds.
+Rows stored before these forms (typed Python values; TIMESTAMPTZ as epoch
+microseconds) load through the same expressions: ``CAST(? AS type)`` casts a
+typed parameter as well as text, and a TIMESTAMPTZ takes either form.
 """
 
 from __future__ import annotations
 
 import csv
+import datetime as dt
 import json
 import os
+import re
 import tempfile
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import duckdb
@@ -51,13 +74,70 @@ def create_sql(db: str, spec: TableSpec) -> str:
     return f"CREATE TABLE {ident(db)}.{ident(spec.name)} ({', '.join(cols)})"
 
 
-def select_list(columns: Sequence[tuple[str, str]]) -> str:
-    """Columns as Python can fetch them exactly (TIMESTAMPTZ as epoch µs)."""
+def select_list(columns: Sequence[tuple[str, str]], inline: bool = False) -> str:
+    """Columns as Python can fetch them exactly: a registry table's with
+    TIMESTAMPTZ as epoch µs, an inlined table's in ``inline_form``."""
     out = []
     for name, typ in columns:
         q = ident(name)
-        out.append(f"epoch_us({q})" if typ.upper() == TIMESTAMPTZ else q)
+        if inline:
+            out.append(inline_value_sql(q, typ))
+        else:
+            out.append(f"epoch_us({q})" if typ.upper() == TIMESTAMPTZ else q)
     return ", ".join(out)
+
+
+# -- inlined tables' values ---------------------------------------------------------
+PYTHON, TEXT, UTC_TEXT = "python", "text", "utc-text"
+# Types whose values Python holds exactly, fetched and bound as they are.
+_PYTHON_EXACT = frozenset(
+    {
+        "BOOLEAN",
+        "TINYINT",
+        "SMALLINT",
+        "INTEGER",
+        "BIGINT",
+        "UTINYINT",
+        "USMALLINT",
+        "UINTEGER",
+        "UBIGINT",
+        "FLOAT",
+        "DOUBLE",
+        "VARCHAR",
+        "BLOB",
+        "UUID",
+        "JSON",
+        "VARIANT",
+    }
+)
+_DECIMAL = re.compile(r"DECIMAL\(\d+,\s*\d+\)")
+_QUOTED_NAME = re.compile(r'"(?:[^"]|"")*"')  # a STRUCT field name in a type's text
+_NO_TEXT_INSIDE = re.compile(r"\b(JSON|VARIANT)\b")  # their text inside a LIST is lossy
+
+
+def inline_form(typ: str) -> str:
+    """How an inlined table's column of DuckDB type ``typ`` travels (module doc)."""
+    upper = typ.upper()
+    if upper == TIMESTAMPTZ:
+        return UTC_TEXT
+    if upper in _PYTHON_EXACT or _DECIMAL.fullmatch(upper):
+        return PYTHON
+    if _NO_TEXT_INSIDE.search(_QUOTED_NAME.sub('""', upper)):
+        return PYTHON
+    return TEXT
+
+
+def inline_value_sql(expr: str, typ: str) -> str:
+    """``expr`` (SQL of type ``typ``) in its ``inline_form``."""
+    form = inline_form(typ)
+    if form == TEXT:
+        return f"CAST({expr} AS VARCHAR)"
+    if form == UTC_TEXT:
+        return (
+            f"CASE WHEN isfinite({expr}) THEN CAST(timezone('UTC', {expr}) AS VARCHAR) || '+00' "
+            f"ELSE CAST({expr} AS VARCHAR) END"
+        )
+    return expr
 
 
 def _json_value(value: Any) -> Any:
@@ -135,13 +215,68 @@ def insert_inline_rows(
     columns: Sequence[tuple[str, str]],
     rows: list[Row],
 ) -> None:
-    """Rows into an inlined-data table (TIMESTAMPTZ values as epoch microseconds)."""
+    """Rows into an inlined-data table, each value in its ``inline_form`` or as
+    stored before it (typed Python values, TIMESTAMPTZ as epoch µs)."""
     if not rows:
         return
-    marks = ", ".join(
-        "make_timestamptz(?)" if t.upper() == TIMESTAMPTZ else "?" for _, t in columns
+    parts: list[str] = []
+    convert: list[Callable[[Any], tuple[Any, ...]] | None] = []
+    for column, stored_type in columns:
+        typ = type_sql(con, name, column, stored_type)
+        form = inline_form(typ)
+        if form == UTC_TEXT:
+            parts.append(_UTC_LOAD)
+            convert.append(_timestamptz_params)
+        elif form == TEXT:
+            parts.append(f"CAST(? AS {typ})")
+            convert.append(_text_param)
+        else:
+            parts.append("?")
+            convert.append(None)
+    marks = ", ".join(parts)
+    sql = f"INSERT INTO {ident(db)}.{ident(name)} VALUES ({marks})"
+    if all(c is None for c in convert):
+        con.executemany(sql, rows)
+        return
+    con.executemany(sql, [_params(convert, row, name) for row in rows])
+
+
+# A TIMESTAMPTZ from epoch µs (rows stored before the text form) or from text.
+_UTC_LOAD = "COALESCE(make_timestamptz(CAST(? AS BIGINT)), CAST(CAST(? AS VARCHAR) AS TIMESTAMPTZ))"
+
+
+def _params(
+    convert: list[Callable[[Any], tuple[Any, ...]] | None], row: Row, table: str
+) -> list[Any]:
+    if len(row) != len(convert):
+        raise CorruptionError(f"{table}: a row has {len(row)} values for {len(convert)} columns")
+    out: list[Any] = []
+    for fn, value in zip(convert, row, strict=True):
+        if fn is None:
+            out.append(value)
+        else:
+            out.extend(fn(value))
+    return out
+
+
+def _timestamptz_params(value: Any) -> tuple[Any, ...]:
+    if value is None:
+        return (None, None)
+    if isinstance(value, str):
+        return (None, value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return (value, None)
+    raise CorruptionError(
+        f"an inlined TIMESTAMPTZ value is {type(value).__name__}, neither text nor epoch µs"
     )
-    con.executemany(f"INSERT INTO {ident(db)}.{ident(name)} VALUES ({marks})", rows)
+
+
+def _text_param(value: Any) -> tuple[Any, ...]:
+    """Text as captured, or a typed value stored before the text form. DuckDB
+    cannot cast a TIME to TIME_NS, so a stored time goes as its text."""
+    if isinstance(value, dt.time) and value.tzinfo is None:
+        return (value.isoformat(),)
+    return (value,)
 
 
 def type_sql(con: duckdb.DuckDBPyConnection, table: str, column: str, type_name: str) -> str:

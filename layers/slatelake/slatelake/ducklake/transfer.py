@@ -56,7 +56,7 @@ from slatelake.ducklake.catalog_file import (
 )
 from slatelake.ducklake.guard import check_overlap, data_location, ducklake_data_path
 from slatelake.ducklake.sql import ident, literal
-from slatelake.ducklake.tables import create_sql, meta_tables, select_list
+from slatelake.ducklake.tables import create_sql, inline_value_sql, meta_tables, select_list
 from slatelake.errors import MisconfigurationError, NotFoundError
 from slatelake.store.location import LakeLocation
 
@@ -338,11 +338,14 @@ def _inline_rows(
     columns: list[tuple[str, str]],
 ) -> Iterator[Row]:
     """An inlined table's rows as the session fetches them: its column types
-    (cast to them from a SQLite catalog's text), TIMESTAMPTZ as epoch µs."""
+    (cast to them from a SQLite catalog's text), each value in its
+    ``inline_form`` (tables.py), the form the session stores."""
     if catalog.kind == "sqlite":
-        select = ", ".join(_cast(column, typ) for column, typ in columns)
+        select = ", ".join(
+            inline_value_sql(f"CAST({ident(column)} AS {typ})", typ) for column, typ in columns
+        )
     else:
-        select = select_list(columns)
+        select = select_list(columns, inline=True)
     return _fetch(con, catalog, name, select)
 
 
