@@ -1,0 +1,259 @@
+"""How a session's change lands in the log: under the commit lock, on the head.
+
+Every write runs in a DuckDB transaction. At its COMMIT the session takes
+the lake's commit lock, brings DuckLake's copy to the log's head, and lets
+DuckLake's own commit rebase the transaction onto what it missed (or refuse
+it, in DuckLake's words, as ConflictError); the captured change is then
+committed through the log, and that slot gives the lock back, so nothing can
+land in between. DuckLake's maintenance calls take the lock before they
+run. A write DuckDB ran behind the session's back is committed before the
+next statement, or refused. See docs/architecture.md, "Concurrent writers".
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from contextlib import suppress
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+import duckdb
+
+from slatelake.catalog.commit_lock import LOCK_KEY, CommitLock
+from slatelake.catalog.lake import Lake
+from slatelake.ducklake import indexes
+from slatelake.ducklake import statements as stmt
+from slatelake.ducklake.attach_options import stored_data_path
+from slatelake.ducklake.capture import Capture, Captured
+from slatelake.ducklake.refused_commit import remove_new_files, unsafe_rebase
+from slatelake.ducklake.sql import ident
+from slatelake.ducklake.write_log import WriteLog
+from slatelake.errors import ConflictError, ReadOnlyError
+from slatelake.log.changeset import ChangeSet
+from slatelake.log.committer import Committed
+
+if TYPE_CHECKING:
+    from slatelake.ducklake.duck_state import DuckState
+    from slatelake.log.changeset import Head
+
+log = logging.getLogger("slatelake.session")
+# The session's two DuckDB databases: DuckLake's working copy of the catalog,
+# and the committed catalog at the session's head.
+META_DB = "__slatelake_meta"
+BASE_DB = "__slatelake_base"
+
+
+class CommitFlow:
+    """The commit half of a session (``Session`` is the whole)."""
+
+    lake: Lake
+    state: DuckState
+    con: duckdb.DuckDBPyConnection
+    _aux: duckdb.DuckDBPyConnection
+    alias: str
+    read_only: bool
+    capture: Capture
+    log: WriteLog
+    verify: bool
+    _lock: CommitLock
+    _in_txn: bool
+    _txn_maintains: bool
+    _rebased: list[ChangeSet]
+    _stale: bool
+    _synced: tuple[Head, int] | None
+    _copy_snapshot: int | None
+
+    def _sync(self, reset_log: bool = True) -> None:
+        raise NotImplementedError  # Session: apply others' commits to DuckLake's copy
+
+    def _commit_outside_writes(self) -> None:
+        """Commit a write DuckDB ran outside the session's statements (a
+        relation's ``insert_into``, ``create`` or ``update``; ``session.con``):
+        DuckLake committed it to the session's copy, so it is committed now,
+        before anything else, when nothing has landed since; otherwise it
+        cannot be rebased and is refused, never dropped without a word."""
+        if self.read_only or self._in_txn or self._stale or self._synced is None:
+            return
+        (newest,) = self._aux.execute(
+            f"SELECT max(snapshot_id) FROM {ident(META_DB)}.ducklake_snapshot"
+        ).fetchone()
+        if newest == self._copy_snapshot:
+            return
+        try:
+            self._lock.acquire(self.state)
+            pending = self.state.pending
+            if pending is None or any(cs.mints_snapshot or cs.puts_snapshot_rows for cs in pending):
+                raise ConflictError(
+                    "a write made outside session.sql (a relation's insert_into, create or "
+                    "update, or session.con) reached only this session's copy of the catalog, "
+                    "and another writer has committed since; it was discarded: run it through "
+                    "session.sql or session.execute"
+                )
+            self._rebased = []
+            if pending:
+                self._sync(reset_log=False)
+        except BaseException:
+            self._stale = True
+            self._lock.release(self.state)
+            raise
+        log.info("committing a write made outside session.sql (snapshot %s)", newest)
+        self._commit_captured()
+
+    def _lock_at_head(self) -> None:
+        """Take the commit lock and bring DuckLake's copy to the head before
+        the statement runs, so its commit needs no rebase."""
+        self._lock.acquire(self.state)
+        try:
+            if (self.state.head, self.state.last_seq) != self._synced:
+                self._sync()
+        except BaseException:
+            self._lock.release(self.state)
+            raise
+
+    def _rollback(self) -> None:
+        """Roll back DuckDB's open transaction, if there is one."""
+        with suppress(duckdb.TransactionException):  # none open: DuckDB already ended it
+            self.con.execute("ROLLBACK")
+
+    def commit_change_set(self, cs: ChangeSet) -> Committed:
+        """Commit a head-preserving change set built outside DuckLake (status records)."""
+        if self.read_only:
+            raise ReadOnlyError("this session is read-only; it writes no commit-log slot")
+        return self._commit(lambda: self.lake.commit_change_set(self.state, cs), in_duckdb=False)
+
+    def _commit_transaction(self) -> None:
+        """COMMIT DuckDB's open transaction and the change it made to the log.
+
+        Under the lake's commit lock, DuckLake's copy is first brought to the
+        log's head; DuckLake's own commit then finds the snapshots it missed
+        and rebases onto them by its rules (fresh ids, its conflict check and
+        wording), as it does on a catalog shared by processes. Nothing can
+        land between that refresh and the slot write, so what DuckLake
+        committed in its copy is what the log gets, on the base it was made on.
+        """
+        if self.read_only:
+            self._commit_read_only()
+            return
+        try:
+            self._lock.acquire(self.state)
+            self._catch_up_in_transaction()
+        except BaseException:
+            self._abandon_transaction()
+            raise
+        try:
+            self.con.execute("COMMIT")
+        except duckdb.Error as exc:
+            # DuckLake rolled its copy back (and removed the files it wrote)
+            self._lock.release(self.state)
+            raise stmt.refused(exc) from exc
+        except BaseException:
+            self._stale = True  # an interrupt: what DuckDB kept is unknown
+            self._lock.release(self.state)
+            raise
+        self._commit_captured()
+
+    def _commit_read_only(self) -> None:
+        try:
+            self.con.execute("COMMIT")
+        except BaseException:
+            self._stale = True  # what DuckDB kept is unknown: reload from the log
+            raise
+        if self._captured() is not None:
+            self._stale = True
+            raise ReadOnlyError(
+                "this session is read-only but the transaction changed the catalog; nothing was "
+                "committed, reconnect without read_only to write"
+            )
+
+    def _catch_up_in_transaction(self) -> None:
+        """Apply others' commits to DuckLake's copy while a transaction is
+        open (the lock is held, the state at the head). The query log is not
+        reset: DuckLake may have written its copy before COMMIT."""
+        if self._stale or self.state.pending is None:
+            self._stale = True
+            raise ConflictError(
+                "this session's copy of the catalog had to be rebuilt while a transaction was "
+                "open; nothing was committed, re-run the transaction"
+            )
+        if any(cs.puts_snapshot_rows and not cs.mints_snapshot for cs in self.state.pending):
+            raise ConflictError(
+                "another writer changed the head snapshot's row without a DuckLake snapshot "
+                "(an index took a catalog id), which DuckLake's commit cannot rebase onto; "
+                "nothing was committed, re-run the transaction"
+            )
+        self._rebased = list(self.state.pending)  # what DuckLake's commit rebases over
+        maintained, self._txn_maintains = self._txn_maintains, False
+        if maintained and any(cs.mints_snapshot for cs in self._rebased):
+            raise ConflictError(
+                "a DuckLake maintenance function ran in this transaction and another "
+                "transaction has committed since it began; DuckLake 1.5.5 does not redo a "
+                "flush or compaction correctly when it retries, so nothing was committed: "
+                "run it again (in autocommit it never needs a retry)"
+            )
+        if (self.state.head, self.state.last_seq) != self._synced:
+            self._sync(reset_log=False)
+
+    def _abandon_transaction(self) -> None:
+        """Roll back DuckDB's transaction and give the lock back (best effort)."""
+        try:
+            self._rollback()
+        except BaseException:
+            self._stale = True
+        self._lock.release(self.state)
+
+    def _captured(self, logged: bool = True) -> Captured | None:
+        """What DuckLake changed since the write window opened: the tables its
+        query log names, or every table when the log cannot say."""
+        return self.capture.capture(self.state, self.log.written() if logged else None)
+
+    def _commit_captured(self, logged: bool = True) -> None:
+        """Commit what DuckLake changed; with the commit lock held, the slot
+        also releases it (so it lands only while the lock is still ours)."""
+        captured = None
+        try:
+            captured = self._captured(logged)
+            if captured is None:
+                self._lock.release(self.state)
+                return
+            if self._lock.held and (why := unsafe_rebase(captured.changes_made, self._rebased)):
+                raise ConflictError(why)
+            # the data's change set, plus its index entries and cascaded ends
+            cs = indexes.index_writes(self, captured)
+            if self._lock.held:
+                cs = replace(cs, deletes=(*cs.deletes, LOCK_KEY))
+            self._commit(lambda: self.lake.commit_change_set(self.state, cs), in_duckdb=True)
+        except BaseException as exc:  # uncapturable, refused, unreadable index entries
+            self._stale = True  # DuckDB holds changes the log does not: never carry them
+            if isinstance(exc, ConflictError) and captured is not None:  # definitively refused
+                data_path = stored_data_path(self.state)
+                remove_new_files(self._aux, META_DB, self.alias, data_path, captured.changes)
+            if self._lock.held:
+                self._lock.released(committed=False)
+                self._lock.release(self.state)
+            raise
+        self._lock.released(committed=True)
+        self.capture.landed(captured, self.state.last_seq)
+        if self.verify:
+            self.capture.verify(self.state)
+
+    def catalog_changed(self) -> None:
+        """The state moved in a way DuckDB's copy must see (an index took a
+        catalog id): reload before the next statement."""
+        self._synced = None
+
+    def _commit(self, commit: Callable[[], Committed], in_duckdb: bool) -> Committed:
+        """Commit, then say whether DuckLake's copy is at the new head: it is
+        when the change came from DuckLake (captured) and landed on the base
+        it was made on; otherwise the next statement applies what it lacks."""
+        committed = commit()
+        pending = self.state.pending
+        if in_duckdb:
+            self._copy_snapshot = self.state.head.snapshot_id  # DuckLake's copy made it
+        if in_duckdb and pending is not None:
+            # rebased past head-preserving commits: DuckLake's copy lacks only those
+            mine = committed.change_set.txn_id
+            self.state.pending = [cs for cs in pending if cs.txn_id != mine]
+            if not self.state.pending:
+                self._synced = (self.state.head, self.state.last_seq)
+        return committed

@@ -1,0 +1,238 @@
+"""How a session runs a statement: reads as DuckDB runs them, writes in a
+transaction of their own committed under the lake's commit lock.
+
+A statement that raised leaves nothing behind: after any failure the
+session rolls back what DuckDB still holds open and, if DuckDB's catalog
+moved, reloads from the log before the next statement. A write statement
+whose data-file request failed inside DuckDB's httpfs (or the file system)
+raises the typed error (``indexes.translate_data_error``), one line naming
+the file.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import FrameType
+from typing import Any
+
+import duckdb
+
+from slatelake.ducklake import indexes
+from slatelake.ducklake import statements as stmt
+from slatelake.ducklake.commit_flow import CommitFlow, log
+from slatelake.ducklake.results import Results, in_scope
+from slatelake.errors import (
+    CommitLockBusyError,
+    ConflictError,
+    MisconfigurationError,
+    ReadOnlyError,
+)
+
+_ST = duckdb.StatementType
+
+
+@dataclass(frozen=True)
+class _Call:
+    """One statement that may write, as the caller sent it."""
+
+    query: str
+    params: Any
+    types: set[Any]
+    frame: FrameType
+    kinds: set[Any]  # the parsed statement types (``types`` may add CALL for ``writes``)
+
+
+class StatementFlow(CommitFlow):
+    """The statement half of a session (``Session`` is the whole)."""
+
+    _raw_txn: bool
+    _txn_failed: bool
+    _results: Results
+
+    def refresh(self) -> None:
+        raise NotImplementedError  # Session: bring the session to the log's head
+
+    def _statements(
+        self, query: str, params: Any, writes: bool | None, frame: FrameType, pending: bool
+    ) -> Any:
+        parsed = stmt.parse(query)
+        if params is None and len(parsed) > 1 and all(st.query.strip() for st in parsed):
+            result = None
+            for st in parsed:
+                result = self._statements(st.query, None, writes, frame, pending)
+            return result
+        types = {st.type for st in parsed}
+        if writes:
+            types = types | {_ST.CALL}
+        if self.read_only:
+            refused = sorted(t.name for t in types - stmt.READ_TYPES - {_ST.CALL, _ST.TRANSACTION})
+            if refused:
+                raise ReadOnlyError(
+                    f"this session is read-only and refuses {', '.join(refused)}; "
+                    "reconnect without read_only to write"
+                )
+        if types == {_ST.TRANSACTION} and len(parsed) == 1:
+            self._transaction_statement(query)
+            return self.con if pending else None
+        if self._txn_failed and not self._raw_txn:
+            raise MisconfigurationError(
+                "a statement in this transaction failed; leave the transaction block "
+                "(it is rolled back) and run it again"
+            )
+        if not self._in_txn:
+            self._commit_outside_writes()
+            self.refresh()
+        # A read can still change the catalog through a DuckLake table function
+        # (SELECT * FROM ducklake_expire_snapshots(...)): treat those as writes.
+        may_write = bool(types - stmt.READ_TYPES) or "ducklake_" in query.lower()
+        if not may_write:
+            self.log.read_done()
+            return self._read(query, params, frame, pending)
+        call = _Call(query, params, types, frame, kinds={st.type for st in parsed})
+        wrapped = not (self._in_txn or self.read_only or types <= stmt.NOT_LAKE_WRITES)
+        if wrapped:
+            result = self._autocommit_write(call)
+        else:
+            if self._in_txn and stmt.maintains(query):
+                self._txn_maintains = True
+            result = self._run(call)
+            if self.read_only:
+                if self._captured() is not None:
+                    self._stale = True
+                    raise ReadOnlyError(
+                        "this session is read-only but the statement changed the catalog; "
+                        "nothing was committed, reconnect without read_only to write"
+                    )
+            elif not self._in_txn:
+                self._commit_captured()
+        return self._results.pend(result) if pending else result
+
+    def _read(self, query: str, params: Any, frame: FrameType, pending: bool) -> Any:
+        """DuckDB's own answer to a read: a lazy relation, or the pending result."""
+        try:
+            if pending:
+                return in_scope(frame, self.con.execute, query, params)
+            return in_scope(frame, self.con.sql, query, params=params)
+        except BaseException as exc:
+            self._statement_failed(exc)
+            raise
+
+    def _autocommit_write(self, call: _Call) -> duckdb.DuckDBPyRelation | None:
+        """A write in a transaction of its own. A DuckLake maintenance call runs
+        with the commit lock held from the start (its commit never needs a
+        rebase); any other write runs first without it, and if its commit is
+        refused as a conflict it runs once more with the lock held on the head,
+        where nothing can overtake it: nothing of the first run was committed,
+        and a statement run again later is what its author would have got by
+        sending it a moment later."""
+        lock_first = stmt.maintains(call.query)
+        try:
+            return self._write_in_transaction(call, lock_first)
+        except CommitLockBusyError:
+            raise
+        except ConflictError as exc:
+            if lock_first:
+                raise
+            log.info("re-running a write under the commit lock after: %s", exc)
+        self.refresh()
+        return self._write_in_transaction(call, lock_first=True)
+
+    def _write_in_transaction(
+        self, call: _Call, lock_first: bool
+    ) -> duckdb.DuckDBPyRelation | None:
+        if lock_first:
+            self._lock_at_head()
+        self.con.execute("BEGIN TRANSACTION")
+        result = self._run(call, holds_lock=lock_first)
+        self._commit_transaction()
+        return result
+
+    def _run(self, call: _Call, holds_lock: bool = False) -> duckdb.DuckDBPyRelation | None:
+        """Run a write; its result is materialized before anything commits."""
+        try:
+            return self._results.write(call.query, call.params, call.kinds, call.frame)
+        except BaseException as exc:
+            self._statement_failed(exc)
+            if holds_lock:
+                self._lock.release(self.state)
+            if isinstance(exc, duckdb.IOException):  # httpfs's HTTPException too
+                what = stmt.described(call.query, call.types)
+                translated = indexes.translate_data_error(what, exc)
+                if translated is not None:
+                    raise translated from None
+            raise
+
+    def _transaction_statement(self, query: str) -> None:
+        """BEGIN, COMMIT or ROLLBACK sent as SQL: the same transaction as
+        ``transaction()``, committed under the commit lock at COMMIT."""
+        verb = query.strip().split(None, 1)[0].rstrip(";").lower()
+        if verb in ("begin", "start"):
+            if not self._in_txn:
+                self.refresh()
+            self.con.execute(query)  # DuckDB refuses a nested BEGIN itself
+            self._in_txn, self._raw_txn, self._txn_failed = True, True, False
+            self._txn_maintains = False
+            return
+        if not self._in_txn:
+            self.con.execute(query)  # DuckDB's own "no transaction is active"
+            return
+        if not self._raw_txn:
+            raise MisconfigurationError(
+                f"{verb.upper()} inside a session.transaction() block: the block commits when "
+                "it ends and rolls back when it raises"
+            )
+        failed = self._txn_failed or self._aborted()  # a lazy read may have failed at fetch
+        self._in_txn, self._raw_txn, self._txn_failed = False, False, False
+        if verb in ("commit", "end") and not failed:
+            self._commit_transaction()
+            return
+        self._rollback()
+        if verb in ("commit", "end"):  # as DuckDB answers a COMMIT of an aborted transaction
+            raise duckdb.TransactionException(
+                "a statement in this transaction failed, so it was rolled back and nothing was "
+                "committed; run it again"
+            )
+
+    def _statement_failed(self, exc: BaseException) -> None:
+        """A statement raised, maybe after DuckDB applied it: drop its effect.
+
+        In a transaction, an error DuckDB raised is DuckDB's to judge, as in
+        DuckDB: a binder or catalog error leaves the transaction usable, an
+        execution error aborts it (DuckDB then refuses every statement but
+        ROLLBACK). An aborted transaction, or one where something raised
+        after DuckDB ran the statement, is failed: its COMMIT rolls it back
+        and says so (DuckDB's own COMMIT of an aborted transaction is silent).
+        Otherwise what DuckDB holds open is rolled back, and if DuckDB's
+        catalog still moved (it committed before the failure) the session
+        reloads from the log before the next statement."""
+        if self._in_txn:
+            if not isinstance(exc, duckdb.Error) or self._aborted():
+                self._txn_failed = True
+            return
+        if not isinstance(exc, Exception):  # an interrupt: ask DuckDB nothing more
+            self._stale = True
+            return
+        try:
+            self._rollback()
+            if self._captured() is not None:
+                self._stale = True
+        except Exception:
+            self._stale = True
+
+    def _aborted(self) -> bool:
+        """Whether DuckDB aborted the open transaction (it refuses any statement)."""
+        try:
+            self.con.execute("SELECT 1")
+        except duckdb.TransactionException:
+            return True
+        except duckdb.Error:
+            return False
+        return False
+
+    def _end_failed_transaction(self) -> None:
+        self._in_txn, self._txn_failed = False, False
+        try:
+            self._rollback()
+        except BaseException:
+            self._stale = True
+            raise
