@@ -199,14 +199,14 @@ class StatementFlow(CommitFlow):
         In a transaction, an error DuckDB raised is DuckDB's to judge, as in
         DuckDB: a binder or catalog error leaves the transaction usable, an
         execution error aborts it (DuckDB then refuses every statement but
-        ROLLBACK). An aborted transaction, or one where something raised
-        after DuckDB ran the statement, is failed: its COMMIT rolls it back
+        ROLLBACK, in its own words). Something raised after DuckDB ran the
+        statement poisons the transaction. Either way its COMMIT rolls it back
         and says so (DuckDB's own COMMIT of an aborted transaction is silent).
         Otherwise what DuckDB holds open is rolled back, and if DuckDB's
         catalog still moved (it committed before the failure) the session
         reloads from the log before the next statement."""
         if self._in_txn:
-            if not isinstance(exc, duckdb.Error) or self._aborted():
+            if not isinstance(exc, duckdb.Error):
                 self._txn_failed = True
             return
         if not isinstance(exc, Exception):  # an interrupt: ask DuckDB nothing more
