@@ -85,7 +85,7 @@ def test_init_twice_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str
 def test_demo_runs_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["demo", str(tmp_path / "demo"), "--commits", "5"]) == 0
     out = capsys.readouterr().out
-    assert "two committers landed 10 commits" in out
+    assert "two sessions committed 10 inserts" in out and "10 rows, 10 distinct" in out
     assert "are identical" in out
     assert "lookup id=42: [(42, 'Oslo', 63.0)]" in out
     sweep = next(line for line in out.splitlines() if line.strip().startswith("sweep_indexes"))
@@ -177,8 +177,8 @@ def test_lease_break_refuses_a_live_owner_and_breaks_a_silent_one(
     time.sleep(3.2)
     assert main(["lease", "break", url, "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert doc["broken"] is True and doc["holder"]["owner"] == owner.owner
-    assert doc["holder"]["expires_at"] > time.time()  # broken before it expired
+    assert doc["broken"] is True and doc["lease"]["owner"] == owner.owner
+    assert doc["lease"]["expires_at"] > time.time()  # broken before it expired
     assert not owner.renew() and owner.lost is not None  # a revived owner learns it lost
     assert PassLease(location).try_acquire()
 

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from slatelake.catalog.census import SUBSPACE_NAMES
 from slatelake.catalog.folder import Folder
 from slatelake.catalog.lake import Lake
 from slatelake.cli import EXIT_ERROR, EXIT_USAGE, main
+from slatelake.store.census import SUBSPACE_NAMES
 from slatelake.store.location import LakeLocation
 from tests.catalog.test_census import churn, fast_compactor, settled, wait_for
 

@@ -2,7 +2,8 @@
 
 Every module of the package is parsed (never imported) and each import,
 including ones inside functions and ``TYPE_CHECKING`` blocks, resolved to the
-layer it lands in. ``errors`` is shared by all layers and imports none; ``cli``,
+layer it lands in. ``errors`` and ``durations`` are shared by all layers
+(``errors`` imports nothing of slatelake, ``durations`` only ``errors``); ``cli``,
 ``demo`` and the package ``__init__`` sit on top and may import anything. Only
 ``store`` imports ``slatedb``; ``store``, ``log`` and ``catalog`` never import
 ``duckdb``.
@@ -18,9 +19,9 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "layers" / "slatelake" / "slatelake"
 ORDER = ("store", "log", "catalog", "ducklake", "maintenance")
-SHARED = {"errors"}
+SHARED = {"errors", "durations"}
 TOP = {"cli", "demo", "__init__"}
-RANK = {"errors": 0, **{layer: i + 1 for i, layer in enumerate(ORDER)}}
+RANK = {"errors": 0, "durations": 0, **{layer: i + 1 for i, layer in enumerate(ORDER)}}
 TOP_RANK = len(ORDER) + 1
 NO_DUCKDB = {"store", "log", "catalog"}
 
@@ -117,11 +118,13 @@ def test_no_module_imports_a_layer_above_its_own() -> None:
     assert not upward, "upward imports:\n" + "\n".join(upward)
 
 
-def test_errors_imports_nothing_of_slatelake() -> None:
+def test_shared_modules_import_nothing_of_slatelake_but_errors() -> None:
     inward = [
         str(imp)
         for imp in ALL_IMPORTS
-        if layer_of(imp.module) in SHARED and top_package(imp.target) == "slatelake"
+        if layer_of(imp.module) in SHARED
+        and top_package(imp.target) == "slatelake"
+        and (layer_of(imp.module) == "errors" or imp.target != "slatelake.errors")
     ]
     assert not inward, "\n".join(inward)
 
@@ -143,3 +146,47 @@ def test_store_log_and_catalog_never_import_duckdb() -> None:
         and (top_package(imp.target) == "duckdb" or top_package(imp.target).startswith("duckdb_"))
     ]
     assert not found, "duckdb below the bridge:\n" + "\n".join(found)
+
+
+def _cycles_within_packages() -> list[list[str]]:
+    """Groups of modules of one package that import each other, directly or
+    round about (strongly connected components of more than one module)."""
+    graph: dict[str, set[str]] = {name: set() for name in KNOWN}
+    for imp in ALL_IMPORTS:
+        if imp.target not in KNOWN or imp.target == imp.module:
+            continue
+        if layer_of(imp.module) == layer_of(imp.target):
+            graph[imp.module].add(imp.target)
+    order: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    groups: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        order[node] = low[node] = len(order)
+        stack.append(node)
+        for nxt in sorted(graph[node]):
+            if nxt not in order:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], order[nxt])
+        if low[node] == order[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                groups.append(sorted(group))
+
+    for name in sorted(graph):
+        if name not in order:
+            visit(name)
+    return groups
+
+
+def test_no_package_has_an_import_cycle() -> None:
+    groups = _cycles_within_packages()
+    assert not groups, "modules that import each other:\n" + "\n".join(map(str, groups))

@@ -41,15 +41,15 @@ from telemetry import (
 )
 
 import slatelake
-from slatelake.catalog.census import CensusRequest, store_census
 from slatelake.catalog.lake import Lake
-from slatelake.catalog.store_merge import CompactStoreRequest, compact_store
 from slatelake.errors import NotFoundError, SlatelakeError, StaleViewError
 from slatelake.maintenance.flight import AlreadyRunningError, PassLease
 from slatelake.maintenance.options import bind
 from slatelake.maintenance.runner import run_pass
+from slatelake.store.census import CensusRequest, store_census
 from slatelake.store.db import deadline, store_exists
 from slatelake.store.location import LakeLocation
+from slatelake.store.merge import CompactStoreRequest, compact_store
 
 logger = Logger(service=SERVICE)
 metrics = Metrics(namespace=NAMESPACE, service=SERVICE)

@@ -39,16 +39,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from slatelake.catalog.census import CensusRequest, store_census
 from slatelake.catalog.changes import RowChanges
 from slatelake.catalog.folder import Folder
 from slatelake.catalog.lake import Lake
-from slatelake.catalog.store_merge import CompactStoreRequest
-from slatelake.catalog.synthetic import commit_changes
+from slatelake.store.census import CensusRequest, store_census
 from slatelake.store.db import COMPACTOR_POLL_ENV
 from slatelake.store.location import LakeLocation
+from slatelake.store.merge import CompactStoreRequest, compact_store
 from tests.bench.common import run_header
 from tests.bench.substrate import build_lake, ducklake_extension
+from tests.catalog.synthetic import commit_changes
 from tests.catalog.test_census import Recorder
 from tests.conftest import S3_ENV, start_moto_server
 
@@ -146,7 +146,7 @@ def bench_merge(recorder: Recorder, rounds: int) -> dict[str, Any]:
         before = store_census(url, CensusRequest(count_live_entries=True))
         with Lake.open(url) as lake:
             t0 = time.perf_counter()
-            report = lake.compact_store(CompactStoreRequest(wait_s=300))
+            report = compact_store(lake, CompactStoreRequest(wait_s=300))
             merge_s = time.perf_counter() - t0
         after = store_census(url, CensusRequest(count_live_entries=True))
     finally:

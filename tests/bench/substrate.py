@@ -74,13 +74,13 @@ from slatelake.catalog.folder import Folder
 from slatelake.catalog.lake import Lake
 from slatelake.catalog.rows import Row
 from slatelake.catalog.state import CATALOG_SUBSPACES, CatalogState
-from slatelake.catalog.synthetic import STATS_PER_FILE, commit_changes, genesis_changes
 from slatelake.log.committer import DEFAULT_MAX_OPERATIONS
 from slatelake.store import _bindings
 from slatelake.store.db import open_admin
 from slatelake.store.location import LakeLocation
 from slatelake.store.objects import ObjectClient
 from tests.bench.common import run_header
+from tests.catalog.synthetic import STATS_PER_FILE, commit_changes, genesis_changes
 
 GOAL_MATERIALIZE_ROWS_S = 500_000
 GOAL_FOLD_ROWS_S = 100_000

@@ -31,7 +31,7 @@ from pathlib import Path
 from slatelake.catalog import indexes as idx
 from slatelake.catalog.folder import Folder
 from slatelake.catalog.lake import Lake
-from slatelake.catalog.sweep import MaintenanceReport, MaintenanceRequest, discover, maintain
+from slatelake.catalog.sweep import SweepReport, SweepRequest, discover, sweep
 from slatelake.maintenance.progress import rss_mb
 from slatelake.store.location import LakeLocation
 from tests.bench.common import run_header
@@ -77,7 +77,7 @@ def bench_sweep(root: Path, entries: int) -> dict:
         before = dict(counter.counts)
         rss0 = rss_mb()[0]
         t0 = time.perf_counter()
-        report = maintain(lake, MaintenanceRequest(pace_s=0), state)
+        report = sweep(lake, SweepRequest(pace_s=0), state)
         sweep_s = time.perf_counter() - t0
         rss_growth = rss_mb()[0] - rss0  # the view holding the swept range stays alive
         slot_puts = counter.counts["put_if_absent:commits"] - before.get("put_if_absent:commits", 0)
@@ -98,7 +98,7 @@ def bench_sweep(root: Path, entries: int) -> dict:
         "sweep_s": round(sweep_s, 2),
         "entries_per_s": round(entries / sweep_s),
         "batches": report.batches,
-        "batch_size": MaintenanceRequest().batch_size,
+        "batch_size": SweepRequest().batch_size,
         "sweep_s_with_default_pace": round(sweep_s + max(report.batches - 1, 0) * 1.0, 2),
         "rss_growth_mb": round(rss_growth, 1),
         "slot_puts": slot_puts,
@@ -122,7 +122,7 @@ def bench_discovery(root: Path, per_index: int, indexes: int = 100, runs: int = 
         times, seeks = [], 0
         for _ in range(runs):
             reader = lake.reader(fresh=True)
-            report = MaintenanceReport()
+            report = SweepReport()
             t0 = time.perf_counter()
             dead = discover(reader, state, live, report)
             times.append(time.perf_counter() - t0)

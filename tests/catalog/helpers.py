@@ -5,8 +5,8 @@ from __future__ import annotations
 import sys
 
 from slatelake.catalog.folder import Folder
-from slatelake.catalog.synthetic import commit_inserts
 from slatelake.store.location import LakeLocation
+from tests.catalog.synthetic import commit_inserts
 
 __all__ = ["commit_inserts", "fold_all"]
 

@@ -11,10 +11,10 @@ from slatelake.catalog.changes import RowChanges, build_change_set
 from slatelake.catalog.folder import Folder
 from slatelake.catalog.lake import Lake
 from slatelake.catalog.state import CatalogState
-from slatelake.catalog.synthetic import EPOCH_2026_US, genesis_changes
 from slatelake.log.changeset import ChangeSet
 from slatelake.store.keys import Subspace
 from slatelake.store.location import LakeLocation
+from tests.catalog.synthetic import EPOCH_2026_US, genesis_changes
 
 
 def new_lake(url: str) -> tuple[Lake, CatalogState]:

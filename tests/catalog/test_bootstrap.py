@@ -19,12 +19,12 @@ from slatelake.catalog.changes import RowChanges
 from slatelake.catalog.lake import Lake
 from slatelake.catalog.rows import Row
 from slatelake.catalog.state import CatalogState
-from slatelake.catalog.synthetic import EPOCH_2026_US, commit_changes, genesis_changes
 from slatelake.errors import MisconfigurationError, UnsupportedError
 from slatelake.log.changeset import Head
 from slatelake.log.slots import SlotLog
 from slatelake.store.location import LakeLocation
 from tests.catalog.helpers import fold_all
+from tests.catalog.synthetic import EPOCH_2026_US, commit_changes, genesis_changes
 
 INLINE = "ducklake_inlined_data_1_1"
 INLINE_COLUMNS = [

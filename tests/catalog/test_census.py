@@ -16,7 +16,10 @@ from pathlib import Path
 import pytest
 
 import slatelake
-from slatelake.catalog.census import (
+from slatelake.catalog.folder import Folder
+from slatelake.catalog.lake import Lake
+from slatelake.log.changeset import ChangeSet
+from slatelake.store.census import (
     OBJECT_KINDS,
     SCHEDULED_DELETION_KIND,
     SUBSPACE_NAMES,
@@ -24,13 +27,10 @@ from slatelake.catalog.census import (
     classify_object,
     store_census,
 )
-from slatelake.catalog.folder import Folder
-from slatelake.catalog.lake import Lake
-from slatelake.catalog.synthetic import EPOCH_2026_US, commit_inserts
-from slatelake.log.changeset import ChangeSet
 from slatelake.store.db import COMPACTOR_POLL_ENV, open_reader
 from slatelake.store.keys import Subspace, encode_key
 from slatelake.store.location import LakeLocation
+from tests.catalog.synthetic import EPOCH_2026_US, commit_inserts
 from tests.conftest import S3_ENV, start_moto_server
 
 FAST_POLL = "100ms"

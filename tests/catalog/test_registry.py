@@ -619,3 +619,10 @@ def test_applied_change_set_leaves_exactly_the_changed_rows(
         stats(t, n) for t, n in after.items()
     )
     assert base.head == BASE_HEAD.after(False)
+
+
+def test_census_splits_current_by_the_registry_kind_of_the_deletion_schedule() -> None:
+    from slatelake.store.census import SCHEDULED_DELETION_KIND
+
+    spec = registry.spec("ducklake_files_scheduled_for_deletion")
+    assert spec.kind == SCHEDULED_DELETION_KIND

@@ -16,20 +16,11 @@ from typing import Any
 
 import pytest
 
-from slatelake.catalog import store_merge
-from slatelake.catalog.census import CensusRequest, store_census
 from slatelake.catalog.folder import Folder
 from slatelake.catalog.lake import Lake
-from slatelake.catalog.store_merge import (
-    COMPLETED,
-    FAILED,
-    PENDING,
-    SKIPPED,
-    CompactStoreRequest,
-    compact_store,
-)
-from slatelake.catalog.synthetic import commit_inserts
 from slatelake.errors import ReadOnlyError
+from slatelake.store import merge as store_merge
+from slatelake.store.census import CensusRequest, store_census
 from slatelake.store.db import (
     StoreAdmin,
     StoreWriter,
@@ -40,6 +31,15 @@ from slatelake.store.db import (
 )
 from slatelake.store.keys import Subspace, encode_key
 from slatelake.store.location import LakeLocation
+from slatelake.store.merge import (
+    COMPLETED,
+    FAILED,
+    PENDING,
+    SKIPPED,
+    CompactStoreRequest,
+    compact_store,
+)
+from tests.catalog.synthetic import commit_inserts
 from tests.catalog.test_census import churn, fast_compactor, settled, wait_for
 
 __all__ = ["fast_compactor"]  # a fixture, used by name
@@ -108,7 +108,7 @@ def test_acceptance_4_merge_reclaims_runs_and_bytes_and_every_key_reads_back(
     before = _all_entries(url)
     bytes_before, runs_before, _ = _runs(url, "current")
     with Lake.open(url) as lake:
-        report = lake.compact_store(CompactStoreRequest(subspace="current", wait_s=WAIT_S))
+        report = compact_store(lake, CompactStoreRequest(subspace="current", wait_s=WAIT_S))
     merge = report.merge("current")
     assert (report.outcome, merge.outcome) == (COMPLETED, COMPLETED), merge.reason
     assert merge.sorted_runs_before == runs_before >= 2 and merge.sorted_runs_after == 1
@@ -154,7 +154,7 @@ def test_acceptance_4_key_written_n_times_and_a_deleted_key_leave_one_version_no
         before = store_census(churned_url, CensusRequest(count_live_entries=True)).row("index")
         assert before.sorted_runs == 2 and before.live is not None and before.live.keys == 1
         with Lake.open(churned_url) as lake:
-            report = lake.compact_store(CompactStoreRequest(subspace="index", wait_s=WAIT_S))
+            report = compact_store(lake, CompactStoreRequest(subspace="index", wait_s=WAIT_S))
         assert report.merge("index").outcome == COMPLETED, report.merge("index").reason
         after = store_census(churned_url, CensusRequest(count_live_entries=True)).row("index")
     finally:
@@ -180,7 +180,7 @@ def test_acceptance_5_only_the_named_subspace_merges(churned: tuple[str, Holder]
     url, _ = churned
     untouched = {sub: _runs(url, sub) for sub in ("sys", "snapshot", "index")}
     with Lake.open(url) as lake:
-        report = lake.compact_store(CompactStoreRequest(subspace=Subspace.CURRENT, wait_s=WAIT_S))
+        report = compact_store(lake, CompactStoreRequest(subspace=Subspace.CURRENT, wait_s=WAIT_S))
     assert [m.subspace for m in report.merges] == ["current"]
     assert report.outcome == COMPLETED
     assert _runs(url, "current")[1] == 1
@@ -192,8 +192,8 @@ def test_acceptance_5_a_tree_with_nothing_to_merge_is_skipped_with_the_reason(
 ) -> None:
     Lake.create(lake_url).close()
     with Lake.open(lake_url) as lake:
-        whole = lake.compact_store(CompactStoreRequest(wait_s=5))
-        named = lake.compact_store(CompactStoreRequest(subspace="sys", wait_s=5))
+        whole = compact_store(lake, CompactStoreRequest(wait_s=5))
+        named = compact_store(lake, CompactStoreRequest(subspace="sys", wait_s=5))
     assert whole.outcome == SKIPPED and [m.subspace for m in whole.merges] == [
         s.label for s in Subspace
     ]
@@ -211,7 +211,7 @@ def test_acceptance_5_wait_none_returns_at_once_and_a_later_census_shows_the_red
     bytes_before, _, _ = _runs(url, "snapshot")
     with Lake.open(url) as lake:
         t0 = time.monotonic()
-        report = lake.compact_store(CompactStoreRequest(subspace="snapshot"))
+        report = compact_store(lake, CompactStoreRequest(subspace="snapshot"))
         elapsed = time.monotonic() - t0
     assert report.outcome == PENDING and report.merge("snapshot").reason.startswith("submitted")
     assert elapsed < 2.0
@@ -225,8 +225,8 @@ def test_acceptance_5_read_only_refuses_merge_and_serves_census(
     url, _ = churned
     with Lake.open(url, read_only=True) as lake:
         with pytest.raises(ReadOnlyError, match="read-only"):
-            lake.compact_store(CompactStoreRequest(wait_s=1))
-        census = lake.store_census(CensusRequest(count_live_entries=True))
+            compact_store(lake, CompactStoreRequest(wait_s=1))
+        census = store_census(lake, CensusRequest(count_live_entries=True))
     assert census.row("current").sorted_runs >= 2  # nothing was submitted
     assert census.row("current").live is not None and census.row("current").live.keys > 0
 
@@ -237,13 +237,13 @@ def test_a_tree_already_being_merged_is_adopted_and_a_later_holder_executes_it(
     url, holder = churned
     holder.stop()  # no holder: a submitted merge waits in the compactions record
     with Lake.open(url) as lake:
-        first = lake.compact_store(CompactStoreRequest(subspace="current", wait_s=0.5))
+        first = compact_store(lake, CompactStoreRequest(subspace="current", wait_s=0.5))
         assert first.outcome == PENDING and "still running" in first.merge("current").reason
-        second = lake.compact_store(CompactStoreRequest(subspace="current"))
+        second = compact_store(lake, CompactStoreRequest(subspace="current"))
         merge = second.merge("current")
         assert merge.adopted and merge.compaction_id == first.merge("current").compaction_id
         holder.start()
-        third = lake.compact_store(CompactStoreRequest(subspace="current", wait_s=WAIT_S))
+        third = compact_store(lake, CompactStoreRequest(subspace="current", wait_s=WAIT_S))
     assert third.merge("current").adopted and third.outcome == COMPLETED
     assert third.merge("current").sorted_runs_after == 1
 
@@ -272,7 +272,7 @@ def test_acceptance_6_a_commit_landing_during_a_merge_succeeds_and_both_read_bac
     before = _all_entries(url)
     with Lake.open(url) as lake:
         head = lake.materialize().head
-        report = lake.compact_store(CompactStoreRequest())  # submitted, not waited for
+        report = compact_store(lake, CompactStoreRequest())  # submitted, not waited for
         assert report.outcome == PENDING
         commit_inserts(url, 1, 2)  # lands while the merges run
         holder.folder.fold_once()
@@ -303,7 +303,7 @@ def test_a_foreign_segment_is_reported_and_left_alone_by_a_whole_store_merge(
         holder.folder.writer.write([(b"\x7fforeign", b"x" * 64)])
         holder.folder.writer.flush()
         with Lake.open(url) as lake:
-            report = lake.compact_store(CompactStoreRequest(wait_s=5))
+            report = compact_store(lake, CompactStoreRequest(wait_s=5))
     finally:
         holder.stop()
     unknown = report.merge("unknown")
@@ -397,7 +397,7 @@ def test_a_submit_refused_for_a_newer_job_in_the_record_is_submitted_again_and_c
     url, race = raced
     handle = race(1)
     with Lake.open(url) as lake:
-        report = lake.compact_store(CompactStoreRequest(subspace="index", wait_s=WAIT_S))
+        report = compact_store(lake, CompactStoreRequest(subspace="index", wait_s=WAIT_S))
     merge = report.merge("index")
     assert handle.rival_jobs == 1  # the race happened
     assert (merge.outcome, merge.adopted) == (COMPLETED, False), merge.reason
@@ -412,7 +412,7 @@ def test_a_submit_raced_on_every_attempt_gives_up_after_a_bounded_number_and_say
     url, race = raced
     handle = race(100)
     with Lake.open(url) as lake:
-        report = lake.compact_store(CompactStoreRequest(subspace="index"))
+        report = compact_store(lake, CompactStoreRequest(subspace="index"))
     merge = report.merge("index")
     assert handle.rival_jobs == store_merge.SUBMIT_ATTEMPTS
     assert (merge.outcome, merge.compaction_id) == (FAILED, None)

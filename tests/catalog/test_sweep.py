@@ -15,13 +15,12 @@ from slatelake.catalog.changes import RowChanges, build_change_set
 from slatelake.catalog.lake import Lake
 from slatelake.catalog.state import CatalogState
 from slatelake.catalog.sweep import (
-    MaintenanceReport,
-    MaintenanceRequest,
+    SweepReport,
+    SweepRequest,
     discover,
-    maintain,
     next_index,
+    sweep,
 )
-from slatelake.catalog.synthetic import commit_changes
 from slatelake.errors import ConflictError, MisconfigurationError, ReadOnlyError
 from slatelake.log.changeset import ChangeSet, Head
 from slatelake.store.db import open_writer
@@ -38,8 +37,9 @@ from tests.catalog.index_rows import (
     row_ids,
     store_index_keys,
 )
+from tests.catalog.synthetic import commit_changes
 
-FAST = MaintenanceRequest(pace_s=0)
+FAST = SweepRequest(pace_s=0)
 
 
 # -- acceptance ------------------------------------------------------------------
@@ -56,7 +56,7 @@ def test_acceptance_1_sweep_reclaims_dropped_index_and_drop_table_cascade(lake_u
         assert {d.index_id for d in ended} == {b1.index_id, b2.index_id}
         assert idx.live_definitions(state) == []
 
-        report = maintain(lake, FAST, state)
+        report = sweep(lake, FAST, state)
         assert (report.indexes_swept, report.index_entries_reclaimed) == (3, 600)
         assert {(r.index_id, r.entries) for r in report.ranges} == {
             (dropped.index_id, 300),
@@ -85,7 +85,7 @@ def test_acceptance_2_sweep_spares_live_indexes_interleaved_by_id(tmp_path) -> N
         }
         assert all(probes.values())
 
-        report = maintain(lake, FAST, state)
+        report = sweep(lake, FAST, state)
         assert sorted(r.index_id for r in report.ranges) == [d.index_id for d in defs[1::2]]
         assert report.index_entries_reclaimed == 100 + 200
         fold(url)
@@ -97,7 +97,7 @@ def test_acceptance_2_sweep_spares_live_indexes_interleaved_by_id(tmp_path) -> N
             assert store_index_keys(url, d.prefix) == []
 
         slots = len(list(lake.log.list_after(0)))
-        again = maintain(lake, FAST, state)
+        again = sweep(lake, FAST, state)
         assert (again.indexes_swept, again.index_entries_reclaimed, again.batches) == (0, 0, 0)
         assert len(list(lake.log.list_after(0))) == slots  # wrote nothing
 
@@ -113,7 +113,7 @@ def test_acceptance_3_batching_is_bounded_and_head_preserving(tmp_path) -> None:
         head, seq0 = state.head, state.last_seq
         snapshots = sorted(state.rows("ducklake_snapshot"))
 
-        report = maintain(lake, MaintenanceRequest(batch_size=64, pace_s=0), state)
+        report = sweep(lake, SweepRequest(batch_size=64, pace_s=0), state)
         assert report.batches == 16 and report.index_entries_reclaimed == 1000
         assert state.head == Head(head.snapshot_id, head.batch_seq + 16)
         envelopes = [lake.log.read(s.seq) for s in lake.log.list_after(seq0)]
@@ -152,8 +152,8 @@ def test_acceptance_4_sweep_interleaved_with_commits_for_a_live_index(tmp_path) 
             other.commit_change_set(theirs, ChangeSet(cs.base, puts, cs.deletes, True))
             landed.extend(rows)
 
-        request = MaintenanceRequest(batch_size=50, pace_s=0.001)
-        report = maintain(lake, request, state, sleep=commit_between_batches)
+        request = SweepRequest(batch_size=50, pace_s=0.001)
+        report = sweep(lake, request, state, sleep=commit_between_batches)
         assert report.index_entries_reclaimed == 500 and report.batches == 10
         assert report.rebases >= 9  # every batch after the first lost its slot and rebased
         assert len(landed) == 90 and state.head.snapshot_id == theirs.head.snapshot_id
@@ -172,16 +172,16 @@ def test_acceptance_5_committer_without_a_folder_sweeps_through_the_log(lake_url
         snapshot = state.head.snapshot_id
         assert store_index_keys(lake_url) == []  # nothing folded: entries only in the log
 
-        report = maintain(lake, MaintenanceRequest(batch_size=128, pace_s=0), state)
+        report = sweep(lake, SweepRequest(batch_size=128, pace_s=0), state)
         assert (report.index_entries_reclaimed, report.batches) == (400, 4)
-        assert maintain(lake, FAST, state).batches == 0  # the log tail already deleted them
+        assert sweep(lake, FAST, state).batches == 0  # the log tail already deleted them
 
         fold(lake_url)  # the holder folds the batches
         assert store_index_keys(lake_url) == []
         with Lake.open(lake_url, read_only=True) as reader:
             folded = reader.materialize()
         assert folded.head == state.head and folded.head.snapshot_id == snapshot
-        assert maintain(lake, FAST).batches == 0
+        assert sweep(lake, FAST).batches == 0
 
 
 @pytest.fixture(scope="module")
@@ -213,7 +213,7 @@ def test_acceptance_6_discovery_seeks_by_id(seeded_store, start: int) -> None:  
 
 def test_acceptance_6_discovery_costs_one_seek_per_distinct_index(seeded_store) -> None:  # noqa: ANN001
     writer, ids = seeded_store
-    report = MaintenanceReport()
+    report = SweepReport()
     state = CatalogState(head=Head(0, 0), last_seq=0)  # nothing unfolded
     head_row = RowChanges().insert("ducklake_snapshot", (0, 0, 0, 1 << 41, 0))
     state.apply(build_change_set(state, head_row, False))  # every seeded id is below the horizon
@@ -255,7 +255,7 @@ def test_acceptance_6_key_ordering_prefixes_ascend_within_a_kind_and_kinds_are_d
 
 def test_acceptance_7_zero_batch_size_refused_and_read_only_refuses(tmp_path) -> None:  # noqa: ANN001
     with pytest.raises(MisconfigurationError, match="batch_size=0"):
-        MaintenanceRequest(batch_size=0)
+        SweepRequest(batch_size=0)
     url = (tmp_path / "lake").as_uri()
     lake, state = new_lake(url)
     with lake:
@@ -264,9 +264,7 @@ def test_acceptance_7_zero_batch_size_refused_and_read_only_refuses(tmp_path) ->
     slots = [s.seq for s in lake.log.list_after(0)]
     with Lake.open(url, read_only=True) as ro:
         with pytest.raises(ReadOnlyError, match="read-only"):
-            ro.maintain(FAST)
-        with pytest.raises(ReadOnlyError):
-            maintain(ro, FAST)
+            sweep(ro, FAST)
         assert [s.seq for s in ro.log.list_after(0)] == slots
 
 
@@ -292,7 +290,7 @@ def test_7b_7c_reclaim_stranded_file_stats_and_inlined_tables(tmp_path) -> None:
         lake.commit(state, damage, mints_snapshot=False)
         fold(url)
 
-        report = maintain(lake, FAST, state)
+        report = sweep(lake, FAST, state)
         assert (report.file_stats_files, report.file_column_stats_reclaimed) == (1, 3)
         assert (report.inlined_tables_reclaimed, report.inlined_rows_reclaimed) == (1, 2)
         assert {r[0] for r in state.rows("ducklake_file_column_stats")} == {live_file}
@@ -300,7 +298,7 @@ def test_7b_7c_reclaim_stranded_file_stats_and_inlined_tables(tmp_path) -> None:
         assert [r[0] for r in state.rows("ducklake_inlined_data_tables")] == [t]
         with Lake.open(url, read_only=True) as fresh:
             assert fresh.materialize().same_rows(state)
-        again = maintain(lake, FAST, state)
+        again = sweep(lake, FAST, state)
         assert (again.file_column_stats_reclaimed, again.inlined_tables_reclaimed) == (0, 0)
 
 
@@ -337,7 +335,7 @@ def test_progress_every_64_batches_and_once_per_range_and_a_stopped_sweep_resume
         drop_index(lake, state, first)
         drop_index(lake, state, second)
         lines: list[str] = []
-        report = maintain(lake, MaintenanceRequest(batch_size=1, pace_s=0), state, lines.append)
+        report = sweep(lake, SweepRequest(batch_size=1, pace_s=0), state, lines.append)
         assert report.batches == 150
         counted = [line for line in lines if "index entries reclaimed in" in line]
         assert counted == [
@@ -352,15 +350,15 @@ def test_progress_every_64_batches_and_once_per_range_and_a_stopped_sweep_resume
         third = create_index(lake, state, t, 1, 50)
         drop_index(lake, state, third)
         calls = iter(range(1000))
-        stopped = maintain(
+        stopped = sweep(
             lake,
-            MaintenanceRequest(batch_size=10, pace_s=0),
+            SweepRequest(batch_size=10, pace_s=0),
             state,
             should_stop=lambda: "deadline" if next(calls) >= 2 else None,
         )
         assert (stopped.batches, stopped.index_entries_reclaimed) == (2, 20)
         assert stopped.stopped == "deadline"
-        rest = maintain(lake, MaintenanceRequest(batch_size=10, pace_s=0), state)
+        rest = sweep(lake, SweepRequest(batch_size=10, pace_s=0), state)
         assert (rest.index_entries_reclaimed, rest.stopped) == (30, None)
         fold(url)
         assert store_index_keys(url) == []

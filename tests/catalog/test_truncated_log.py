@@ -14,13 +14,13 @@ import pytest
 
 from slatelake.catalog.lake import Lake
 from slatelake.catalog.state import CatalogState
-from slatelake.catalog.synthetic import commit_changes
 from slatelake.errors import ConflictError
 from slatelake.log.changeset import ChangeSet, Head, encode_envelope
 from slatelake.log.leases import LeaseBook
 from slatelake.log.replay import StaleViewError, read_tail
 from slatelake.store.location import LakeLocation
 from tests.catalog.helpers import commit_inserts, fold_all
+from tests.catalog.synthetic import commit_changes
 
 
 def _messages(state: CatalogState) -> list[str]:

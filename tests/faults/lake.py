@@ -21,10 +21,10 @@ import boto3
 import duckdb
 
 import slatelake
-from slatelake.catalog.census import CensusRequest, store_census
 from slatelake.catalog.folder import Folder
 from slatelake.ducklake.session import Session
 from slatelake.maintenance.runner import run_pass
+from slatelake.store.census import CensusRequest, store_census
 from slatelake.store.location import LakeLocation
 
 TABLES = ("a", "b")

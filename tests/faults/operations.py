@@ -17,13 +17,13 @@ from dataclasses import dataclass
 from slatelake import errors
 from slatelake.catalog.folder import Folder
 from slatelake.catalog.lake import Lake
-from slatelake.catalog.store_merge import CompactStoreRequest
-from slatelake.catalog.sweep import MaintenanceRequest
+from slatelake.catalog.sweep import SweepRequest, sweep
 from slatelake.ducklake.session import Session
 from slatelake.maintenance.options import ducklake_signatures, parse_options
 from slatelake.maintenance.runner import run_pass
 from slatelake.store import objects
 from slatelake.store.location import LakeLocation
+from slatelake.store.merge import CompactStoreRequest, compact_store
 from tests.faults.lake import CaseRows
 
 HANG_S = 60.0
@@ -116,7 +116,7 @@ def run_operation(
     if operation == "sweep":
         with Lake.open(url) as lake:
             arm()
-            return _observe(lambda: lake.maintain(MaintenanceRequest(pace_s=0)).to_json(), disarm)
+            return _observe(lambda: sweep(lake, SweepRequest(pace_s=0)).to_json(), disarm)
     if operation == "store_merge":
         with Lake.open(url) as lake:
             arm()
@@ -157,7 +157,7 @@ def _bases(name: str) -> tuple[str, ...]:
 
 def _merge_row(lake: Lake) -> str:
     """Submit the store merges (no holder runs: they stay pending)."""
-    report = lake.compact_store(CompactStoreRequest())
+    report = compact_store(lake, CompactStoreRequest())
     return f"{report.outcome}: {report.summary()}"
 
 

@@ -406,9 +406,9 @@ def test_acceptance_4_a_merge_the_lambda_submits_is_executed_by_the_holder(
     """No holder: the submitted merge reports pending within its timeout. A
     holder (`slatelake hold`) starts: the next invoke adopts the merge, the
     holder's compactor executes it, and it reports completed."""
-    from slatelake.catalog.census import CensusRequest, store_census
     from slatelake.catalog.folder import Folder
     from slatelake.catalog.lake import Lake
+    from slatelake.store.census import CensusRequest, store_census
     from slatelake.store.db import COMPACTOR_POLL_ENV
     from slatelake.store.location import LakeLocation
     from tests.catalog.test_census import churn, settled, wait_for

@@ -18,8 +18,8 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from slatelake.cli.common import parse_kv
+from slatelake.durations import MAX_DURATION_S
 from slatelake.maintenance.options import (
-    MAX_DURATION_S,
     MAX_WINDOW_S,
     Instant,
     Interval,

@@ -6,13 +6,13 @@ import pytest
 
 from slatelake.catalog.changes import RowChanges
 from slatelake.catalog.lake import Lake
-from slatelake.catalog.synthetic import commit_changes
 from slatelake.errors import ConflictError, CorruptionError, OperationLimitError
 from slatelake.log.changeset import ChangeSet, Head, encode_envelope
 from slatelake.log.committer import Committer
 from slatelake.log.replay import read_tail
 from slatelake.store.objects import AmbiguousWriteError, ObjectClient
 from tests.catalog.helpers import commit_inserts
+from tests.catalog.synthetic import commit_changes
 
 
 @pytest.fixture

@@ -20,13 +20,13 @@ from slatelake.catalog.changes import build_change_set
 from slatelake.catalog.folder import Folder
 from slatelake.catalog.lake import Lake
 from slatelake.catalog.state import SYS_FOLD, decode_fold
-from slatelake.catalog.synthetic import commit_changes
 from slatelake.errors import CorruptionError, FormatError
 from slatelake.log.changeset import ENVELOPE_KIND, ENVELOPE_VERSION, LEGACY_VERSION, ChangeSet
 from slatelake.store import values
 from slatelake.store.keys import Subspace
 from slatelake.store.location import LakeLocation
 from tests.catalog.helpers import commit_inserts
+from tests.catalog.synthetic import commit_changes
 from tests.log.test_envelope import body_row
 
 DAMAGED = 3  # the newest of three slots

@@ -11,7 +11,6 @@ import pytest
 
 from slatelake.catalog.folder import Folder
 from slatelake.catalog.lake import Lake
-from slatelake.catalog.synthetic import commit_changes
 from slatelake.errors import ConflictError, CorruptionError
 from slatelake.log.changeset import ChangeSet, Head, encode_envelope
 from slatelake.log.committer import Committer
@@ -20,6 +19,7 @@ from slatelake.log.slots import SlotLog
 from slatelake.store.location import LakeLocation
 from slatelake.store.objects import ObjectClient
 from tests.catalog.helpers import commit_inserts, fold_all
+from tests.catalog.synthetic import commit_changes
 
 KEY = b"\x03\x14" + b"\x05" * 8
 

@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 
 import slatelake
-from slatelake.catalog.census import CensusRequest, store_census
 from slatelake.catalog.folder import Folder
 from slatelake.catalog.lake import Lake
 from slatelake.maintenance.report import FAILED, RAN, SKIPPED
+from slatelake.store.census import CensusRequest, store_census
 from slatelake.store.db import COMPACTOR_POLL_ENV, open_admin
 from slatelake.store.location import LakeLocation
 from tests.catalog.test_census import _l0_below, fast_compactor, wait_for

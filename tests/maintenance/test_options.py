@@ -84,7 +84,7 @@ def test_derivation_rule_enables_and_parameterizes(signatures) -> None:  # noqa:
         ),
         (
             {"MAINTENANCE_SWEEP_INDEXES": "no", "MAINTENANCE_BATCH_SIZE": "10"},
-            "MAINTENANCE_SWEEP_INDEXES is false but its parameter",
+            "every sweep is off",
         ),
         ({"MAINTENANCE_PROGRESS": "maybe"}, "MAINTENANCE_PROGRESS='maybe': expected true or false"),
         ({"VACUUM": "true"}, "unknown option 'VACUUM'"),
@@ -221,7 +221,7 @@ def test_a_timestamp_without_an_offset_is_read_as_utc(signatures) -> None:  # no
         ({"MAINTENANCE_FLUSH_INLINED_DATA\x00": "true"}, "NUL byte"),
         # durations: bounded, so no timer ever overflows
         ({"MAINTENANCE_INTERVAL": "99999999999 days"}, "MAINTENANCE_INTERVAL='99999999999 days'"),
-        ({"MAINTENANCE_INTERVAL": "400 days"}, "at most 365 days"),
+        ({"MAINTENANCE_INTERVAL": "400 days"}, "at most 365d"),
         ({"MAINTENANCE_INTERVAL": "1" * 400}, "MAINTENANCE_INTERVAL"),
         ({"MAINTENANCE_COMPACT_STORE_TIMEOUT": "9999999999"}, "MAINTENANCE_COMPACT_STORE_TIMEOUT"),
         ({"MAINTENANCE_BATCH_SIZE": str(2**64)}, "MAINTENANCE_BATCH_SIZE"),

@@ -5,8 +5,8 @@ commits, deletes, a dropped table) through sessions (every transaction a
 commit-log slot), index a column and drop another index, run a configured
 maintenance pass with progress on (its sweep reclaims the dropped index's
 entries), and print its report, the status window and a store census.
-Part 2, the substrate: two committers race commits into a second lake with
-no folder running; then fold, and compare materializations.
+Part 2, the race: two DuckLake sessions commit inserts into a second lake at
+once with no folder running; then fold, and compare materializations.
 """
 
 from __future__ import annotations
@@ -16,11 +16,10 @@ import threading
 import time
 from pathlib import Path
 
-from slatelake.catalog.census import store_census
 from slatelake.catalog.folder import Folder
 from slatelake.catalog.lake import Lake
-from slatelake.catalog.synthetic import commit_inserts, genesis_changes
 from slatelake.errors import MisconfigurationError
+from slatelake.store.census import store_census
 
 DEMO_OPTIONS = {
     "MAINTENANCE_EXPIRE_SNAPSHOTS_OLDER_THAN": "1 second",
@@ -86,21 +85,41 @@ def _ducklake_part(root: Path, tables: int = 4, commits: int = 12) -> None:
         print(f"  objects: {total['objects']} ({total['bytes']} bytes) under the lake root")
 
 
-def _substrate_part(root: Path, commits: int) -> None:
+def _race_part(root: Path, commits: int) -> None:
+    """Two DuckLake sessions (each its own DuckDB and lake handle) insert into
+    the same lake at once, one row per commit; a lost race is retried."""
+    import slatelake
+
     url = (root / "race").as_uri()
-    with Lake.create(url) as lake:
-        state = lake.materialize()
-        lake.commit(state, genesis_changes(), mints_snapshot=True, changes_made="created_schema")
-    conflicts: list[int] = []
-    threads = [
-        threading.Thread(target=lambda t=t: conflicts.append(commit_inserts(url, commits, t)))
-        for t in (1, 2)
-    ]
+    with slatelake.connect(url, data_path=f"{root}/race-data/") as session:
+        session.sql("CREATE TABLE events (writer INTEGER, n INTEGER)")
+    lost: list[int] = []
+
+    def writer(who: int) -> None:
+        races = 0
+        with slatelake.connect(url) as own:
+            for n in range(commits):
+                while True:
+                    try:
+                        own.sql("INSERT INTO events VALUES (?, ?)", params=[who, n])
+                        break
+                    except slatelake.ConflictError:
+                        races += 1
+        lost.append(races)
+
+    threads = [threading.Thread(target=writer, args=(who,)) for who in (1, 2)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    print(f"two committers landed {2 * commits} commits, {sum(conflicts)} lost races retried")
+    with slatelake.connect(url, read_only=True) as reader:
+        rows, distinct = reader.sql(
+            "SELECT count(*), count(DISTINCT (writer, n)) FROM events"
+        ).fetchone()
+    print(
+        f"two sessions committed {2 * commits} inserts, {sum(lost)} lost races retried; "
+        f"{rows} rows, {distinct} distinct"
+    )
     with Lake.open(url, read_only=True) as lake:
         before = lake.materialize()
         location = lake.location
@@ -142,9 +161,9 @@ def prepare_directory(directory: str) -> Path:
     return root
 
 
-def run_demo(directory: str, commits: int = 50) -> None:
+def run_demo(directory: str, commits: int = 20) -> None:
     root = prepare_directory(directory)
     t0 = time.perf_counter()
     _ducklake_part(root)
-    _substrate_part(root, commits)
+    _race_part(root, commits)
     print(f"done in {time.perf_counter() - t0:.2f}s")

@@ -131,6 +131,17 @@ class StepFailed(SlatelakeError):
         self.pending = pending
 
 
+class MergeIncompleteError(SlatelakeError):
+    """A store merge that had to complete is still pending or failed. ``report``
+    is the merge's report (what each subspace did), so a caller can show it."""
+
+    retryable = True  # the holder's compactor may finish it
+
+    def __init__(self, message: str, report: object = None) -> None:
+        super().__init__(message)
+        self.report = report
+
+
 class OperationLimitError(SlatelakeError):
     """A change set holds more operations than the configured cap allows.
 

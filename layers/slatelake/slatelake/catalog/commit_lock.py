@@ -32,12 +32,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from slatelake.catalog.state import CatalogView
+from slatelake.durations import env_duration
 from slatelake.errors import (
     Backoff,
     CommitLockBusyError,
     ConflictError,
     CorruptionError,
-    MisconfigurationError,
 )
 from slatelake.log.changeset import ChangeSet
 from slatelake.store import values
@@ -89,18 +89,8 @@ def _valid_ttl(value: object) -> bool:
 
 
 def seconds_from_env(name: str, default: float) -> float:
-    raw = os.environ.get(name)
-    if not raw:
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        value = math.nan
-    if not _valid_ttl(value):
-        raise MisconfigurationError(
-            f"{name}={raw!r}: expected seconds, a number above 0 and at most {MAX_TTL_S:g}"
-        )
-    return value
+    """A duration setting (``30``, ``90s``, ``2m``), positive, at most MAX_TTL_S."""
+    return env_duration(name, default, maximum=MAX_TTL_S) or default
 
 
 class CommitLock:

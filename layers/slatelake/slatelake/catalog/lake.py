@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from slatelake.catalog.changes import RowChanges, build_change_set
 from slatelake.catalog.state import (
@@ -28,7 +27,6 @@ from slatelake.catalog.state import (
     encode_format,
     encode_head,
 )
-from slatelake.catalog.sweep import MaintenanceReport, MaintenanceRequest, maintain
 from slatelake.errors import (
     CorruptionError,
     MisconfigurationError,
@@ -44,10 +42,6 @@ from slatelake.log.replay import Tail, read_tail
 from slatelake.log.slots import SlotLog
 from slatelake.store.db import StoreReader, open_reader, open_writer, store_exists
 from slatelake.store.location import LakeLocation
-
-if TYPE_CHECKING:
-    from slatelake.catalog.census import CensusRequest, StoreCensus
-    from slatelake.catalog.store_merge import CompactStoreReport, CompactStoreRequest
 
 STALE_VIEW_RETRIES = 3
 log = logging.getLogger("slatelake.lake")
@@ -169,7 +163,7 @@ class Lake:
         if raw is None:
             raise CorruptionError(f"{self.location.url}: the store has no fold cursor")
         seq, head = decode_fold(raw)
-        self._hold_lease(seq)
+        self._renew_reader_lease(seq)
         state = CatalogState(head=head, last_seq=seq)
         for sub in CATALOG_SUBSPACES:
             for batch in reader.scan_prefix_batches(bytes((sub,))):
@@ -184,10 +178,10 @@ class Lake:
         """The log past a view at ``(head, seq)`` (a catalog image's), its
         slots pinned by this handle's reader lease. StaleViewError when the
         folder already truncated slots the view needs."""
-        self._hold_lease(seq)
+        self._renew_reader_lease(seq)
         return read_tail(self.log, head, seq)
 
-    def _hold_lease(self, seq: int) -> None:
+    def _renew_reader_lease(self, seq: int) -> None:
         """Pin the slots this view needs. Best effort when read-only: a
         read-only role may not be allowed to write ``readers/``; the folder's
         truncation margin then covers a short read."""
@@ -214,7 +208,7 @@ class Lake:
         session reopens from the newest image instead).
         """
         if not self._lease_refused:
-            self._hold_lease(state.last_seq)
+            self._renew_reader_lease(state.last_seq)
         try:
             tail = read_tail(self.log, state.head, state.last_seq)
         except StaleViewError:
@@ -232,6 +226,34 @@ class Lake:
         if key in state.sys_overlay:
             return state.sys_overlay[key]
         return self.reader().get(key)
+
+    def read_sys_at_head(self, key: bytes) -> bytes | None:
+        """A sys record at the log's head without loading the catalog: the
+        store's value, then the last write of it in the log tail (one LIST and
+        the tail's slots), so reading a status record costs no materialization."""
+        return retry(
+            lambda: self._read_sys_once(key),
+            attempts=STALE_VIEW_RETRIES,
+            on=StaleViewError,
+            between=lambda *_: self.reader(fresh=True),
+            give_up=lambda exc, tries: CorruptionError(
+                f"{self.location.url}: {exc}; the store's fold cursor did not catch up after "
+                f"{tries} fresh reads, so the log is missing slots"
+            ),
+        )
+
+    def _read_sys_once(self, key: bytes) -> bytes | None:
+        reader = self.reader()
+        raw = reader.get(SYS_FOLD)
+        if raw is None:
+            raise CorruptionError(f"{self.location.url}: the store has no fold cursor")
+        seq, head = decode_fold(raw)
+        value = reader.get(key)
+        for _, cs in read_tail(self.log, head, seq).applied:
+            value = next((v for k, v in reversed(cs.puts) if k == key), value)
+            if key in cs.deletes:
+                value = None
+        return value
 
     def summary(self) -> LogSummary:
         """Head, fold cursor and what the log retains: one view, one LIST."""
@@ -274,22 +296,3 @@ class Lake:
             raise ReadOnlyError(
                 f"{self.location.url} is open read-only; reopen without read_only to commit"
             )
-
-    # -- the store (RFC 0021: census and step 8) ---------------------------
-    def store_census(self, request: CensusRequest | None = None) -> StoreCensus:
-        """What the store weighs per subspace; serves read-only handles."""
-        from slatelake.catalog.census import store_census
-
-        return store_census(self, request)
-
-    def compact_store(self, request: CompactStoreRequest | None = None) -> CompactStoreReport:
-        """Submit full-tree store merges for the holder's compactor; refuses read-only."""
-        from slatelake.catalog.store_merge import compact_store
-
-        return compact_store(self, request)
-
-    def maintain(
-        self, request: MaintenanceRequest | None = None, state: CatalogView | None = None
-    ) -> MaintenanceReport:
-        """The sweep (RFC 0021 steps 7, 7b, 7c) as head-preserving batches; refuses read-only."""
-        return maintain(self, request, state)

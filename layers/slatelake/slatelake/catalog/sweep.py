@@ -1,4 +1,4 @@
-"""The core verb ``maintain``: reclaim what nothing else does (RFC 0021 7/7b/7c).
+"""The sweep: reclaim what nothing else does (RFC 0021 steps 7, 7b, 7c).
 
 - 7: entries of equality indexes no longer live (dropped, or their table or
   column dropped). Discovery is a skip-scan per kind: seek, read one key,
@@ -48,10 +48,13 @@ log = logging.getLogger("slatelake.sweep")
 
 
 @dataclass(frozen=True)
-class MaintenanceRequest:
-    """What one ``maintain`` call does. ``pace_s`` is the wait between batches."""
+class SweepRequest:
+    """Which sweeps one ``sweep`` call runs (one switch each), the deletes per
+    commit and ``pace_s``, the wait between batches."""
 
-    sweep_orphaned_index_entries: bool = True
+    index_entries: bool = True
+    file_stats: bool = True
+    inlined_tables: bool = True
     batch_size: int = DEFAULT_BATCH_SIZE
     pace_s: float = DEFAULT_PACE_S
 
@@ -73,7 +76,7 @@ class SweptRange:
 
 
 @dataclass
-class MaintenanceReport:
+class SweepReport:
     indexes_swept: int = 0
     index_entries_reclaimed: int = 0
     file_stats_files: int = 0  # data files whose stranded statistics went
@@ -93,18 +96,18 @@ class MaintenanceReport:
         return json.dumps(self.to_dict())
 
 
-def maintain(
+def sweep(
     lake: Lake,
-    request: MaintenanceRequest | None = None,
+    request: SweepRequest | None = None,
     state: CatalogView | None = None,
     progress: Callable[[str], None] | None = None,
     should_stop: Callable[[], str | None] | None = None,
     sleep: Callable[[float], None] = time.sleep,
-) -> MaintenanceReport:
-    """Run the sweep against the lake's head. ``state`` (kept current as the
+) -> SweepReport:
+    """Run the sweeps asked for against the lake's head. ``state`` (kept current as the
     batches commit) defaults to a fresh materialization; ``should_stop``
     returns a reason to stop between batches (a deadline, a shutdown)."""
-    request = request or MaintenanceRequest()
+    request = request or SweepRequest()
     if lake.read_only:
         raise ReadOnlyError(
             f"{lake.location.url} is open read-only and refuses maintenance; reopen read-write"
@@ -114,9 +117,11 @@ def maintain(
     else:
         lake.refresh(state)
     sweeper = _Sweeper(lake, state, request, progress, should_stop, sleep)
-    if request.sweep_orphaned_index_entries:  # 7b and 7c share step 7's switch
+    if request.index_entries:
         sweeper.sweep_indexes()
+    if request.file_stats:
         sweeper.sweep_file_stats()
+    if request.inlined_tables:
         sweeper.sweep_inlined_tables()
     return sweeper.report
 
@@ -135,7 +140,7 @@ def discover(
     reader,  # noqa: ANN001
     state: CatalogView,
     live: set[int],
-    report: MaintenanceReport | None = None,
+    report: SweepReport | None = None,
 ) -> list[tuple[int, int]]:
     """(kind, index_id) of every dead index holding entries, in key order:
     the store by skip-scan, plus ids only the unfolded log tail wrote.
@@ -170,7 +175,7 @@ class _Sweeper:
         self,
         lake: Lake,
         state: CatalogView,
-        request: MaintenanceRequest,
+        request: SweepRequest,
         progress: Callable[[str], None] | None,
         should_stop: Callable[[], str | None] | None,
         sleep: Callable[[float], None],
@@ -181,7 +186,7 @@ class _Sweeper:
         self.progress = progress or (lambda message: log.info("%s", message))
         self.should_stop = should_stop or (lambda: None)
         self.sleep = sleep
-        self.report = MaintenanceReport()
+        self.report = SweepReport()
 
     # Every batch: pace (after the first), then commit with rebase-retry.
     def _commit(self, deletes: list[bytes], what: str) -> bool:

@@ -10,7 +10,6 @@ Heavy modules (slatedb, duckdb) are imported only when a value is checked.
 from __future__ import annotations
 
 import argparse
-import math
 from typing import Any
 
 from slatelake.cli.common import Handler
@@ -40,20 +39,14 @@ def data_path(text: str) -> str:
 
 
 def wait_seconds(text: str) -> float:
-    """Seconds to wait: a finite number, zero or more, at most a year (a timer
-    past that overflows; NaN and a negative wait have no meaning)."""
-    from slatelake.maintenance.options import MAX_DURATION_S
-    from slatelake.store.location import show_input
+    """A wait in the one duration grammar (``30``, ``90s``, ``2m``), zero or
+    more, at most a year (a timer past that overflows)."""
+    from slatelake.durations import parse_duration
 
     try:
-        seconds = float(text)
-    except ValueError:
-        seconds = math.nan
-    if not (math.isfinite(seconds) and 0 <= seconds <= MAX_DURATION_S):
-        raise argparse.ArgumentTypeError(
-            f"{show_input(text)}: expected seconds, zero or more and at most {MAX_DURATION_S}"
-        )
-    return seconds
+        return parse_duration("--wait", text, allow_zero=True)
+    except MisconfigurationError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def catalog_text(text: str) -> str:

@@ -358,6 +358,8 @@ def register(sub: Any) -> None:
         default="demo-lake",
         help="directory for the lake (default ./demo-lake; replaced)",
     )
-    p.add_argument("--commits", type=int, default=50, help="commits per committer (default 50)")
+    p.add_argument(
+        "--commits", type=int, default=20, help="inserts per racing session (default 20)"
+    )
     p = add("log", _cmd_log, "Show the head, the fold cursor and the retained commit log.")
     p.add_argument("--json", action="store_true", help="print one JSON object")

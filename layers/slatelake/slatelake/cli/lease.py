@@ -26,39 +26,27 @@ EXIT_STATUSES = (
 )
 
 
-def _location(url: str) -> Any:
-    from slatelake.errors import NotFoundError
-    from slatelake.store.db import store_exists
-    from slatelake.store.location import LakeLocation
-
-    location = LakeLocation.parse(url)
-    if not store_exists(location):
-        raise NotFoundError(f"no slatelake lake at {url}; check the URL")
-    return location
-
-
 def _cmd_show(args: argparse.Namespace) -> int:
-    from slatelake.maintenance.flight import PassLease
+    from slatelake import NotFoundError, maintenance
 
-    holder = PassLease(_location(args.lake)).current()
+    if not maintenance.lake_exists(args.lake):
+        raise NotFoundError(f"no slatelake lake at {args.lake}; check the URL")
+    record = maintenance.pass_lease(args.lake)
     if args.json:
-        doc = asdict(holder) if holder else None
-        print(
-            json.dumps({"lake": args.lake, "holder": doc, "held": bool(holder and holder.held())})
-        )
-    elif holder is None:
+        doc = asdict(record) if record else None
+        print(json.dumps({"lake": args.lake, "lease": doc, "held": bool(record and record.held())}))
+    elif record is None:
         print("no maintenance lease was ever written")
     else:
-        print(holder.describe() + (" (free)" if not holder.held() else ""))
+        print(record.describe() + (" (free)" if not record.held() else ""))
     return 0
 
 
 def _cmd_break(args: argparse.Namespace) -> int:
-    from slatelake.maintenance.flight import LeaseLiveError, break_lease
+    from slatelake import LeaseLiveError, maintenance
 
-    location = _location(args.lake)
     try:
-        result = break_lease(location)
+        result = maintenance.break_lease(args.lake)
     except LeaseLiveError as exc:
         if args.json:
             print(json.dumps({"lake": args.lake, "broken": False, "refused": str(exc)}))
@@ -68,7 +56,7 @@ def _cmd_break(args: argparse.Namespace) -> int:
         doc = {
             "lake": args.lake,
             "broken": result.broken is not None,
-            "holder": asdict(result.broken) if result.broken else None,
+            "lease": asdict(result.broken) if result.broken else None,
             "generation": result.generation,
             "detail": result.detail,
         }

@@ -5,9 +5,10 @@ the pass lost its lease to another process), so a cron job or CI step sees
 it. ``status`` never fails on a damaged status record: it prints what could
 be read and a warning on stderr, and the next pass rewrites the record.
 
-Everything given is checked before the lake is touched: the lake URL, data
-path and wait at argument parsing, the options bound on a bare DuckDB, so a
-refused ``maintain`` (exit 2) never creates, opens or writes a lake.
+Both call the maintenance API (``slatelake.maintenance``), as the Lambda
+does. Everything given is checked before the lake is touched: the lake URL,
+data path and wait at argument parsing, the options bound on a bare DuckDB,
+so a refused ``maintain`` (exit 2) never creates, opens or writes a lake.
 """
 
 from __future__ import annotations
@@ -29,13 +30,10 @@ EXIT_STATUSES = (
 
 
 def _cmd_maintain(args: argparse.Namespace) -> int:
-    import slatelake
-    from slatelake.maintenance.options import bind
+    from slatelake import maintenance
 
     options = parse_kv(args.option)
-    bind(options)  # before connect, which would create a new lake
-    with slatelake.connect(args.lake, data_path=args.data_path, options=options) as session:
-        report = session.maintenance(wait_s=args.wait)
+    report = maintenance.run(args.lake, options, data_path=args.data_path, wait_s=args.wait)
     print_report(report, args.json)
     if not report.failed:
         return 0
@@ -50,10 +48,9 @@ def _cmd_maintain(args: argparse.Namespace) -> int:
 
 
 def _cmd_status(args: argparse.Namespace) -> int:
-    import slatelake
+    from slatelake import maintenance
 
-    with slatelake.connect(args.lake, read_only=True) as session:
-        window = session.maintenance_status()
+    window = maintenance.status(args.lake)
     if window.warning is not None:
         print(
             f"slatelake status: warning: {window.warning}; the next pass rewrites it",

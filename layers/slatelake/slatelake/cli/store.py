@@ -28,19 +28,22 @@ CENSUS_COLUMNS = (
 
 
 def _cmd_census(args: argparse.Namespace) -> int:
-    from slatelake.catalog.census import OBJECT_KINDS, CensusRequest, store_census
+    from slatelake import maintenance
 
-    census = store_census(args.lake, CensusRequest(count_live_entries=args.live, list_objects=True))
+    census = maintenance.census(args.lake, live=args.live)
+    kinds = [k for k in census.objects or () if k != "total"]
     if args.objects:
         if args.json:
             print_json({"objects": census.objects, "error": census.objects_error})
         elif census.objects is None:
             print(f"object totals absent: {census.objects_error}")
         else:
-            kinds = (*OBJECT_KINDS, "total")
             print_table(
                 ("kind", "objects", "bytes"),
-                [(k, census.objects[k]["objects"], census.objects[k]["bytes"]) for k in kinds],
+                [
+                    (k, census.objects[k]["objects"], census.objects[k]["bytes"])
+                    for k in (*kinds, "total")
+                ],
             )
         return 0
     rows = census.to_json()
@@ -59,7 +62,7 @@ def _cmd_census(args: argparse.Namespace) -> int:
     else:
         total = census.objects["total"]
         parts = ", ".join(
-            f"{k} {census.objects[k]['objects']}/{census.objects[k]['bytes']}" for k in OBJECT_KINDS
+            f"{k} {census.objects[k]['objects']}/{census.objects[k]['bytes']}" for k in kinds
         )
         print(
             f"objects: {total['objects']} objects, {total['bytes']} bytes "
@@ -69,9 +72,8 @@ def _cmd_census(args: argparse.Namespace) -> int:
 
 
 def _cmd_compact_store(args: argparse.Namespace) -> int:
-    from slatelake.catalog.lake import Lake
-    from slatelake.catalog.store_merge import COMPLETED, SKIPPED, CompactStoreRequest
-    from slatelake.store.keys import Subspace
+    from slatelake import maintenance
+    from slatelake.errors import MergeIncompleteError, MisconfigurationError
 
     if args.require_completed and args.timeout is None:
         print(
@@ -83,15 +85,19 @@ def _cmd_compact_store(args: argparse.Namespace) -> int:
     if args.timeout is not None and args.timeout <= 0:
         print("slatelake compact-store: --timeout must be positive", file=sys.stderr)
         return EXIT_USAGE
-    subspace = None
-    if args.subspace is not None:
-        try:
-            subspace = Subspace.from_label(args.subspace)
-        except ValueError as exc:
-            print(f"slatelake compact-store: --subspace: {exc}", file=sys.stderr)
-            return EXIT_USAGE
-    with Lake.open(args.lake) as lake:
-        report = lake.compact_store(CompactStoreRequest(subspace=subspace, wait_s=args.timeout))
+    incomplete = None
+    try:
+        report = maintenance.compact_store(
+            args.lake,
+            subspace=args.subspace,
+            wait_s=args.timeout,
+            require_completed=args.require_completed,
+        )
+    except MergeIncompleteError as exc:
+        report, incomplete = exc.report, exc
+    except MisconfigurationError as exc:  # a subspace that does not exist
+        print(f"slatelake compact-store: --subspace: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     if args.json:
         print_json(report.to_json())
     else:
@@ -119,13 +125,8 @@ def _cmd_compact_store(args: argparse.Namespace) -> int:
             ],
         )
         print(f"outcome: {report.outcome}")
-    if args.require_completed and report.outcome not in (COMPLETED, SKIPPED):
-        unfinished = ", ".join(
-            f"{m.subspace} {m.outcome}"
-            for m in report.merges
-            if m.outcome not in (COMPLETED, SKIPPED)
-        )
-        print(f"slatelake compact-store: not completed: {unfinished}", file=sys.stderr)
+    if incomplete is not None:
+        print(f"slatelake compact-store: {incomplete}", file=sys.stderr)
         return EXIT_ERROR
     return 0
 

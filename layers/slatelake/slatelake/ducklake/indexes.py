@@ -25,7 +25,7 @@ import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import unquote, urlsplit
 
 import duckdb
@@ -52,8 +52,30 @@ from slatelake.log.changeset import ChangeSet
 from slatelake.store.location import show_input
 
 if TYPE_CHECKING:
+    from slatelake.catalog.lake import Lake
     from slatelake.ducklake.capture import Captured
-    from slatelake.ducklake.session import Session
+    from slatelake.log.committer import Committed
+
+
+class Session(Protocol):
+    """What the index verbs need of a session (``ducklake.session.Session``
+    has it); named here so this module does not import the session."""
+
+    alias: str
+    read_only: bool
+    lake: Lake
+    con: duckdb.DuckDBPyConnection
+    state: CatalogView
+
+    @property
+    def in_transaction(self) -> bool: ...
+
+    def refresh(self) -> None: ...
+
+    def commit_change_set(self, cs: ChangeSet) -> Committed: ...
+
+    def catalog_changed(self) -> None: ...
+
 
 CREATE_ATTEMPTS = 5
 NESTED = ("struct", "list", "map", "array", "union", "variant")

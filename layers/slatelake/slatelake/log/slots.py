@@ -18,11 +18,10 @@ from dataclasses import dataclass
 
 from slatelake.errors import CorruptionError
 from slatelake.log.changeset import ChangeSet, decode_envelope
-from slatelake.store.location import COMMITS_DIR, LakeLocation
+from slatelake.store.location import COMMITS_DIR, TRUNCATION_MARK, LakeLocation
 from slatelake.store.objects import ObjectClient
 
 SEQ_WIDTH = 20
-TRUNCATION_MARK = "log/truncated"
 
 
 @dataclass(frozen=True)

@@ -1,33 +1,81 @@
-"""The maintenance pass (RFC 0021): options, steps, status window, triggers.
+"""The maintenance pass (RFC 0021) and the one API every surface calls.
 
-``run_pass(session, options)`` is the one pass every surface calls (Python
-``session.maintenance()``, ``slatelake maintain``, the scheduler thread in
-``slatelake hold``, the Lambda). Steps 1-6 call DuckLake; 7, 7b and 7c run
-the core's sweep (``sweep_steps``); 8 submits store merges (``store_step``).
-Single flight is ``flight``: a lock per lake in the process and a lease in the
-bucket, renewed by heartbeat and broken by ``break_lease`` once its owner is
-silent.
+``slatelake.maintenance.run(lake, options)`` runs one pass; ``status``,
+``census``, ``compact_store``, ``pass_lease`` and ``break_lease`` are the
+other verbs (``api``). The CLI, the Lambda and ``session.maintenance()`` all
+come through here. Inside: ``options`` binds the ``MAINTENANCE_*`` settings,
+``runner`` orders the steps (1-6 call DuckLake, 7/7b/7c the catalog's sweep in
+``sweep_steps``, 8 the store merge in ``store_step``), ``flight`` keeps one
+pass per lake (a lock in the process, a lease in the bucket), ``report`` is
+what a pass says and the status window keeps.
 """
 
-from slatelake.maintenance.flight import AlreadyRunningError, LeaseLiveError, break_lease
-from slatelake.maintenance.options import (
+from slatelake.durations import parse_duration
+from slatelake.errors import (
+    AlreadyRunningError,
+    LeaseLiveError,
     MaintenanceConfigError,
+    MergeIncompleteError,
+)
+from slatelake.maintenance.api import (
+    TRIGGERS,
+    break_lease,
+    canonical_data_path,
+    canonical_lake,
+    census,
+    compact_store,
+    lake_exists,
+    pass_lease,
+    run,
+    status,
+)
+from slatelake.maintenance.flight import BreakResult, LeaseRecord
+from slatelake.maintenance.options import (
+    ALIAS_PREFIX,
+    PREFIX,
     MaintenanceOptions,
-    parse_options,
+    bind,
+    parse_bool,
+    value_text,
 )
 from slatelake.maintenance.report import PassReport, StatusWindow, StepReport
-from slatelake.maintenance.runner import read_window, run_pass
+from slatelake.store.census import StoreCensus
+from slatelake.store.keys import Subspace
+from slatelake.store.location import show_input
+from slatelake.store.merge import CompactStoreReport
+
+# The names ``compact_store(subspace=...)`` takes.
+SUBSPACES = tuple(s.label for s in Subspace)
 
 __all__ = [
+    "ALIAS_PREFIX",
+    "PREFIX",
+    "SUBSPACES",
+    "TRIGGERS",
     "AlreadyRunningError",
+    "BreakResult",
+    "CompactStoreReport",
     "LeaseLiveError",
+    "LeaseRecord",
     "MaintenanceConfigError",
     "MaintenanceOptions",
+    "MergeIncompleteError",
     "PassReport",
     "StatusWindow",
     "StepReport",
+    "StoreCensus",
+    "bind",
     "break_lease",
-    "parse_options",
-    "read_window",
-    "run_pass",
+    "canonical_data_path",
+    "canonical_lake",
+    "census",
+    "compact_store",
+    "lake_exists",
+    "parse_bool",
+    "parse_duration",
+    "pass_lease",
+    "run",
+    "show_input",
+    "status",
+    "value_text",
 ]

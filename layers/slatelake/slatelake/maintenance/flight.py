@@ -1,7 +1,7 @@
 """Single flight: at most one pass per lake, in a process and across processes.
 
 In a process, a lock per canonical lake URL (two spellings of one lake share
-it). Across processes (two Lambda invocations, a holder and a shell), a lease
+it). Across processes (two Lambda invocations, the holder process and a shell), a lease
 in the bucket built only on create-if-absent: ``maintenance/lease-<generation>``
 objects, the newest generation saying who holds the lease and until when.
 Every change -- take, renew, release, break -- creates the next generation,
@@ -17,7 +17,7 @@ on a store that also deletes:
   below a live one loses;
 - whoever just wrote the newest generation collects the older ones.
 
-The holder renews by heartbeat, a thread writing the next generation every
+The lease's owner renews by heartbeat, a thread writing the next generation every
 ``ttl / 12`` seconds (5 s at the 60 s default), so a dead owner (SIGKILL, a
 lost host) is replaced about a minute later. A renewal that finds the next
 generation taken, or that cannot renew before the lease expires, marks the
@@ -37,6 +37,7 @@ import time
 import uuid
 from dataclasses import dataclass
 
+from slatelake.durations import env_duration
 from slatelake.errors import (
     AlreadyRunningError,
     AmbiguousWriteError,
@@ -71,22 +72,14 @@ def process_lock(url: str) -> threading.Lock:
 def default_ttl_s() -> float:
     """``SLATELAKE_PASS_LEASE_TTL_S`` when set (seconds, at least one: the
     heartbeat writes twelve times per TTL), else ``DEFAULT_TTL_S``."""
-    raw = os.environ.get(TTL_ENV)
-    if raw is None or not raw.strip():
-        return DEFAULT_TTL_S
-    try:
-        ttl = float(raw)
-    except ValueError:
-        ttl = math.nan
-    if not math.isfinite(ttl) or ttl < 1:
-        raise MisconfigurationError(
-            f"{TTL_ENV}={raw!r}: expected a number of seconds, at least 1, e.g. 60"
-        )
+    ttl = env_duration(TTL_ENV, DEFAULT_TTL_S) or DEFAULT_TTL_S
+    if ttl < 1:
+        raise MisconfigurationError(f"{TTL_ENV}={ttl:g}s: must be at least 1s, e.g. 60s")
     return ttl
 
 
 @dataclass(frozen=True)
-class Holder:
+class LeaseRecord:
     """The newest lease record. ``state`` is held, released, broken or
     unreadable; only a held record whose expiry is ahead holds the lease."""
 
@@ -132,7 +125,7 @@ class BreakResult:
     """What ``break_lease`` did: ``broken`` is the record it ended (None when
     there was nothing to break), ``generation`` the record it wrote."""
 
-    broken: Holder | None
+    broken: LeaseRecord | None
     generation: int | None
     detail: str
 
@@ -168,7 +161,7 @@ class PassLease:
                 out.append(int(name[6:]))
         return sorted(out)
 
-    def current(self) -> Holder | None:
+    def current(self) -> LeaseRecord | None:
         """The newest record; None when no lease was ever written."""
         for _ in range(_RELIST_ATTEMPTS):  # not ``retry``: a vanished record is an answer
             generations = self._generations()
@@ -185,7 +178,7 @@ class PassLease:
 
     @property
     def lost(self) -> str | None:
-        """Why this holder may no longer act on its lease (None while it
+        """Why this owner may no longer act on its lease (None while it
         holds it): another process took it, or it expired unrenewed (a
         process stalled past its TTL must not act before its heartbeat
         notices)."""
@@ -251,11 +244,11 @@ class PassLease:
     def try_acquire(self) -> bool:
         """Take the lease if it is free (or already ours: then renew it)."""
         with self._lock:
-            holder = self.current()
+            record = self.current()
             now = time.time()
-            if holder is not None and holder.held(now) and holder.owner != self.owner:
+            if record is not None and record.held(now) and record.owner != self.owner:
                 return False
-            generation = 1 if holder is None else holder.generation + 1
+            generation = 1 if record is None else record.generation + 1
             expires_at = now + self.ttl_s
             if not self._claim(generation, self._record(HELD, expires_at)):
                 return False
@@ -264,7 +257,7 @@ class PassLease:
 
     def acquire(self, wait_s: float = 0.0, poll_s: float = 0.5) -> None:
         """Take the lease, trying every ``poll_s`` for up to ``wait_s`` seconds;
-        AlreadyRunningError naming the holder when it stays taken."""
+        AlreadyRunningError naming the owner when it stays taken."""
 
         def take() -> None:
             if not self.try_acquire():
@@ -280,10 +273,10 @@ class PassLease:
         )
 
     def _busy(self) -> AlreadyRunningError:
-        holder = self.current()
+        record = self.current()
         return AlreadyRunningError(
             "maintenance already running on this lake"
-            + (f" ({holder.describe()})" if holder else "")
+            + (f" ({record.describe()})" if record else "")
             + "; retry later"
         )
 
@@ -300,11 +293,11 @@ class PassLease:
                 return True
             self._lost = f"another process wrote lease generation {generation}"
         try:
-            holder = self.current()
+            record = self.current()
         except Exception:  # the reason above stands without the details
-            holder = None
-        if holder is not None:
-            self._lost += f" ({holder.describe()})"
+            record = None
+        if record is not None:
+            self._lost += f" ({record.describe()})"
         return False
 
     # -- heartbeat -----------------------------------------------------------------
@@ -361,34 +354,34 @@ class PassLease:
 
 
 def break_lease(location: LakeLocation, client: ObjectClient | None = None) -> BreakResult:
-    """End a lease whose owner stopped beating (a SIGKILLed holder), so the
+    """End a lease whose owner stopped beating (a SIGKILLed pass), so the
     next pass need not wait for its expiry. Refused with LeaseLiveError while
     the owner's heartbeat is fresh."""
     breaker = PassLease(location, client=client)
     for _ in range(_RELIST_ATTEMPTS):  # not ``retry``: a lost claim is an answer, look again
-        holder = breaker.current()
+        record = breaker.current()
         now = time.time()
-        if holder is None or not holder.held(now):
-            what = holder.describe(now) if holder else "no lease was ever written"
+        if record is None or not record.held(now):
+            what = record.describe(now) if record else "no lease was ever written"
             return BreakResult(None, None, f"nothing to break: {what}")
-        if holder.heartbeat_fresh(now):
+        if record.heartbeat_fresh(now):
             raise LeaseLiveError(
-                f"refusing to break a live pass: {holder.describe(now)}; its heartbeat is "
-                f"younger than {STALE_BEATS} intervals ({STALE_BEATS * holder.heartbeat_s:g}s). "
+                f"refusing to break a live pass: {record.describe(now)}; its heartbeat is "
+                f"younger than {STALE_BEATS} intervals ({STALE_BEATS * record.heartbeat_s:g}s). "
                 "Stop that process (a stopped pass releases its lease) or wait for it to finish"
             )
-        generation = holder.generation + 1
-        body = breaker._record(BROKEN, 0.0, broke_owner=holder.owner)
+        generation = record.generation + 1
+        body = breaker._record(BROKEN, 0.0, broke_owner=record.owner)
         if breaker._claim(generation, body):
-            return BreakResult(holder, generation, f"broke {holder.describe(now)}")
+            return BreakResult(record, generation, f"broke {record.describe(now)}")
     raise AlreadyRunningError("the maintenance lease kept changing while breaking it; retry")
 
 
-def _decode(generation: int, raw: bytes) -> Holder:
+def _decode(generation: int, raw: bytes) -> LeaseRecord:
     try:
         doc = json.loads(raw)
         pid = doc.get("pid")
-        return Holder(
+        return LeaseRecord(
             generation,
             str(doc["owner"]),
             float(doc["expires_at"]),
@@ -399,4 +392,4 @@ def _decode(generation: int, raw: bytes) -> Holder:
             host=str(doc.get("host") or ""),
         )
     except (ValueError, KeyError, TypeError, AttributeError):
-        return Holder(generation, "", 0.0, state=UNREADABLE)  # counts as free
+        return LeaseRecord(generation, "", 0.0, state=UNREADABLE)  # counts as free

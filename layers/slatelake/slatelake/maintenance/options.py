@@ -5,8 +5,10 @@ name minus ``ducklake_``; ``MAINTENANCE_<step>_<parameter>`` passes one of
 DuckLake's own parameters (and implies the step). The accepted parameters
 per step, and their types, are read from the pinned extension's
 ``duckdb_functions()``, so a version bump that changes a signature fails
-loudly here. slatelake's own options: INTERVAL, SWEEP_INDEXES (default
-true), BATCH_SIZE, COMPACT_STORE (default false), COMPACT_STORE_SUBSPACE,
+loudly here. slatelake's own options: INTERVAL, SWEEP_INDEXES,
+SWEEP_FILE_STATS, SWEEP_INLINED_TABLES (one switch per sweep; the last two
+default to SWEEP_INDEXES, which defaults to true, so the RFC's one switch
+still turns off all three), BATCH_SIZE, COMPACT_STORE (default false), COMPACT_STORE_SUBSPACE,
 COMPACT_STORE_TIMEOUT, TABLE_BATCHES, PROGRESS. ``META_MAINTENANCE_*`` (the
 RFC's spelling) is an alias; two spellings of one option that disagree are
 refused, naming both.
@@ -31,7 +33,8 @@ from typing import Any
 
 import duckdb
 
-from slatelake.errors import MaintenanceConfigError
+from slatelake.durations import parse_duration
+from slatelake.errors import MaintenanceConfigError, MisconfigurationError
 from slatelake.store.keys import Subspace
 from slatelake.store.location import show_input
 
@@ -55,25 +58,14 @@ STEPS = (
 # Parameters the pass owns (it scopes calls to a table itself) or positional ones.
 _SCOPE_PARAMS = {"table_name", "schema_name", "schema"}
 DEFAULT_BATCH_SIZE = 65_536
-_OWN_BOOLS = ("SWEEP_INDEXES", "COMPACT_STORE", "TABLE_BATCHES", "PROGRESS")
+SWEEPS = ("SWEEP_INDEXES", "SWEEP_FILE_STATS", "SWEEP_INLINED_TABLES")
+_OWN_BOOLS = (*SWEEPS, "COMPACT_STORE", "TABLE_BATCHES", "PROGRESS")
 _OWN = {*_OWN_BOOLS, "INTERVAL", "BATCH_SIZE", "COMPACT_STORE_SUBSPACE", "COMPACT_STORE_TIMEOUT"}
 _WS = " \t\r\n"
 # DuckDB's BOOLEAN cast from text, case-insensitive (tests hold it to DuckDB's).
 _TRUE = frozenset({"true", "t", "yes", "y", "1"})
 _FALSE = frozenset({"false", "f", "no", "n", "0"})
 _SPELLINGS = "true, t, yes, y, 1 or false, f, no, n, 0"
-_UNITS = {
-    name: seconds
-    for seconds, names in (
-        (1, "s sec second seconds"),
-        (60, "m min minute minutes"),
-        (3600, "h hour hours"),
-        (86400, "d day days"),
-    )
-    for name in names.split()
-}
-# Durations slatelake waits on (timers, timeouts): well inside threading's TIMEOUT_MAX.
-MAX_DURATION_S = 365 * 86400
 # A retention window over a century is a typo (far beyond, now() minus it leaves
 # DuckDB's timestamp range and the step would fail mid-pass).
 MAX_WINDOW_S = 100 * 365 * 86400
@@ -133,6 +125,8 @@ class MaintenanceOptions:
     steps: dict[str, StepConfig]
     interval_s: float | None = None
     sweep_indexes: bool = True
+    sweep_file_stats: bool = True
+    sweep_inlined_tables: bool = True
     batch_size: int = DEFAULT_BATCH_SIZE
     compact_store: bool = False
     compact_store_subspace: Subspace | None = None
@@ -217,17 +211,13 @@ def parse_bool(option: str, value: object) -> bool:
 
 
 def parse_seconds(option: str, value: object) -> float:
-    """Seconds from '30', '30s', '5m', '2 hours', '1d'; positive, at most 365 days."""
-    text = value_text(option, value).strip(_WS).lower()
-    m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([a-z]*)", text, re.ASCII)
-    if not m or (m.group(2) and m.group(2) not in _UNITS):
-        raise _bad(option, value, "expected a duration such as 30s, 5m, 2h or 1d")
-    seconds = float(m.group(1)) * _UNITS.get(m.group(2) or "s", 1)
-    if seconds <= 0:
-        raise _bad(option, value, "must be positive")
-    if not seconds <= MAX_DURATION_S:
-        raise _bad(option, value, "must be at most 365 days")
-    return seconds
+    """Seconds in the one duration grammar (``200ms``, ``90s``, ``1h30m``,
+    ``7 days``, a bare number of seconds); positive, at most 365 days."""
+    text = value_text(option, value)
+    try:
+        return parse_duration(option, text)
+    except MisconfigurationError as exc:
+        raise MaintenanceConfigError(str(exc)) from None
 
 
 def _whole(text: str) -> int | None:
@@ -475,21 +465,25 @@ def parse_options(
             f"{name}_MIN_FILE_SIZE={merge['min_file_size']} must be below "
             f"{name}_MAX_FILE_SIZE={merge['max_file_size']}"
         )
-    for switch, dependents in (
-        ("COMPACT_STORE", ("COMPACT_STORE_SUBSPACE", "COMPACT_STORE_TIMEOUT")),
-        ("SWEEP_INDEXES", ("BATCH_SIZE",)),
-    ):
-        given = [PREFIX + d for d in dependents if d in own]
-        if own.get(switch) is False and given:
-            raise MaintenanceConfigError(
-                f"{PREFIX}{switch} is false but its parameter {', '.join(given)} is given; "
-                "drop the parameter or enable the step"
-            )
+    given = [PREFIX + d for d in ("COMPACT_STORE_SUBSPACE", "COMPACT_STORE_TIMEOUT") if d in own]
+    if own.get("COMPACT_STORE") is False and given:
+        raise MaintenanceConfigError(
+            f"{PREFIX}COMPACT_STORE is false but its parameter {', '.join(given)} is given; "
+            "drop the parameter or enable the step"
+        )
+    sweeps = {name: own.get(name, own.get("SWEEP_INDEXES", True)) for name in SWEEPS}
+    if "BATCH_SIZE" in own and not any(sweeps.values()):
+        raise MaintenanceConfigError(
+            f"every sweep is off ({', '.join(PREFIX + n for n in SWEEPS)}) but its parameter "
+            f"{PREFIX}BATCH_SIZE is given; drop the parameter or enable a sweep"
+        )
     subspace = own.get("COMPACT_STORE_SUBSPACE")
     return MaintenanceOptions(
         steps=steps,
         interval_s=own.get("INTERVAL"),
-        sweep_indexes=own.get("SWEEP_INDEXES", True),
+        sweep_indexes=sweeps["SWEEP_INDEXES"],
+        sweep_file_stats=sweeps["SWEEP_FILE_STATS"],
+        sweep_inlined_tables=sweeps["SWEEP_INLINED_TABLES"],
         batch_size=own.get("BATCH_SIZE", DEFAULT_BATCH_SIZE),
         compact_store=own.get("COMPACT_STORE", False)
         or subspace is not None

@@ -15,6 +15,7 @@ records and says what was dropped, and the next pass rewrites it.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
@@ -23,6 +24,8 @@ from typing import Any
 from slatelake.errors import CorruptionError
 from slatelake.store import values
 from slatelake.store.keys import Subspace, encode_key
+
+log = logging.getLogger("slatelake.maintenance")
 
 RAN, SKIPPED, FAILED = "ran", "skipped", "failed"
 WINDOW = 16
@@ -140,3 +143,12 @@ def decode_window(raw: bytes | None) -> StatusWindow:
         passes,
         f"sys/maintenance_status: dropped {len(bad)} malformed pass records ({'; '.join(bad)})",
     )
+
+
+def newest_first(raw: bytes | None) -> StatusWindow:
+    """The stored window as callers read it: newest first, with what did not
+    decode logged (the next pass rewrites the record)."""
+    window = decode_window(raw)
+    if window.warning is not None:
+        log.warning("%s; the next pass rewrites it", window.warning)
+    return StatusWindow(reversed(window), window.warning)

@@ -209,11 +209,9 @@ class _Pass:
 
 
 def read_window(session: Session) -> rpt.StatusWindow:
-    """The status window, newest first; ``.warning`` says what did not decode."""
-    window = rpt.decode_window(session.lake.read_sys(session.state, rpt.STATUS_KEY))
-    if window.warning is not None:
-        log.warning("%s; the next pass rewrites it", window.warning)
-    return rpt.StatusWindow(reversed(window), window.warning)
+    """The status window as of the session's view, newest first; ``.warning``
+    says what did not decode."""
+    return rpt.newest_first(session.lake.read_sys(session.state, rpt.STATUS_KEY))
 
 
 def record_pass(session: Session, report: PassReport) -> None:

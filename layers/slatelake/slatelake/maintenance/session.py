@@ -20,6 +20,7 @@ from datetime import datetime
 import duckdb
 
 from slatelake.ducklake.session import Session
+from slatelake.maintenance import api
 from slatelake.maintenance.options import (
     MaintenanceOptions,
     bind,
@@ -27,7 +28,7 @@ from slatelake.maintenance.options import (
     parse_options,
 )
 from slatelake.maintenance.report import PassReport, StatusWindow
-from slatelake.maintenance.runner import read_window, refuse_unless_autocommit, run_pass
+from slatelake.maintenance.runner import read_window, refuse_unless_autocommit
 from slatelake.maintenance.scheduler import Scheduler
 
 log = logging.getLogger("slatelake.maintenance")
@@ -91,7 +92,7 @@ class MaintainedSession(Session):
         Refused inside an explicit transaction."""
         refuse_unless_autocommit(self)
         with self._pass_session() as own:
-            report = run_pass(own, self.options, trigger="manual", wait_s=wait_s, stop=stop)
+            report = api.run(own, self.options, trigger="manual", wait_s=wait_s, stop=stop)
         try:
             self.refresh()
         except Exception as exc:  # the pass stands; the next statement refreshes again

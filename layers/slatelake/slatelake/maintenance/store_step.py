@@ -15,7 +15,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from slatelake.catalog.store_merge import (
+from slatelake.ducklake.session import Session
+from slatelake.maintenance import report as rpt
+from slatelake.maintenance.options import MaintenanceOptions
+from slatelake.maintenance.progress import Progress
+from slatelake.maintenance.report import PassReport
+from slatelake.store.merge import (
     COMPLETED,
     FAILED,
     PENDING,
@@ -24,11 +29,6 @@ from slatelake.catalog.store_merge import (
     CompactStoreRequest,
     compact_store,
 )
-from slatelake.ducklake.session import Session
-from slatelake.maintenance import report as rpt
-from slatelake.maintenance.options import MaintenanceOptions
-from slatelake.maintenance.progress import Progress
-from slatelake.maintenance.report import PassReport
 
 STEP = "compact_store"
 DEFAULT_TIMEOUT_S = 60.0

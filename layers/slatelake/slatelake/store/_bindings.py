@@ -25,8 +25,6 @@ import concurrent.futures
 import contextlib
 import ctypes
 import logging
-import math
-import os
 import struct
 import threading
 import time
@@ -37,7 +35,8 @@ from typing import Any, TypeVar
 from slatedb.uniffi import _slatedb_uniffi as _pkg  # noqa: F401  (loads the library)
 from slatedb.uniffi._slatedb_uniffi import slatedb as _gen
 
-from slatelake.errors import MisconfigurationError, StoreTimeoutError
+from slatelake.durations import env_duration
+from slatelake.errors import StoreTimeoutError
 
 T = TypeVar("T")
 log = logging.getLogger("slatelake.store")
@@ -209,18 +208,7 @@ def install() -> None:
 
 def store_timeout_s() -> float:
     """The per-call store deadline in seconds: ``SLATELAKE_STORE_TIMEOUT_S`` or 60."""
-    raw = os.environ.get(STORE_TIMEOUT_ENV, "").strip()
-    if not raw:
-        return DEFAULT_STORE_TIMEOUT_S
-    try:
-        value = float(raw)
-    except ValueError:
-        value = math.nan
-    if not (math.isfinite(value) and value > 0):
-        raise MisconfigurationError(
-            f"{STORE_TIMEOUT_ENV}={raw!r}: expected seconds greater than zero, e.g. 60"
-        )
-    return value
+    return env_duration(STORE_TIMEOUT_ENV, DEFAULT_STORE_TIMEOUT_S) or DEFAULT_STORE_TIMEOUT_S
 
 
 def s3_client_options() -> dict[str, str]:

@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import re
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -44,10 +42,10 @@ from slatedb.uniffi import (
     WriteBatch,
 )
 
+from slatelake.durations import env_duration, parse_duration
 from slatelake.errors import (
     CorruptionError,
     FencedError,
-    MisconfigurationError,
     StoreError,
     StoreTimeoutError,
 )
@@ -127,8 +125,9 @@ def _call(location: LakeLocation, what: str, coro: Any, timeout: float | None = 
 
 def _settings(overrides: dict[str, Any]) -> Any:
     settings = Settings.default()
-    poll = os.environ.get(COMPACTOR_POLL_ENV)
-    if poll:
+    poll_s = env_duration(COMPACTOR_POLL_ENV, None, maximum=3600)
+    if poll_s is not None:
+        poll = f"{max(1, round(poll_s * 1000))}ms"  # SlateDB reads its own duration text
         for key in (
             "compactor_options.poll_interval",
             "compactor_options.worker.compactions_poll_interval",
@@ -141,21 +140,14 @@ def _settings(overrides: dict[str, Any]) -> Any:
     return settings
 
 
-def _duration_s(text: str) -> float:
-    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m)\s*", text)
-    if match is None:
-        raise MisconfigurationError(
-            f"{COMPACTOR_POLL_ENV}={text!r}: expected a duration such as '5s' or '200ms'"
-        )
-    return float(match.group(1)) * {"ms": 0.001, "s": 1.0, "m": 60.0}[match.group(2)]
-
-
 def compactor_poll_interval_s() -> float:
     """How often the holder's compactor looks for submitted merges, in seconds:
     the environment's override, else SlateDB's default. Read, not configured
     here: a merge's poll cadence derives from it (RFC 0021, "The store merge")."""
     doc = json.loads(_settings({}).to_json_string())
-    return _duration_s(str(doc["compactor_options"]["poll_interval"]))
+    return parse_duration(
+        "compactor_options.poll_interval", doc["compactor_options"]["poll_interval"]
+    )
 
 
 class _ScanMixin:

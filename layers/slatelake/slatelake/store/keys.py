@@ -33,11 +33,13 @@ class Subspace(enum.IntEnum):
 
     @classmethod
     def from_label(cls, label: str) -> Subspace:
-        try:
-            return cls[label.upper()]
-        except KeyError:
+        """The subspace named ``label`` (ASCII, any case: ``CURRENT`` too,
+        never a look-alike that upper-cases to a name)."""
+        found = cls.__members__.get(label.upper()) if label.isascii() else None
+        if found is None:
             names = ", ".join(s.label for s in cls)
-            raise ValueError(f"unknown subspace {label!r}; expected one of {names}") from None
+            raise ValueError(f"unknown subspace {label!r}; expected one of {names}")
+        return found
 
 
 def subspace_label(byte: int) -> str:

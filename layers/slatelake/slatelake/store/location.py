@@ -22,7 +22,7 @@ import threading
 import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import unquote, urlsplit
 
 from slatedb.uniffi import ObjectStore, ObjectStoreBuilder, ObjectStoreType
@@ -32,6 +32,8 @@ from slatelake.store._bindings import obstore_retry_config, s3_client_options
 
 STORE_DIR = "store"
 COMMITS_DIR = "commits"
+# The log's truncation mark: an object, not a slot (the log layer writes it).
+TRUNCATION_MARK = "log/truncated"
 # Characters a lake root may hold: what SlateDB, obstore and the file system
 # all keep as given in an object key (the rest of printable ASCII, and all
 # non-ASCII, they percent-encode, each its own way).
@@ -276,3 +278,19 @@ def _s3_settings(bucket: str) -> dict[str, str]:
         if env.get(var):
             cfg[key] = env[var]
     return cfg
+
+
+class Located(Protocol):
+    """Anything that knows its lake's location (a Lake handle, a session's lake)."""
+
+    @property
+    def location(self) -> LakeLocation: ...
+
+
+def location_of(target: LakeLocation | Located | str) -> LakeLocation:
+    """A location from a lake URL, a location, or a handle that has one."""
+    if isinstance(target, LakeLocation):
+        return target
+    if isinstance(target, str):
+        return LakeLocation.parse(target)
+    return target.location

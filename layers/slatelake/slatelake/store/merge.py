@@ -34,8 +34,8 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from slatelake.catalog.census import physical_by_subspace
 from slatelake.errors import MisconfigurationError, ReadOnlyError
+from slatelake.store.census import physical_by_subspace
 from slatelake.store.db import (
     StoreAdmin,
     active_merge_of,
@@ -46,11 +46,10 @@ from slatelake.store.db import (
     outcome_of_status,
 )
 from slatelake.store.keys import Subspace
+from slatelake.store.location import LakeLocation, Located, location_of
 
 if TYPE_CHECKING:
     from collections.abc import Callable
-
-    from slatelake.catalog.lake import Lake
 
 COMPLETED, FAILED, PENDING, SKIPPED = "completed", "failed", "pending", "skipped"
 # Worst first: the overall outcome is the worst of the trees'.
@@ -160,7 +159,7 @@ class CompactStoreReport:
 
 
 def compact_store(
-    lake: Lake,
+    target: Located | LakeLocation | str,
     request: CompactStoreRequest | None = None,
     should_stop: Callable[[], str | None] | None = None,
 ) -> CompactStoreReport:
@@ -169,16 +168,17 @@ def compact_store(
     ``should_stop`` (the pass's deadline check) ends the wait early: what is
     still running is reported pending. Admin errors propagate as StoreError;
     a merge SlateDB rejects is a tree reported ``failed``."""
-    if lake.read_only:
+    location = location_of(target)
+    if getattr(target, "read_only", False):
         raise ReadOnlyError(
-            f"{lake.location.url} is open read-only; a store merge is a write-path verb "
+            f"{location.url} is open read-only; a store merge is a write-path verb "
             "(reopen without read_only; the census works read-only)"
         )
     request = request or CompactStoreRequest()
     targets = request.target()
     if request.wait_s is not None and request.wait_s < 0:
         raise MisconfigurationError(f"wait of {request.wait_s}s: give a non-negative timeout")
-    admin = open_admin(lake.location)
+    admin = open_admin(location)
     view = admin.read_compactor_state_view()
     manifest = view.manifest
     report = CompactStoreReport(manifest_before=int(manifest.id))

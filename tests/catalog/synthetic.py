@@ -1,4 +1,4 @@
-"""DuckLake-shaped row changes without DuckDB, for the demo, tests and benchmarks.
+"""DuckLake-shaped row changes without DuckDB, for tests and benchmarks of the layers below DuckDB.
 
 Each ``commit_changes`` call is what one DuckLake INSERT writes: a snapshot
 and its changes row, a data file with per-column statistics, and table stats

@@ -22,24 +22,27 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from slatelake.catalog import registry
 from slatelake.errors import NotFoundError
-from slatelake.log.slots import TRUNCATION_MARK
 from slatelake.store.db import StoreReader, open_admin, open_reader
 from slatelake.store.keys import Subspace, subspace_label
-from slatelake.store.location import COMMITS_DIR, STORE_DIR, LakeLocation
+from slatelake.store.location import (
+    COMMITS_DIR,
+    STORE_DIR,
+    TRUNCATION_MARK,
+    LakeLocation,
+    Located,
+    location_of,
+)
 from slatelake.store.objects import ObjectClient
-
-if TYPE_CHECKING:
-    from slatelake.catalog.lake import Lake
 
 UNKNOWN = "unknown"
 SUBSPACE_NAMES = (*(s.label for s in Subspace), UNKNOWN)
 OBJECT_KINDS = ("log", "manifest", "sst", "wal", "other")
-# current's kind byte for DuckLake's file-deletion schedule (RFC 0007 gcfile).
-SCHEDULED_DELETION_KIND = registry.spec("ducklake_files_scheduled_for_deletion").kind
+# current's kind byte for DuckLake's file-deletion schedule (RFC 0007 gcfile);
+# the catalog's registry assigns it (a test pins that the two agree).
+SCHEDULED_DELETION_KIND = 17
 # The live leg's reader must not poll the manifest while it scans.
 _LIVE_POLL_MS = 3_600_000
 
@@ -118,13 +121,13 @@ class StoreCensus:
 
 
 def store_census(
-    target: Lake | LakeLocation | str, request: CensusRequest | None = None
+    target: Located | LakeLocation | str, request: CensusRequest | None = None
 ) -> StoreCensus:
-    """Measure a lake's store. ``target`` is a Lake (read-only or not), a
+    """Measure a lake's store. ``target`` is a lake handle (read-only or not), a
     location or a lake URL. Writes nothing; raises NotFoundError when no store
     exists there."""
     request = request or CensusRequest()
-    location = _location_of(target)
+    location = location_of(target)
     t0 = time.perf_counter()
     manifest = open_admin(location).read_manifest()
     if manifest is None:
@@ -156,14 +159,6 @@ def store_census(
         objects_error=error,
         seconds=time.perf_counter() - t0,
     )
-
-
-def _location_of(target: Any) -> LakeLocation:
-    if isinstance(target, LakeLocation):
-        return target
-    if isinstance(target, str):
-        return LakeLocation.parse(target)
-    return target.location
 
 
 def physical_by_subspace(manifest: Any) -> dict[str, dict[str, Any]]:

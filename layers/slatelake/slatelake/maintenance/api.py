@@ -1,0 +1,161 @@
+"""The maintenance API: what the CLI, the Lambda and Python callers all call.
+
+Four verbs with typed results: ``run`` one pass (PassReport), read its
+``status`` window (StatusWindow), take the store's ``census`` (StoreCensus),
+``compact_store`` (CompactStoreReport); plus the pass lease (``pass_lease``)
+and ``break_lease``. Each checks its inputs before it touches the lake:
+options bind against the pinned DuckLake extension before a session opens,
+so a refused option leaves nothing behind. ``status`` reads one sys record
+and loads no catalog; ``census`` and ``compact_store`` open no DuckDB.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Mapping
+
+from slatelake.catalog.lake import Lake
+from slatelake.ducklake.guard import data_location
+from slatelake.ducklake.session import Session
+from slatelake.errors import MergeIncompleteError, MisconfigurationError, NotFoundError
+from slatelake.maintenance import flight
+from slatelake.maintenance import report as rpt
+from slatelake.maintenance.flight import BreakResult, LeaseRecord, PassLease
+from slatelake.maintenance.options import MaintenanceOptions, bind
+from slatelake.maintenance.progress import Sink
+from slatelake.maintenance.report import PassReport, StatusWindow
+from slatelake.maintenance.runner import run_pass
+from slatelake.store import merge
+from slatelake.store.census import CensusRequest, StoreCensus, store_census
+from slatelake.store.db import store_exists
+from slatelake.store.location import LakeLocation, Located, location_of
+from slatelake.store.merge import CompactStoreReport, CompactStoreRequest
+
+log = logging.getLogger("slatelake.maintenance")
+TRIGGERS = ("manual", "scheduled")
+
+Target = str | LakeLocation | Located
+
+
+def run(
+    lake: str | Session,
+    options: Mapping[str, object] | MaintenanceOptions | None = None,
+    *,
+    data_path: str | None = None,
+    trigger: str = "manual",
+    wait_s: float = 0.0,
+    deadline: Callable[[], float] | None = None,
+    stop: threading.Event | None = None,
+    on_progress: Sink | None = None,
+) -> PassReport:
+    """Run one pass (RFC 0021) and return its report.
+
+    ``lake`` is a lake URL (a session is opened for the pass and closed after;
+    ``data_path`` makes an empty root a new lake) or an open session, which
+    then runs the pass itself. ``options`` are the ``MAINTENANCE_*`` settings
+    (None: the session's own, else nothing configured). ``wait_s``: how long
+    to wait for a pass already running; ``deadline`` returns the seconds left
+    to work, and at zero the pass stops between steps and tables."""
+    if trigger not in TRIGGERS:
+        raise MisconfigurationError(f"trigger {trigger!r}: expected one of {', '.join(TRIGGERS)}")
+    if isinstance(options, MaintenanceOptions):
+        bound = options
+    elif options is None and isinstance(lake, Session):
+        bound = getattr(lake, "options", None) or bind({})
+    else:
+        bound = bind(options or {})
+    kwargs = {
+        "trigger": trigger,
+        "wait_s": wait_s,
+        "deadline": deadline,
+        "stop": stop,
+        "on_progress": on_progress,
+    }
+    if isinstance(lake, Session):
+        return run_pass(lake, bound, **kwargs)
+    with Session(lake, data_path=data_path) as session:
+        return run_pass(session, bound, **kwargs)
+
+
+def status(lake: Target) -> StatusWindow:
+    """The last passes, newest first, from the one status record at the log's
+    head (read-only; no catalog is loaded). ``.warning`` says what of the
+    stored window could not be read; the next pass rewrites it."""
+    with Lake.open(location_of(lake).url, read_only=True) as handle:
+        return rpt.newest_first(handle.read_sys_at_head(rpt.STATUS_KEY))
+
+
+def census(lake: Target, *, live: bool = False, objects: bool = True) -> StoreCensus:
+    """What the store weighs per subspace, from its manifest; ``live`` adds a
+    scan counting live keys (reads the whole store), ``objects`` the totals of
+    one listing. Writes nothing, so read-only credentials do."""
+    return store_census(
+        location_of(lake), CensusRequest(count_live_entries=live, list_objects=objects)
+    )
+
+
+def compact_store(
+    lake: Target,
+    *,
+    subspace: str | None = None,
+    wait_s: float | None = None,
+    require_completed: bool = False,
+    should_stop: Callable[[], str | None] | None = None,
+) -> CompactStoreReport:
+    """Submit full-tree store merges (every subspace, or ``subspace``) for the
+    holder's compactor, and wait up to ``wait_s`` for them. With
+    ``require_completed`` a merge still pending or failed at the end raises
+    MergeIncompleteError carrying the report."""
+    if require_completed and wait_s is None:
+        raise MisconfigurationError(
+            "require_completed needs a wait (a timeout in seconds): without one every merge "
+            "is still pending"
+        )
+    request = CompactStoreRequest(subspace=subspace, wait_s=wait_s)
+    request.target()  # a bad subspace is refused before the store is opened
+    with Lake.open(location_of(lake).url) as handle:
+        report = merge.compact_store(handle, request, should_stop=should_stop)
+    if require_completed and report.outcome not in (merge.COMPLETED, merge.SKIPPED):
+        unfinished = ", ".join(
+            f"{m.subspace} {m.outcome}"
+            for m in report.merges
+            if m.outcome not in (merge.COMPLETED, merge.SKIPPED)
+        )
+        raise MergeIncompleteError(
+            f"not completed: {unfinished} (waited up to {wait_s:g}s)", report
+        )
+    return report
+
+
+def canonical_lake(url: str) -> str:
+    """A lake URL as slatelake spells it (``..``, slashes and case normalized),
+    so two spellings of one place compare equal; MisconfigurationError names
+    what is wrong with one that is no lake URL."""
+    return LakeLocation.parse(url).url
+
+
+def canonical_data_path(path: str) -> str:
+    """A data path as slatelake spells it, or MisconfigurationError."""
+    return data_location(path).url
+
+
+def lake_exists(lake: Target) -> bool:
+    """Whether a slatelake store exists at ``lake`` (one read)."""
+    return store_exists(location_of(lake))
+
+
+def break_lease(lake: Target) -> BreakResult:
+    """End a pass lease whose owner stopped beating (a killed pass), so the
+    next pass need not wait out its TTL; LeaseLiveError when its heartbeat is
+    fresh (the owner is alive)."""
+    location = location_of(lake)
+    if not store_exists(location):
+        raise NotFoundError(f"no slatelake lake at {location.url}; check the URL")
+    return flight.break_lease(location)
+
+
+def pass_lease(lake: Target) -> LeaseRecord | None:
+    """The pass lease as stored (who runs a pass, since when, until when), or
+    None when no pass has one; two small reads, no lake opened."""
+    return PassLease(location_of(lake)).current()
