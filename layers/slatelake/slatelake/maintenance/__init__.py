@@ -38,7 +38,7 @@ from slatelake.maintenance.options import (
     parse_bool,
     value_text,
 )
-from slatelake.maintenance.report import PassReport, StatusWindow, StepReport
+from slatelake.maintenance.report import FAILED, RAN, SKIPPED, PassReport, StatusWindow, StepReport
 from slatelake.store.census import StoreCensus
 from slatelake.store.keys import Subspace
 from slatelake.store.location import show_input
@@ -48,6 +48,9 @@ from slatelake.store.merge import CompactStoreReport
 SUBSPACES = tuple(s.label for s in Subspace)
 
 __all__ = [
+    "FAILED",
+    "RAN",
+    "SKIPPED",
     "ALIAS_PREFIX",
     "PREFIX",
     "SUBSPACES",
