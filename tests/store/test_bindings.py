@@ -1,6 +1,13 @@
-"""The binding fast paths produce exactly what the generated code produces."""
+"""The binding fast paths produce exactly what the generated code produces,
+and go in only for the slatedb build they mirror."""
 
 from __future__ import annotations
+
+import ctypes
+import importlib.metadata
+import tomllib
+from pathlib import Path
+from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -8,11 +15,29 @@ from hypothesis import strategies as st
 from slatelake.store import _bindings
 from slatelake.store.db import SubspaceExtractor
 
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _lowered(rbuf: Any) -> bytes:
+    try:
+        return ctypes.string_at(rbuf.data, rbuf.len)
+    finally:
+        _bindings._rust_call(_bindings._free, rbuf)
+
+
+def _lift_both(items: list[Any]) -> tuple[list[Any], list[Any]]:
+    """``items`` lowered by the generated writer, then lifted both ways."""
+    gen = _bindings._gen
+    conv = gen._UniffiFfiConverterSequenceTypeKeyValue
+    lowered = [gen._UniffiConverterRustBuffer.lower.__func__(conv, items) for _ in range(2)]
+    return _bindings._generated_kv_lift(lowered[0]), _bindings._lift_key_values(lowered[1])
+
 
 @settings(max_examples=300, deadline=None)
 @given(st.binary(max_size=5000))
 def test_patched_bytes_lowering_is_byte_identical_to_the_generated_one(value: bytes) -> None:
-    assert _bindings.fast_lower_bytes(value) == _bindings.generated_lower_bytes(value)
+    fast = _lowered(_bindings._lower_bytes(value))
+    assert fast == _lowered(_bindings._generated_bytes_lower(value))
 
 
 def test_fast_extractor_answers_like_the_python_extractor(tmp_path) -> None:  # noqa: ANN001
@@ -64,7 +89,17 @@ def test_fast_key_value_lifting_equals_the_generated_one(items: list) -> None:  
     from slatedb.uniffi import KeyValue
 
     kvs = [KeyValue(key=k, value=v, seq=s, create_ts=c, expire_ts=e) for k, v, s, c, e in items]
-    generated, fast = _bindings.lift_key_values_both(kvs)
+    generated, fast = _lift_both(kvs)
     as_tuples = [(kv.key, kv.value, kv.seq, kv.create_ts, kv.expire_ts) for kv in generated]
     assert as_tuples == items
     assert [(kv.key, kv.value, kv.seq, kv.create_ts, kv.expire_ts) for kv in fast] == as_tuples
+
+
+def test_fast_paths_fit_only_the_pinned_slatedb_build() -> None:
+    pins = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    assert f"slatedb=={_bindings.PINNED_SLATEDB}" in pins
+    assert importlib.metadata.version("slatedb") == _bindings.PINNED_SLATEDB
+    assert _bindings.fast_paths_fit(_bindings.PINNED_SLATEDB)
+    for other in ("0.17.1", "0.18.0", "0.16.9", "0.17.0rc1", ""):
+        assert not _bindings.fast_paths_fit(other)
+    assert _bindings.install() is True  # the pinned build is installed here

@@ -8,8 +8,8 @@ directly, in WriteBatches, as if a holder had already folded them: every
 stored key comes from the same ``rows.py`` mapping a change set uses (a live
 row under its live key, an ended versioned row under its history key, a
 grouped table's rows of one parent as one value, an inlined table's DDL and
-rows in ``inline``). Then, last, ``sys``: the format stamp, ``sys/head`` =
-(newest snapshot id, 0) and ``sys/fold`` = (slot 0, that head). A view opens
+rows in ``inline``). Then, last, ``sys``: the format stamp and ``sys/fold`` =
+(slot 0, head (newest snapshot id, 0)). A view opens
 it like any lake (fold cursor 0, an empty log) and the next DuckLake commit
 mints snapshot id + 1.
 
@@ -41,10 +41,8 @@ from slatelake.catalog.rows import (
 from slatelake.catalog.state import (
     SYS_FOLD,
     SYS_FORMAT,
-    SYS_HEAD,
     encode_fold,
     encode_format,
-    encode_head,
 )
 from slatelake.errors import MisconfigurationError, UnsupportedError
 from slatelake.log.changeset import Head
@@ -242,7 +240,6 @@ class Bootstrap:
         self._writer.write(
             [
                 (SYS_FORMAT, encode_format()),
-                (SYS_HEAD, encode_head(head)),
                 (SYS_FOLD, encode_fold(0, head)),
             ]
         )

@@ -1,7 +1,7 @@
 """The folder: the one process holding the SlateDB writer.
 
 It folds log slots into the store, whole slots per WriteBatch, each batch
-also advancing ``sys/head`` and ``sys/fold`` (a range delete becomes a
+also advancing ``sys/fold`` (the slot folded and the head it reached) (a range delete becomes a
 delete of every key the store and the batch hold in the range, in the same
 WriteBatch); flushes (the WAL is off: the log is the WAL); then truncates
 slots that are folded, flushed, past every live reader lease and older than
@@ -33,12 +33,10 @@ from dataclasses import dataclass
 from slatelake.catalog.state import (
     SYS_FOLD,
     SYS_FORMAT,
-    SYS_HEAD,
     check_catalog_ranges,
     check_format,
     decode_fold,
     encode_fold,
-    encode_head,
 )
 from slatelake.errors import CorruptionError, FencedError, NotFoundError
 from slatelake.log.changeset import Head
@@ -219,7 +217,6 @@ class Folder:
     def _write(self, pending: dict[bytes, bytes | None], slot: int, head: Head) -> None:
         puts = [(k, v) for k, v in pending.items() if v is not None]
         deletes = [k for k, v in pending.items() if v is None]
-        puts.append((SYS_HEAD, encode_head(head)))
         puts.append((SYS_FOLD, encode_fold(slot, head)))
         self.writer.write(puts, deletes)
         self.seq, self.head = slot, head

@@ -18,14 +18,12 @@ from slatelake.catalog.state import (
     EMPTY_HEAD,
     SYS_FOLD,
     SYS_FORMAT,
-    SYS_HEAD,
     CatalogState,
     CatalogView,
     check_format,
     decode_fold,
     encode_fold,
     encode_format,
-    encode_head,
 )
 from slatelake.errors import (
     CorruptionError,
@@ -90,7 +88,6 @@ class Lake:
                 writer.write(
                     [
                         (SYS_FORMAT, encode_format()),
-                        (SYS_HEAD, encode_head(EMPTY_HEAD)),
                         (SYS_FOLD, encode_fold(0, EMPTY_HEAD)),
                     ]
                 )

@@ -24,9 +24,10 @@ from slatelake.store.keys import Subspace, encode_key, subspace_label
 
 FORMAT_VERSION = 1
 SYS_FORMAT = encode_key(Subspace.SYS, 0x01)
-SYS_HEAD = encode_key(Subspace.SYS, 0x02)
+# 0x02 was sys/head, written and never read (sys/fold holds the head): retired,
+# never reused; older lakes still hold it, and nothing reads it.
 SYS_FOLD = encode_key(Subspace.SYS, 0x03)
-_FORMAT_KIND, _HEAD_KIND, _FOLD_KIND = 0x01, 0x02, 0x03
+_FORMAT_KIND, _FOLD_KIND = 0x01, 0x03
 
 # The ``tables`` of a sweep batch of index entries (catalog/sweep.py), and the
 # length of one index's key prefix: subspace, kind, index id.
@@ -67,15 +68,6 @@ def check_format(raw: bytes | None, where: str) -> None:
             f"{where}: lake format {version} is newer than this slatelake understands "
             f"({FORMAT_VERSION}); upgrade slatelake to open it"
         )
-
-
-def encode_head(head: Head) -> bytes:
-    return values.frame(_HEAD_KIND, [head.snapshot_id, head.batch_seq])
-
-
-def decode_head(raw: bytes) -> Head:
-    snap, seq = values.unframe(raw, _HEAD_KIND, "sys/head")
-    return Head(snap, seq)
 
 
 def encode_fold(seq: int, head: Head) -> bytes:

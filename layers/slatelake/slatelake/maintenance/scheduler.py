@@ -47,7 +47,6 @@ class Scheduler:
         self.stop_event = threading.Event()
         self.passes = 0
         self.skipped_ticks = 0
-        self.errors = 0
         self._thread = threading.Thread(
             target=self._loop, name="slatelake-maintenance", daemon=True
         )
@@ -84,7 +83,6 @@ class Scheduler:
                     log.info("maintenance tick skipped: %s", exc)
                     continue
                 except Exception:
-                    self.errors += 1
                     log.exception("scheduled maintenance pass failed")
                     continue
                 self.passes += 1

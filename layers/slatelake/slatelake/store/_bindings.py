@@ -6,8 +6,10 @@ stream object, and answers each segment-extractor callback through four
 layers of generic lifting. All sit on hot paths (one call per key), so this
 module swaps in equivalents: one ``memmove`` per value, a direct
 ``WriteBatch.put``, one pass over one copy of a scanned batch, and a fixed
-answer (the one-byte subspace extractor). ``tests/store/test_bindings.py`` pins each against the
-generated code.
+answer (the one-byte subspace extractor). They mirror one slatedb build, so
+they go in only when that build is installed (``PINNED_SLATEDB``); any other
+keeps the generated code. ``tests/store/test_bindings.py`` pins each against
+the generated code.
 
 ``run`` drives the async API from sync callers through one event-loop thread
 per process; callers never see a coroutine. Every call has a deadline
@@ -24,6 +26,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import ctypes
+import importlib.metadata
 import logging
 import struct
 import threading
@@ -41,6 +44,8 @@ from slatelake.errors import StoreTimeoutError
 T = TypeVar("T")
 log = logging.getLogger("slatelake.store")
 
+# The slatedb build the fast paths mirror (pyproject pins the same).
+PINNED_SLATEDB = "0.17.0"
 # One deadline for every store call (SlateDB and obstore), in seconds.
 STORE_TIMEOUT_ENV = "SLATELAKE_STORE_TIMEOUT_S"
 DEFAULT_STORE_TIMEOUT_S = 60.0
@@ -72,23 +77,6 @@ def _lower_bytes(value: bytes) -> Any:
     ctypes.memmove(ctypes.addressof(rbuf.data.contents), payload, size)
     rbuf.len = size
     return rbuf
-
-
-def generated_lower_bytes(value: bytes) -> bytes:
-    """The generated lowering, kept for the equivalence test."""
-    rbuf = _generated_bytes_lower(value)
-    try:
-        return ctypes.string_at(rbuf.data, rbuf.len)
-    finally:
-        _rust_call(_free, rbuf)
-
-
-def fast_lower_bytes(value: bytes) -> bytes:
-    rbuf = _lower_bytes(value)
-    try:
-        return ctypes.string_at(rbuf.data, rbuf.len)
-    finally:
-        _rust_call(_free, rbuf)
 
 
 # Optional<u64> lowered: a 1 tag byte, then the big-endian value.
@@ -153,14 +141,8 @@ def _lift_key_values(rbuf: Any) -> list[Any]:
     return out
 
 
+# The generated code the fast paths replace, kept so a test can hold them equal.
 _generated_kv_lift = _gen._UniffiFfiConverterSequenceTypeKeyValue.lift
-
-
-def lift_key_values_both(items: list[Any]) -> tuple[list[Any], list[Any]]:
-    """Lower ``items`` with the generated writer; lift with both liftings (tests)."""
-    conv = _gen._UniffiFfiConverterSequenceTypeKeyValue
-    lowered = [_gen._UniffiConverterRustBuffer.lower.__func__(conv, items) for _ in range(2)]
-    return _generated_kv_lift(lowered[0]), _lift_key_values(lowered[1])
 
 
 _batch_put = _LIB.uniffi_slatedb_uniffi_fn_method_writebatch_put
@@ -185,25 +167,46 @@ _fast_prefix_len_cb = _gen._UNIFFI_CALLBACK_INTERFACE_SLATEDB_PREFIX_EXTRACTOR_M
     _fast_subspace_prefix_len
 )
 _patched = False
+_refused = False
 _patch_lock = threading.Lock()
 
 
-def install() -> None:
-    """Swap in the fast paths once per process. Idempotent.
+def fast_paths_fit(version: str) -> bool:
+    """Whether the fast paths were written for this slatedb version: they
+    mirror one build's generated code, so any other keeps the generated
+    bindings (slower, never wrong)."""
+    return version == PINNED_SLATEDB
+
+
+def install() -> bool:
+    """Swap in the fast paths once per process, when the installed slatedb is
+    the pinned one; idempotent. Returns whether they are in place.
 
     The extractor fast path is valid because slatelake registers exactly one
     extractor (SubspaceExtractor) and its answer depends only on key length.
     """
-    global _patched
+    global _patched, _refused
     with _patch_lock:
-        if _patched:
-            return
+        if _patched or _refused:
+            return _patched
+        installed = importlib.metadata.version("slatedb")
+        if not fast_paths_fit(installed):
+            _refused = True
+            log.warning(
+                "slatedb %s is installed, the fast paths fit %s: using the generated "
+                "bindings (correct, slower); pin slatedb==%s for bulk speed",
+                installed,
+                PINNED_SLATEDB,
+                PINNED_SLATEDB,
+            )
+            return False
         _gen._UniffiFfiConverterBytes.lower = staticmethod(_lower_bytes)
         _gen._UniffiFfiConverterSequenceTypeKeyValue.lift = staticmethod(_lift_key_values)
         _gen.WriteBatch.put = _write_batch_put
         impl = _gen._UniffiTraitImplPrefixExtractorImpl
         impl._uniffi_vtable.prefix_len = _fast_prefix_len_cb
         _patched = True
+        return True
 
 
 def store_timeout_s() -> float:
