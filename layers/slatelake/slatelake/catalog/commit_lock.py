@@ -9,14 +9,14 @@ window, so DuckLake's rules, not a lost slot race, decide what conflicts.
 
 The lock is a sys record committed through the log like any head-preserving
 change. Taking it is a put; two takers on the same head race for the same
-key, so the log's overlap rule refuses the second. The holder's commit
+key, so the log's overlap rule refuses the second. The owner's commit
 carries the release (a delete of the same key), so a commit lands only while
 its lock stands: a lock broken by another taker makes the late commit
 overlap that taker's put, and the log refuses it.
 
-A holder that vanished (a killed process) is outlived: a waiter that has
+An owner that vanished (a killed process) is outlived: a waiter that has
 seen the same record for the record's TTL on its own monotonic clock takes
-the lock over. No two clocks are compared. A slow holder broken that way
+the lock over. No two clocks are compared. A slow owner broken that way
 finds its commit refused (ConflictError), never doubled.
 """
 
@@ -184,11 +184,11 @@ class CommitLock:
             who = "an unreadable record"
         return (
             f"the lake's commit lock is held by {who}; waited {waited:.0f} s "
-            f"({WAIT_ENV}); a holder that is gone is taken over after its TTL, retry later"
+            f"({WAIT_ENV}); an owner that is gone is taken over after its TTL, retry later"
         )
 
     def released(self, committed: bool) -> None:
-        """The holder's commit carried the release (``committed``) or was refused."""
+        """The owner's commit carried the release (``committed``) or was refused."""
         if committed and self.token is not None:
             self._mine.discard(self.token)
         self.token = None

@@ -17,11 +17,11 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
+from slatelake import FencedError, SlatelakeError
 from slatelake.cli import image, index, lake, lease, maintain, store, transfer
 from slatelake.cli.common import EXIT_ERROR, EXIT_FENCED, EXIT_USAGE
 from slatelake.cli.lease import EXIT_LEASE_LIVE
 from slatelake.cli.maintain import EXIT_STEP_FAILED
-from slatelake.errors import FencedError, SlatelakeError
 
 __all__ = [
     "EXIT_ERROR",
@@ -78,7 +78,7 @@ def run() -> NoReturn:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from slatelake.maintenance.options import MaintenanceConfigError
+    from slatelake import MaintenanceConfigError
 
     parser = build_parser()
     args = parser.parse_args(argv)

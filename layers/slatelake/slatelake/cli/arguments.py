@@ -12,16 +12,16 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from slatelake import MisconfigurationError
 from slatelake.cli.common import Handler
-from slatelake.errors import MisconfigurationError
 
 
 def lake_url(text: str) -> str:
-    """A lake URL ``LakeLocation.parse`` accepts."""
-    from slatelake.store.location import LakeLocation
+    """A lake URL slatelake can read (``maintenance.canonical_lake``)."""
+    from slatelake import maintenance
 
     try:
-        LakeLocation.parse(text)
+        maintenance.canonical_lake(text)
     except MisconfigurationError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
     return text
@@ -29,10 +29,10 @@ def lake_url(text: str) -> str:
 
 def data_path(text: str) -> str:
     """A data path the overlap guard can compare (absolute path or URL)."""
-    from slatelake.ducklake.guard import data_location
+    from slatelake import maintenance
 
     try:
-        data_location(text)
+        maintenance.canonical_data_path(text)
     except MisconfigurationError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
     return text
@@ -41,19 +41,28 @@ def data_path(text: str) -> str:
 def wait_seconds(text: str) -> float:
     """A wait in the one duration grammar (``30``, ``90s``, ``2m``), zero or
     more, at most a year (a timer past that overflows)."""
-    from slatelake.durations import parse_duration
+    return _duration(text, allow_zero=True)
+
+
+def timeout_seconds(text: str) -> float:
+    """A timeout in the one duration grammar, above zero."""
+    return _duration(text, allow_zero=False)
+
+
+def _duration(text: str, allow_zero: bool) -> float:
+    from slatelake import maintenance
 
     try:
-        return parse_duration("--wait", text, allow_zero=True)
-    except MisconfigurationError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+        return maintenance.parse_duration("", text, allow_zero=allow_zero)
+    except MisconfigurationError as exc:  # argparse names the flag; the value leads
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("=")) from None
 
 
 def catalog_text(text: str) -> str:
     """A table, column or index name, or a value to look up: UTF-8 text (a
     lone surrogate is what Python makes of argv bytes that are not UTF-8, and
     neither DuckDB nor the catalog can hold it), without NUL."""
-    from slatelake.store.location import show_input
+    from slatelake.maintenance import show_input
 
     if "\x00" in text or any(0xD800 <= ord(ch) <= 0xDFFF for ch in text):
         raise argparse.ArgumentTypeError(

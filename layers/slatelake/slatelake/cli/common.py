@@ -23,7 +23,7 @@ def add_lake_command(sub: Any, name: str, func: Handler, help_: str) -> argparse
 def parse_kv(pairs: list[str] | None) -> dict[str, str]:
     """``--option K=V`` pairs. A key given twice is refused, never last-wins:
     which of two values an operator meant is not ours to guess."""
-    from slatelake.maintenance.options import MaintenanceConfigError
+    from slatelake import MaintenanceConfigError
 
     out: dict[str, str] = {}
     for pair in pairs or []:

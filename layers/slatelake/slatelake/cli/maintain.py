@@ -86,8 +86,8 @@ def register(sub: Any) -> None:
         "--wait",
         type=wait_seconds,
         default=60.0,
-        metavar="SEC",
-        help="wait this long for a pass already running (default 60)",
+        metavar="DURATION",
+        help="wait this long for a pass already running, e.g. 90s or 2m (default 60s)",
     )
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p = lake_verb(

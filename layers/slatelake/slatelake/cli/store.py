@@ -13,6 +13,7 @@ import argparse
 import sys
 from typing import Any
 
+from slatelake.cli.arguments import timeout_seconds
 from slatelake.cli.common import EXIT_ERROR, EXIT_USAGE, add_lake_command, print_json, print_table
 
 CENSUS_COLUMNS = (
@@ -72,18 +73,14 @@ def _cmd_census(args: argparse.Namespace) -> int:
 
 
 def _cmd_compact_store(args: argparse.Namespace) -> int:
-    from slatelake import maintenance
-    from slatelake.errors import MergeIncompleteError, MisconfigurationError
+    from slatelake import MergeIncompleteError, MisconfigurationError, maintenance
 
     if args.require_completed and args.timeout is None:
         print(
-            "slatelake compact-store: --require-completed needs --timeout SEC "
+            "slatelake compact-store: --require-completed needs --timeout DURATION "
             "(without a wait every merge is still pending)",
             file=sys.stderr,
         )
-        return EXIT_USAGE
-    if args.timeout is not None and args.timeout <= 0:
-        print("slatelake compact-store: --timeout must be positive", file=sys.stderr)
         return EXIT_USAGE
     incomplete = None
     try:
@@ -166,9 +163,10 @@ def register(sub: Any) -> None:
     )
     p.add_argument(
         "--timeout",
-        type=float,
-        metavar="SEC",
-        help="wait up to SEC seconds for the merges to commit (default: submit and return)",
+        type=timeout_seconds,
+        metavar="DURATION",
+        help="wait up to DURATION (e.g. 30s, 2m) for the merges to commit (default: submit "
+        "and return)",
     )
     p.add_argument(
         "--require-completed",

@@ -40,6 +40,7 @@ from slatelake.maintenance.options import (
 )
 from slatelake.maintenance.report import FAILED, RAN, SKIPPED, PassReport, StatusWindow, StepReport
 from slatelake.store.census import StoreCensus
+from slatelake.store.db import deadline as store_deadline
 from slatelake.store.keys import Subspace
 from slatelake.store.location import show_input
 from slatelake.store.merge import CompactStoreReport
@@ -80,5 +81,6 @@ __all__ = [
     "run",
     "show_input",
     "status",
+    "store_deadline",
     "value_text",
 ]
