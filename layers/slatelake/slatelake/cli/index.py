@@ -56,8 +56,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
 
 
 def _cmd_lookup(args: argparse.Namespace) -> int:
-    from slatelake.ducklake.indexes import column_names
-    from slatelake.errors import MisconfigurationError
+    from slatelake import MisconfigurationError, admin
 
     with _connect(args, read_only=True) as session:
         try:
@@ -65,7 +64,7 @@ def _cmd_lookup(args: argparse.Namespace) -> int:
         except MisconfigurationError as exc:  # e.g. the value does not cast to the column
             print(f"slatelake index lookup: {exc}", file=sys.stderr)
             return EXIT_USAGE
-        names = column_names(session, args.table)  # the table as the lake names it, quoted
+        names = admin.column_names(session, args.table)  # the table as the lake names it, quoted
     if args.json:
         print_json([dict(zip(names, r, strict=True)) for r in rows])
     else:

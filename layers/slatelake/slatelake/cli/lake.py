@@ -12,41 +12,21 @@ import time
 from contextlib import nullcontext
 from typing import Any
 
+from slatelake import SlatelakeError, admin
 from slatelake.cli import sql
 from slatelake.cli.common import Handler, add_lake_command, parse_kv, print_report
-from slatelake.errors import Backoff, MisconfigurationError, SlatelakeError, retry
 
-# Consecutive transient fold failures a holder rides out before it exits.
-HOLD_RETRIES = 3
 # After SIGTERM/SIGINT, how long the store writer gets to shut down.
 STOP_GRACE_S = 5.0
 
 
 def _cmd_init(args: argparse.Namespace) -> int:
-    from slatelake.store.db import store_exists
-    from slatelake.store.location import LakeLocation
-
-    if store_exists(LakeLocation.parse(args.lake)):
-        raise MisconfigurationError(f"a lake already exists at {args.lake}; open it instead")
-    if args.data_path is None:
-        from slatelake.catalog.lake import Lake
-
-        Lake.create(args.lake).close()
+    snapshot = admin.create(args.lake, args.data_path)
+    if snapshot is None:
         print(f"created lake {args.lake} (no DuckLake catalog until a session gives a data path)")
-        return 0
-    from slatelake.ducklake.session import connect
-
-    with connect(args.lake, data_path=args.data_path) as session:
-        head = session.state.head
-    print(f"created lake {args.lake} with data path {args.data_path} (snapshot {head.snapshot_id})")
+    else:
+        print(f"created lake {args.lake} with data path {args.data_path} (snapshot {snapshot})")
     return 0
-
-
-def _folder(args: argparse.Namespace):  # noqa: ANN202
-    from slatelake.catalog.folder import Folder
-    from slatelake.store.location import LakeLocation
-
-    return Folder(LakeLocation.parse(args.lake), margin_s=args.margin)
 
 
 def _print_fold(report, as_json: bool) -> None:  # noqa: ANN001
@@ -73,11 +53,7 @@ def _print_fold(report, as_json: bool) -> None:  # noqa: ANN001
 
 
 def _cmd_fold(args: argparse.Namespace) -> int:
-    folder = _folder(args)
-    try:
-        _print_fold(folder.fold_once(), args.json)
-    finally:
-        folder.close()
+    _print_fold(admin.fold_once(args.lake, args.margin), args.json)
     return 0
 
 
@@ -95,56 +71,17 @@ def _raise_stopped(stop: threading.Event) -> Any:
     return handler
 
 
-def _hold(folder: Any, args: argparse.Namespace, stop: threading.Event, images: Any = None) -> None:
-    """Fold every ``--poll`` seconds until stopped. A transient store failure
-    (``retryable``) is retried HOLD_RETRIES times in a row with backoff (twice
-    the poll, doubling, at most 30 s; one holder per lake, so no jitter); then,
-    or at once for a terminal one, the error propagates and the holder exits
-    non-zero: a supervisor restarts it, or a person reads why. After each
-    fold ``images`` (cli/image.py ``ImageCadence``) writes a catalog image when
-    one is due and collects old ones; its failures never stop folding."""
-    backoff = Backoff(first_s=args.poll * 2, factor=2.0, cap_s=30.0, jitter=0.0)
-
-    def say(failures: int, exc: BaseException, wait_s: float) -> None:
-        print(
-            f"slatelake hold: fold failed ({type(exc).__name__}: {exc}); "
-            f"retry {failures} of {HOLD_RETRIES} in {wait_s:g}s",
-            file=sys.stderr,
-            flush=True,
-        )
-
-    while not stop.is_set():
-        try:
-            report = retry(
-                folder.fold_once,
-                attempts=HOLD_RETRIES + 1,
-                backoff=backoff,
-                between=say,
-                wait=stop.wait,
-            )
-        except SlatelakeError:
-            if stop.is_set():  # stopped while waiting to retry: a stop, not a failure
-                return
-            raise
-        if report.slots or report.truncated:
-            _print_fold(report, args.json)
-        if images is not None:
-            images.tick(folder)
-        stop.wait(args.poll)
-
-
 def _cmd_hold(args: argparse.Namespace) -> int:
-    from slatelake.cli.image import ImageCadence
-    from slatelake.store.db import deadline
-    from slatelake.store.location import LakeLocation
+    from slatelake import maintenance
 
     options = parse_kv(getattr(args, "option", None))
-    images = ImageCadence(
-        LakeLocation.parse(args.lake),
+    images = admin.image_cadence(
+        args.lake,
         every_slots=0 if args.no_images else args.image_every_slots,
         max_age_s=0.0 if args.no_images else args.image_max_age,
         grace_s=args.image_grace,
-        as_json=args.json,
+        on_event=lambda event: _print_image_event(event, args.json),
+        on_error=lambda why: print(f"slatelake hold: {why}", file=sys.stderr, flush=True),
     )
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -153,7 +90,7 @@ def _cmd_hold(args: argparse.Namespace) -> int:
     signalled: str | None = None
     failed = False
     try:
-        folder = _folder(args)
+        folder = admin.folder(args.lake, args.margin)
         if options:
             import slatelake
 
@@ -171,7 +108,14 @@ def _cmd_hold(args: argparse.Namespace) -> int:
             + "; Ctrl-C stops",
             flush=True,
         )
-        _hold(folder, args, stop, images)
+        admin.hold(
+            folder,
+            args.poll,
+            stop,
+            images,
+            on_fold=lambda report: _print_fold(report, args.json),
+            on_retry=_say_retry,
+        )
     except HoldStopped as exc:
         signalled = str(exc)
     except BaseException:
@@ -186,7 +130,8 @@ def _cmd_hold(args: argparse.Namespace) -> int:
             # (the log keeps every unflushed slot, so nothing is lost), and
             # the error that ended the holder stays the one reported.
             ending = signalled is not None or failed
-            with deadline(time.monotonic() + STOP_GRACE_S) if ending else nullcontext():
+            grace = maintenance.store_deadline(time.monotonic() + STOP_GRACE_S)
+            with grace if ending else nullcontext():
                 try:
                     folder.close()
                 except SlatelakeError as exc:
@@ -195,6 +140,30 @@ def _cmd_hold(args: argparse.Namespace) -> int:
                     print(f"slatelake hold: shutdown: {exc}", file=sys.stderr, flush=True)
     print(f"stopped ({signalled})" if signalled else "stopped", flush=True)
     return 0
+
+
+def _say_retry(failures: int, exc: BaseException, wait_s: float) -> None:
+    print(
+        f"slatelake hold: fold failed ({type(exc).__name__}: {exc}); "
+        f"retry {failures} of {admin.HOLD_RETRIES} in {wait_s:g}s",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+def _print_image_event(event: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(event), flush=True)
+    elif "image" in event:
+        image = event["image"]
+        print(
+            f"image of slot {image['seq']}, {image['bytes']} bytes, "
+            f"in {image['seconds']:.2f}s: {image['path']}",
+            flush=True,
+        )
+    else:
+        gone = event["images_collected"]
+        print(f"collected {len(gone)} old image(s): {', '.join(gone)}", flush=True)
 
 
 def _image_words(images: Any) -> str:
@@ -209,10 +178,7 @@ def _image_words(images: Any) -> str:
 
 
 def _cmd_log(args: argparse.Namespace) -> int:
-    from slatelake.catalog.lake import Lake
-
-    with Lake.open(args.lake, read_only=True) as lake:
-        summary = lake.summary()
+    summary = admin.log_summary(args.lake)
     doc = {
         "lake": args.lake,
         "head": {"snapshot_id": summary.head.snapshot_id, "batch_seq": summary.head.batch_seq},
@@ -232,15 +198,13 @@ def _cmd_log(args: argparse.Namespace) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from slatelake.demo import run_demo
-
-    run_demo(args.dir, commits=args.commits)
+    admin.run_demo(args.dir, commits=args.commits)
     return 0
 
 
 def _image_options(p: argparse.ArgumentParser) -> None:
+    from slatelake.admin import DEFAULT_EVERY_SLOTS, DEFAULT_GRACE_S, DEFAULT_MAX_AGE_S
     from slatelake.cli.arguments import wait_seconds
-    from slatelake.cli.image import DEFAULT_EVERY_SLOTS, DEFAULT_GRACE_S, DEFAULT_MAX_AGE_S
 
     p.add_argument(
         "--image-every-slots",
@@ -276,7 +240,7 @@ def _image_options(p: argparse.ArgumentParser) -> None:
 
 
 def _slot_count(text: str) -> int:
-    from slatelake.store.location import show_input
+    from slatelake.maintenance import show_input
 
     if not (text.isascii() and text.isdigit()) or len(text) > 12:
         raise argparse.ArgumentTypeError(

@@ -30,9 +30,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from slatelake import FencedError, SlatelakeError
 from slatelake.cli.arguments import catalog_text, lake_url
 from slatelake.cli.common import EXIT_ERROR
-from slatelake.errors import FencedError, SlatelakeError
 
 PROMPT, CONTINUATION = "slatelake> ", "      ...> "
 HISTORY_FILE = ".slatelake_history"  # in the user's home directory
@@ -381,7 +381,7 @@ def _command(text: str) -> Script:
 
 def _file(path: str) -> Script:
     """A script file read whole before the lake opens; ``-`` is standard input."""
-    from slatelake.store.location import show_input
+    from slatelake.maintenance import show_input
 
     try:
         if path == "-":
@@ -398,7 +398,7 @@ def _file(path: str) -> Script:
 
 
 def _positive(text: str) -> int:
-    from slatelake.store.location import show_input
+    from slatelake.maintenance import show_input
 
     if not (text.isascii() and text.isdigit()) or not 0 < int(text) < 2**31:
         raise argparse.ArgumentTypeError(f"{show_input(text)}: expected a number, 1 or more")
@@ -406,7 +406,7 @@ def _positive(text: str) -> int:
 
 
 def _cmd_sql(args: argparse.Namespace) -> int:
-    from slatelake.ducklake.session import connect
+    from slatelake.admin import connect
 
     output = Output(args.mode, args.max_rows, args.max_width)
     with connect(args.lake, data_path=args.data_path, read_only=args.read_only) as session:

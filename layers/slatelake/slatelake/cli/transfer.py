@@ -21,11 +21,10 @@ def _local_file(what: str) -> Any:
     URL or holds NUL or text that is not UTF-8."""
 
     def convert(text: str) -> str:
-        from slatelake.ducklake.catalog_file import local_file
-        from slatelake.errors import MisconfigurationError
+        from slatelake import MisconfigurationError, admin
 
         try:
-            local_file(text, what, "give a local file path")
+            admin.check_local_file(text, what)
         except MisconfigurationError as exc:
             raise argparse.ArgumentTypeError(str(exc)) from None
         return text
@@ -34,10 +33,9 @@ def _local_file(what: str) -> Any:
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
-    from slatelake.ducklake.sql import literal
-    from slatelake.ducklake.transfer import export_catalog
+    from slatelake import admin
 
-    report = export_catalog(args.lake, args.file)
+    report = admin.export_catalog(args.lake, args.file)
     if args.json:
         print_json(report.to_dict())
         return 0
@@ -47,17 +45,14 @@ def _cmd_export(args: argparse.Namespace) -> int:
         f"{report.seconds:.2f}s)"
     )
     print(f"data path: {report.data_path}")
-    print(
-        "read it with stock DuckDB: "
-        f"ATTACH {literal('ducklake:' + report.path)} AS lake (READ_ONLY)"
-    )
+    print(f"read it with stock DuckDB: {admin.attach_statement(report.path)}")
     return 0
 
 
 def _cmd_import(args: argparse.Namespace) -> int:
-    from slatelake.ducklake.transfer import import_catalog
+    from slatelake import admin
 
-    report = import_catalog(args.catalog, args.lake, data_path=args.data_path)
+    report = admin.import_catalog(args.catalog, args.lake, data_path=args.data_path)
     if args.json:
         print_json(report.to_dict())
         return 0
