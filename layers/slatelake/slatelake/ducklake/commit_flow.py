@@ -80,8 +80,10 @@ class CommitFlow:
         ).fetchone()
         if newest == self._copy_snapshot:
             return
+        # A busy lock changes nothing: the write waits in the copy, and the
+        # next statement (or the close) tries again.
+        self._lock.acquire(self.state)
         try:
-            self._lock.acquire(self.state)
             pending = self.state.pending
             if pending is None or any(cs.mints_snapshot or cs.puts_snapshot_rows for cs in pending):
                 raise ConflictError(
