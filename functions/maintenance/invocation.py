@@ -1,18 +1,18 @@
 """What an event asks for, validated before the lake is touched.
 
-Three shapes arrive: EventBridge's own scheduled-event envelope (the lake
-and options come from the function's environment), a rule's constant input
-(``{"trigger": "scheduled", "lake": ..., ...}``, the shape template.yaml
-configures) and a manual invoke (``{"action": ..., "lake": ..., ...}``).
-Every mistake is an ``InvocationError`` naming the key and the fix; nothing
-here opens the lake.
+Three shapes arrive: an EventBridge rule's own scheduled-event envelope (the
+lake and options come from the function's environment), a schedule's
+constant input (``{"trigger": "scheduled", "lake": ..., ...}``, the shape
+template.yaml gives EventBridge Scheduler) and a manual invoke (``{"action":
+..., "lake": ..., ...}``). Every mistake is an ``InvocationError`` naming the
+key and the fix; nothing here opens the lake.
 
 An event may name only the stack's own lake (``SLATELAKE_LAKE``) and data
 path (``SLATELAKE_DATA_PATH``), or one the stack allow-lists
 (``SLATELAKE_ALLOWED_LAKES``, ``SLATELAKE_ALLOWED_DATA_PATHS``: comma-separated
-URLs). Locations compare after ``LakeLocation.parse`` normalized them, so no
-spelling (``..``, a trailing slash, a shared prefix) reaches another place;
-anything else is a ``LakeNotAllowedError`` before any store is touched.
+URLs). Locations compare in slatelake's canonical spelling, so no spelling
+(``..``, a trailing slash, a shared prefix) reaches another place; anything
+else is a ``LakeNotAllowedError`` before any store is touched.
 """
 
 from __future__ import annotations
@@ -23,21 +23,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from slatelake.ducklake.guard import data_location
-from slatelake.errors import MisconfigurationError
-from slatelake.maintenance.options import (
-    ALIAS_PREFIX,
-    PREFIX,
-    MaintenanceConfigError,
-    parse_bool,
-    parse_seconds,
-    value_text,
-)
-from slatelake.store.keys import Subspace
-from slatelake.store.location import LakeLocation, show_input
+from aws_lambda_powertools.utilities.data_classes import EventBridgeEvent
+
+from slatelake import MaintenanceConfigError, MisconfigurationError, maintenance
 
 ACTIONS = ("maintenance", "compact_store", "census", "status")
-TRIGGERS = ("scheduled", "manual")
 EVENT_KEYS = {"action", "trigger", "lake", "data_path", "options", "wait_s"}
 # Per action, the options it takes (the CLI's flags, by the same names).
 ACTION_OPTIONS: dict[str, set[str]] = {
@@ -48,6 +38,7 @@ ACTION_OPTIONS: dict[str, set[str]] = {
 ENV_LAKE, ENV_DATA_PATH = "SLATELAKE_LAKE", "SLATELAKE_DATA_PATH"
 ENV_ALLOWED_LAKES = "SLATELAKE_ALLOWED_LAKES"
 ENV_ALLOWED_DATA_PATHS = "SLATELAKE_ALLOWED_DATA_PATHS"
+show_input = maintenance.show_input
 
 
 class InvocationError(MisconfigurationError):
@@ -68,10 +59,32 @@ class Invocation:
     wait_s: float | None = None
 
 
+def _scheduled_envelope(event: dict[str, Any]) -> EventBridgeEvent | None:
+    """EventBridge's scheduled-event envelope (a rule without input), or None."""
+    if "detail-type" not in event:
+        return None
+    envelope = EventBridgeEvent(event)
+    if envelope.detail_type == "Scheduled Event" and envelope.get("source") == "aws.events":
+        return envelope
+    raise InvocationError(
+        f"unsupported EventBridge event {show_input(envelope.detail_type)} from "
+        f"{show_input(envelope.get('source'))}; only aws.events 'Scheduled Event' starts a pass"
+    )
+
+
+def is_scheduled(event: Any) -> bool:
+    """Whether the event is a schedule's tick, read before (and whatever) the
+    rest of it says: a tick that fails must fail loudly, a manual invoke answers."""
+    if not isinstance(event, dict):
+        return False
+    if event.get("detail-type") == "Scheduled Event" and event.get("source") == "aws.events":
+        return True
+    return event.get("trigger") == "scheduled"
+
+
 def _env_options(env: Mapping[str, str]) -> dict[str, str]:
-    return {
-        k: v for k, v in env.items() if k.upper().startswith((PREFIX, ALIAS_PREFIX)) and v != ""
-    }
+    prefixes = (maintenance.PREFIX, maintenance.ALIAS_PREFIX)
+    return {k: v for k, v in env.items() if k.upper().startswith(prefixes) and v != ""}
 
 
 def parse_event(event: Any, env: Mapping[str, str] | None = None) -> Invocation:
@@ -81,16 +94,12 @@ def parse_event(event: Any, env: Mapping[str, str] | None = None) -> Invocation:
             f"the event is a {type(event).__name__}, not a JSON object; send "
             '{"action": "maintenance", "lake": "s3://bucket/prefix"}'
         )
-    if event.get("detail-type") == "Scheduled Event" and event.get("source") == "aws.events":
-        detail = event.get("detail") or {}
+    envelope = _scheduled_envelope(event)
+    if envelope is not None:
+        detail = envelope.get("detail") or {}
         if not isinstance(detail, dict):
             raise InvocationError("the scheduled event's detail is not a JSON object")
         return _build({**detail, "trigger": "scheduled"}, env)
-    if "detail-type" in event:
-        raise InvocationError(
-            f"unsupported EventBridge event {show_input(event.get('detail-type'))} from "
-            f"{show_input(event.get('source'))}; only aws.events 'Scheduled Event' starts a pass"
-        )
     return _build(event, env)
 
 
@@ -102,8 +111,10 @@ def _build(doc: dict[str, Any], env: Mapping[str, str]) -> Invocation:
             + ", ".join(sorted(EVENT_KEYS))
         )
     trigger = doc.get("trigger", "manual")
-    if trigger not in TRIGGERS:
-        raise InvocationError(f"trigger {show_input(trigger)} is not one of {', '.join(TRIGGERS)}")
+    if trigger not in maintenance.TRIGGERS:
+        raise InvocationError(
+            f"trigger {show_input(trigger)} is not one of {', '.join(maintenance.TRIGGERS)}"
+        )
     action = doc.get("action", "maintenance")
     if action not in ACTIONS:
         raise InvocationError(
@@ -151,12 +162,24 @@ def _wait_s(value: Any) -> float | None:
 def _check_maintenance_options(options: dict[str, Any]) -> None:
     """Shape only; the pass's own parser validates names and values at bind."""
     for key, value in options.items():
-        options[key] = value_text(show_input(key), value)  # the key quoted: it is outside text
+        # The key quoted: it is outside text.
+        options[key] = maintenance.value_text(show_input(key), value)
         if key.upper().removeprefix("META_").endswith("MAINTENANCE_INTERVAL"):
             raise MaintenanceConfigError(
-                f"{show_input(key)} has no meaning in the Lambda: the EventBridge rule's "
-                "schedule sets the cadence; drop the option"
+                f"{show_input(key)} has no meaning in the Lambda: the schedule sets the "
+                "cadence; drop the option"
             )
+
+
+def _subspace(value: Any) -> str:
+    text = maintenance.value_text("options.subspace", value)
+    label = text.lower() if text.isascii() else text  # any case, never a look-alike
+    if label not in maintenance.SUBSPACES:
+        raise InvocationError(
+            f"options.subspace={show_input(value)}: unknown subspace; expected one of "
+            + ", ".join(maintenance.SUBSPACES)
+        )
+    return label
 
 
 def _action_options(action: str, options: dict[str, Any]) -> dict[str, Any]:
@@ -170,14 +193,12 @@ def _action_options(action: str, options: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in options.items():
         if key == "subspace":
-            try:
-                out[key] = Subspace.from_label(value_text("options.subspace", value))
-            except ValueError as exc:
-                raise InvocationError(f"options.subspace={show_input(value)}: {exc}") from None
+            out[key] = _subspace(value)
         elif key == "timeout":
-            out[key] = parse_seconds("options.timeout", value)
+            text = maintenance.value_text("options.timeout", value)
+            out[key] = maintenance.parse_duration("options.timeout", text)
         else:
-            out[key] = parse_bool(f"options.{key}", value)
+            out[key] = maintenance.parse_bool(f"options.{key}", value)
     if out.get("require_completed") and "timeout" not in out:
         raise InvocationError(
             "options.require_completed needs options.timeout: without a bound the merge "
@@ -187,7 +208,7 @@ def _action_options(action: str, options: dict[str, Any]) -> dict[str, Any]:
 
 
 def _configured(
-    env: Mapping[str, str], single: str, listed: str, parse: Callable[[str], LakeLocation]
+    env: Mapping[str, str], single: str, listed: str, canonical: Callable[[str], str]
 ) -> dict[str, str]:
     """Canonical URL -> configured spelling, for the stack's own location
     (``single``) and its comma-separated allow-list (``listed``)."""
@@ -198,7 +219,7 @@ def _configured(
         if not item:
             continue
         try:
-            out[parse(item).url] = item
+            out[canonical(item)] = item
         except MisconfigurationError as exc:
             raise InvocationError(f"the function's {var} is invalid: {exc}") from None
     return out
@@ -208,21 +229,21 @@ def stack_lake(env: Mapping[str, str]) -> str | None:
     """The stack's own lake, canonical (the ``Lake`` dimension of its metrics)."""
     raw = env.get(ENV_LAKE, "").strip()
     try:
-        return LakeLocation.parse(raw).url if raw else None
+        return maintenance.canonical_lake(raw) if raw else None
     except MisconfigurationError:
         return None
 
 
 def allowed_lake(lake: str, env: Mapping[str, str]) -> str:
     """The event's lake, canonical, if the stack maintains it; else refused."""
-    allowed = _configured(env, ENV_LAKE, ENV_ALLOWED_LAKES, LakeLocation.parse)
+    allowed = _configured(env, ENV_LAKE, ENV_ALLOWED_LAKES, maintenance.canonical_lake)
     if not allowed:
         raise LakeNotAllowedError(
             f"lake {show_input(lake)} refused: this function has no lake configured; set "
             f"{ENV_LAKE} (the stack's lake) or {ENV_ALLOWED_LAKES}"
         )
     try:
-        url = LakeLocation.parse(lake).url
+        url = maintenance.canonical_lake(lake)
     except MisconfigurationError as exc:
         raise InvocationError(f'"lake": {exc}') from None
     if url not in allowed:
@@ -242,9 +263,11 @@ def allowed_data_path(data_path: Any, lake: str, env: Mapping[str, str]) -> str 
         return own if own and lake == stack_lake(env) else None
     if not isinstance(data_path, str):
         raise InvocationError(f"data_path must be a string, not {type(data_path).__name__}")
-    allowed = _configured(env, ENV_DATA_PATH, ENV_ALLOWED_DATA_PATHS, data_location)
+    allowed = _configured(
+        env, ENV_DATA_PATH, ENV_ALLOWED_DATA_PATHS, maintenance.canonical_data_path
+    )
     try:
-        url = data_location(data_path).url
+        url = maintenance.canonical_data_path(data_path)
     except MisconfigurationError as exc:
         raise InvocationError(f'"data_path": {exc}') from None
     if url not in allowed:

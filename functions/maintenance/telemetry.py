@@ -1,10 +1,15 @@
 """CloudWatch metrics (EMF) for a pass: the names template.yaml's dashboard
 and alarms read.
 
-Pass-level metrics carry the ``Lake`` dimension; step-level ones carry
-``Lake`` and ``Step`` so one dashboard widget can chart every step. A count a
-step reports (``snapshots_expired``, ``index_entries_reclaimed``...) becomes
-the metric of the same name in CamelCase (``SnapshotsExpired``).
+The namespace and the ``service`` dimension are Powertools' own settings
+(``POWERTOOLS_METRICS_NAMESPACE``, ``POWERTOOLS_SERVICE_NAME``, set once in
+template.yaml). Pass-level metrics carry the ``Lake`` dimension; step-level
+ones carry ``Lake`` and ``Step`` so one dashboard widget can chart every
+step. A count a step reports (``snapshots_expired``,
+``index_entries_reclaimed``...) becomes the metric of the same name in
+CamelCase (``SnapshotsExpired``). Every pass invocation, skipped or not,
+puts one ``PassRuns`` datum (0 when skipped), so a period with none means
+the schedule stopped invoking: that alarm treats missing data as breaching.
 """
 
 from __future__ import annotations
@@ -12,10 +17,8 @@ from __future__ import annotations
 from aws_lambda_powertools import Metrics
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
 
-from slatelake.maintenance.report import FAILED, RAN, PassReport
+from slatelake import maintenance
 
-NAMESPACE = "Slatelake"
-SERVICE = "slatelake-maintenance"
 # Pass level
 PASS_RUNS = "PassRuns"
 PASS_FAILED = "PassFailed"
@@ -32,21 +35,18 @@ STORE_MERGE_FAILED = "StoreMergeFailed"
 STEP_DURATION = "StepDuration"
 STEP_FAILED = "StepFailed"
 STEP_RAN = "StepRan"
+UNCONFIGURED = "unconfigured"  # the Lake dimension of a function with no lake set
 
 
 def metric_name(count: str) -> str:
     return "".join(part.capitalize() for part in count.split("_"))
 
 
-def pass_failed(report: PassReport) -> bool:
-    """A step failed, or the pass lost its lease and stopped (it did not finish)."""
-    return report.failed
-
-
-def emit_pass(metrics: Metrics, lake: str, report: PassReport) -> None:
+def emit_pass(metrics: Metrics, lake: str, report: maintenance.PassReport) -> None:
+    """A pass that reported: ``PassFailed`` when a step failed or it lost its lease."""
     metrics.add_dimension(name="Lake", value=lake)
     metrics.add_metric(name=PASS_RUNS, unit=MetricUnit.Count, value=1)
-    metrics.add_metric(name=PASS_FAILED, unit=MetricUnit.Count, value=int(pass_failed(report)))
+    metrics.add_metric(name=PASS_FAILED, unit=MetricUnit.Count, value=int(report.failed))
     metrics.add_metric(name=PASS_SKIPPED, unit=MetricUnit.Count, value=0)
     metrics.add_metric(name=WORK_PENDING, unit=MetricUnit.Count, value=int(report.work_pending))
     metrics.add_metric(name=PASS_DURATION, unit=MetricUnit.Seconds, value=report.seconds)
@@ -54,26 +54,29 @@ def emit_pass(metrics: Metrics, lake: str, report: PassReport) -> None:
     for step in report.steps:
         dims = {"Lake": lake, "Step": step.step}
         values: list[tuple[str, MetricUnit, float]] = [
-            (STEP_RAN, MetricUnit.Count, int(step.status == RAN)),
-            (STEP_FAILED, MetricUnit.Count, int(step.status == FAILED)),
+            (STEP_RAN, MetricUnit.Count, int(step.status == maintenance.RAN)),
+            (STEP_FAILED, MetricUnit.Count, int(step.status == maintenance.FAILED)),
         ]
-        if step.status != "skipped":
+        if step.status != maintenance.SKIPPED:
             values.append((STEP_DURATION, MetricUnit.Seconds, step.seconds))
         values += [(metric_name(k), MetricUnit.Count, v) for k, v in step.counts.items()]
         for name, unit, value in values:
             _single(metrics, name, unit, value, dims)
 
 
-def emit_crash(metrics: Metrics, lake: str) -> None:
-    """A pass that raised instead of reporting: a run and a failure."""
-    metrics.add_dimension(name="Lake", value=lake)
+def emit_crash(metrics: Metrics, lake: str | None) -> None:
+    """A pass that raised instead of reporting, or a scheduled tick refused
+    before it could start: a run and a failure."""
+    metrics.add_dimension(name="Lake", value=lake or UNCONFIGURED)
     metrics.add_metric(name=PASS_RUNS, unit=MetricUnit.Count, value=1)
     metrics.add_metric(name=PASS_FAILED, unit=MetricUnit.Count, value=1)
 
 
 def emit_skip(metrics: Metrics, lake: str) -> None:
-    """An invocation that found a pass running: counted, never an alarm."""
+    """An invocation that found a pass running: counted, never an alarm (its
+    ``PassRuns`` of 0 tells the silence alarm the schedule is alive)."""
     metrics.add_dimension(name="Lake", value=lake)
+    metrics.add_metric(name=PASS_RUNS, unit=MetricUnit.Count, value=0)
     metrics.add_metric(name=PASS_SKIPPED, unit=MetricUnit.Count, value=1)
 
 
@@ -81,8 +84,16 @@ def emit_refusal(metrics: Metrics, stack_lake: str | None) -> None:
     """An event for a lake this stack does not maintain, refused untouched.
     Counted against the stack's own lake: the event's text never becomes a
     dimension (it is hostile, and unbounded in number)."""
-    metrics.add_dimension(name="Lake", value=stack_lake or "unconfigured")
+    metrics.add_dimension(name="Lake", value=stack_lake or UNCONFIGURED)
     metrics.add_metric(name=LAKE_REFUSED, unit=MetricUnit.Count, value=1)
+
+
+def emit_store_merge(metrics: Metrics, lake: str, outcome: str) -> None:
+    """The compact_store action's outcome: pending and failed merges counted."""
+    metrics.add_dimension(name="Lake", value=lake)
+    pending, failed = int(outcome == "pending"), int(outcome == "failed")
+    metrics.add_metric(name=STORE_MERGE_PENDING, unit=MetricUnit.Count, value=pending)
+    metrics.add_metric(name=STORE_MERGE_FAILED, unit=MetricUnit.Count, value=failed)
 
 
 def _single(
@@ -95,4 +106,5 @@ def _single(
         namespace=metrics.namespace,
         default_dimensions=dims,
     ) as metric:
-        metric.add_dimension(name="service", value=SERVICE)
+        if metrics.service:
+            metric.add_dimension(name="service", value=str(metrics.service))

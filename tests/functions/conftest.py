@@ -45,13 +45,31 @@ class FakeContext:
         return int((self.remaining_s - (time.monotonic() - self._t0)) * 1000)
 
 
+def powertools_env() -> dict[str, str]:
+    """The POWERTOOLS_* settings template.yaml gives every function (Globals)."""
+    doc = template()
+    names = doc["Mappings"]["Metrics"]["Names"]
+    variables = doc["Globals"]["Function"]["Environment"]["Variables"]
+    return {
+        key: names[value["FindInMap"][2]] if isinstance(value, dict) else value
+        for key, value in variables.items()
+        if key.startswith("POWERTOOLS_")
+    }
+
+
 @pytest.fixture
 def app(monkeypatch: pytest.MonkeyPatch) -> Iterator[ModuleType]:
+    """The handler module in a new container: the template's Powertools
+    settings, and Powertools' cold-start flag set as a fresh process has it."""
+    from aws_lambda_powertools.metrics.provider import cold_start
+
+    for key, value in powertools_env().items():
+        monkeypatch.setenv(key, value)
     monkeypatch.syspath_prepend(str(FUNCTION_DIR))
-    monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "Slatelake")
+    monkeypatch.setattr(cold_start, "is_cold_start", True)
     module = importlib.import_module("app")
     yield module
-    module.release_warm()  # each test starts cold, as a new container would
+    module.warm.release()  # each test starts cold, as a new container would
 
 
 @pytest.fixture
@@ -68,12 +86,15 @@ def log_lines(app: ModuleType) -> Any:
     handler.setStream(saved)
 
 
-def emf_lines(text: str) -> list[dict[str, Any]]:
-    """EMF documents printed to stdout by Powertools Metrics."""
+def emf_lines(text: str, cold_start: bool = False) -> list[dict[str, Any]]:
+    """EMF documents printed to stdout by Powertools Metrics; Powertools' own
+    ColdStart document only when asked for."""
     out = []
     for line in text.splitlines():
         if line.startswith("{") and '"_aws"' in line:
-            out.append(json.loads(line))
+            doc = json.loads(line)
+            if cold_start or "ColdStart" not in doc:
+                out.append(doc)
     return out
 
 
@@ -111,7 +132,7 @@ def contents(lake: str, names: list[str]) -> dict[str, list[tuple[Any, ...]]]:
 
 @dataclass
 class PristineLake:
-    """A churned lake built once per module; every test gets it back byte for
+    """A churned lake built once per worker; every test gets it back byte for
     byte at the same URLs (the catalog names its data path's bucket, so the
     copy goes back into the same bucket)."""
 
@@ -133,7 +154,7 @@ class PristineLake:
             s3.put_object(Bucket=self.bucket, Key=key, Body=body)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def pristine_lake(moto_endpoint: str) -> PristineLake:
     import boto3
 
@@ -172,8 +193,8 @@ def deploy(monkeypatch: pytest.MonkeyPatch, lake: str, data: str | None = None) 
 def s3_lake(
     pristine_lake: PristineLake, env_clean: pytest.MonkeyPatch
 ) -> tuple[str, str, list[str]]:
-    """The module's churned lake on moto's S3, fresh for this test, and the
-    function deployed for it."""
+    """The churned lake on moto's S3, fresh for this test, and the function
+    deployed for it."""
     pristine_lake.restore()
     deploy(env_clean, pristine_lake.lake, pristine_lake.data)
     return pristine_lake.lake, pristine_lake.data, list(pristine_lake.names)
@@ -209,25 +230,27 @@ def metric_key(name: str, dims: dict[str, str]) -> MetricKey:
 
 @pytest.fixture
 def dashboard_metrics() -> set[MetricKey]:
-    body, variables = template()["Resources"]["MaintenanceDashboard"]["Properties"][
-        "DashboardBody"
-    ]["Sub"]
-    assert set(variables) == {"Lake"}
-    text = body.replace("${Lake}", "s3://bucket/lake").replace("${AWS::Region}", "us-east-1")
-    doc = json.loads(text.replace("${SchedulePeriodSeconds}", "3600"))
+    body = template()["Resources"]["MaintenanceDashboard"]["Properties"]["DashboardBody"]
+    assert set(body["Sub"][1]) == {"Lake", "Namespace", "Service"}
+    params = {"LakeBucket": "bucket", "LakePrefix": "lake", "SchedulePeriodSeconds": "3600"}
+    doc = json.loads(render_sub(body, params))
     out: set[MetricKey] = set()
     for widget in doc["widgets"]:
         for row in widget["properties"]["metrics"]:
-            assert row[0] == "Slatelake"
+            assert row[0] == powertools_env()["POWERTOOLS_METRICS_NAMESPACE"]
             pairs = [x for x in row[2:] if isinstance(x, str)]
             out.add(metric_key(row[1], dict(zip(pairs[::2], pairs[1::2], strict=True))))
     return out
 
 
 def render_sub(value: Any, params: dict[str, str]) -> str:
-    """A template value with ``!Sub`` / ``!Ref`` resolved from ``params``."""
+    """A template value with ``!Sub`` / ``!Ref`` / ``!FindInMap`` resolved from
+    ``params`` and the template's Mappings."""
     if isinstance(value, dict) and "Ref" in value:
         return params[value["Ref"]]
+    if isinstance(value, dict) and "FindInMap" in value:
+        mapping, top, key = value["FindInMap"]
+        return str(template()["Mappings"][mapping][top][key])
     if not (isinstance(value, dict) and "Sub" in value):
         return str(value)
     sub = value["Sub"]
@@ -241,3 +264,17 @@ def render_sub(value: Any, params: dict[str, str]) -> str:
         text = text.replace("${" + key + "}", str(val))
     assert "${" not in text, f"unresolved substitution in {text[:200]}"
     return text
+
+
+@pytest.fixture
+def small_lake(env_clean: pytest.MonkeyPatch, tmp_path: Path) -> str:
+    """A lake on local files with one table and a few snapshots, the function
+    deployed for it: for what does not depend on the store (the pass's
+    outcome, how the handler reports it)."""
+    lake, data = (tmp_path / "lake").as_uri(), f"{tmp_path / 'data'}/"
+    with slatelake.connect(lake, data_path=data) as s:
+        s.sql("CREATE TABLE t (id INTEGER)")
+        for i in range(3):
+            s.sql(f"INSERT INTO t VALUES ({i})")
+    deploy(env_clean, lake, data)
+    return lake

@@ -1,4 +1,5 @@
-"""The maintenance Lambda end to end on moto's S3 (issue 7 acceptance)."""
+"""The maintenance Lambda end to end on moto's S3: every event shape, the pass
+and its metrics, the other actions, and how failures show."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import json
 import logging
 import subprocess
 import sys
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -13,6 +15,7 @@ import boto3
 import pytest
 
 import slatelake
+from slatelake import maintenance
 from slatelake.maintenance.options import STEPS
 from slatelake.maintenance.report import FAILED, RAN, SKIPPED
 from tests.conftest import subprocess_env
@@ -30,6 +33,8 @@ from tests.functions.conftest import (
 from tests.maintenance.test_pass import CONFIGURED
 
 ALL_STEPS = {**CONFIGURED, "MAINTENANCE_TABLE_BATCHES": "true"}
+# One step, for what is about the lease rather than the steps.
+FLUSH = {"MAINTENANCE_FLUSH_INLINED_DATA": "true", "MAINTENANCE_TABLE_BATCHES": "true"}
 
 
 def _objects(bucket: str, prefix: str) -> list[str]:
@@ -38,7 +43,7 @@ def _objects(bucket: str, prefix: str) -> list[str]:
     return [o["Key"] for page in pages for o in page.get("Contents", [])]
 
 
-def test_acceptance_1_scheduled_envelope_runs_the_pass_configured_by_environment(
+def test_the_scheduled_envelope_runs_the_pass_the_environment_configures(
     app: ModuleType, s3_lake: tuple[str, str, list[str]], env_clean: pytest.MonkeyPatch
 ) -> None:
     lake, data, names = s3_lake
@@ -59,9 +64,9 @@ def test_acceptance_1_scheduled_envelope_runs_the_pass_configured_by_environment
 
 
 @pytest.mark.parametrize(
-    "sample", ["scheduled-rule-input.json", "manual-maintenance.json"], ids=["rule", "manual"]
+    "sample", ["scheduled-input.json", "manual-maintenance.json"], ids=["schedule", "manual"]
 )
-def test_acceptance_1_sample_pass_events_return_the_cli_report(
+def test_sample_pass_events_answer_with_the_cli_report(
     app: ModuleType, s3_lake: tuple[str, str, list[str]], env_clean: pytest.MonkeyPatch, sample: str
 ) -> None:
     lake, data, names = s3_lake
@@ -80,7 +85,7 @@ def test_acceptance_1_sample_pass_events_return_the_cli_report(
     assert status["result"][0] == report  # the status window's newest pass is this one
 
 
-def test_acceptance_2_table_batches_progress_with_rss_and_metrics_the_dashboard_reads(
+def test_table_batches_log_progress_with_rss_and_emit_every_dashboard_metric(
     app: ModuleType,
     s3_lake: tuple[str, str, list[str]],
     env_clean: pytest.MonkeyPatch,
@@ -113,7 +118,7 @@ def test_acceptance_2_table_batches_progress_with_rss_and_metrics_the_dashboard_
     assert dashboard_metrics and not missing, f"dashboard reads metrics never emitted: {missing}"
 
 
-def test_acceptance_3_a_pass_beside_a_holding_folder_never_fences_it(
+def test_a_pass_beside_a_running_holder_never_fences_it(
     app: ModuleType, s3_lake: tuple[str, str, list[str]], env_clean: pytest.MonkeyPatch
 ) -> None:
     lake, data, names = s3_lake
@@ -167,7 +172,7 @@ class CountingContext(FakeContext):
         return 900_000 if self.checks >= 0 else 0
 
 
-def test_acceptance_5_a_short_deadline_stops_between_tables_and_the_next_tick_finishes(
+def test_a_short_deadline_stops_between_tables_and_the_next_tick_finishes(
     app: ModuleType, s3_lake: tuple[str, str, list[str]], env_clean: pytest.MonkeyPatch
 ) -> None:
     lake, data, names = s3_lake
@@ -189,7 +194,7 @@ def test_acceptance_5_a_short_deadline_stops_between_tables_and_the_next_tick_fi
     assert contents(lake, names) == before
 
 
-def test_acceptance_6_overlapping_invocations_never_run_two_passes(
+def test_overlapping_invocations_never_run_two_passes(
     app: ModuleType, s3_lake: tuple[str, str, list[str]], env_clean: pytest.MonkeyPatch
 ) -> None:
     """While a manual pass runs (at its first step), a scheduled invoke in another
@@ -208,7 +213,7 @@ def test_acceptance_6_overlapping_invocations_never_run_two_passes(
     class Overlap(logging.Handler):
         def emit(self, record: logging.LogRecord) -> None:
             if record.getMessage() == "step flush_inlined_data start" and not scheduled:
-                event = json.dumps({"trigger": "scheduled", "lake": lake, "options": ALL_STEPS})
+                event = json.dumps({"trigger": "scheduled", "lake": lake, "options": FLUSH})
                 proc = subprocess.run(
                     [sys.executable, "-c", script, event],
                     env=subprocess_env(),
@@ -222,7 +227,7 @@ def test_acceptance_6_overlapping_invocations_never_run_two_passes(
     hook = Overlap()
     app.logger.addHandler(hook)
     try:
-        manual = app.handler({"lake": lake, "options": ALL_STEPS}, FakeContext())
+        manual = app.handler({"lake": lake, "options": FLUSH}, FakeContext())
     finally:
         app.logger.removeHandler(hook)
     assert manual["ok"] is True, manual
@@ -268,7 +273,7 @@ def test_acceptance_6_overlapping_invocations_never_run_two_passes(
         "not-an-object",
     ],
 )
-def test_acceptance_7_bad_events_are_refused_without_touching_the_lake(
+def test_bad_manual_events_are_answered_without_touching_the_lake(
     app: ModuleType,
     s3_bucket: str,
     env_clean: pytest.MonkeyPatch,
@@ -323,16 +328,18 @@ def _emf_to_cloudwatch(cloudwatch: Any, docs: list[dict[str, Any]]) -> int:
     return sent
 
 
-def test_acceptance_2_cloudwatch_answers_every_dashboard_query_and_holds_the_alarms(
+def test_cloudwatch_answers_every_dashboard_query_and_holds_the_alarms(
     app: ModuleType,
     s3_lake: tuple[str, str, list[str]],
     env_clean: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
     moto_endpoint: str,
 ) -> None:
-    """The template's rule input drives a pass (EventBridge on moto); its EMF,
-    delivered to CloudWatch on moto, answers every metric query on the
-    template's dashboard; the dashboard and both alarms are accepted."""
+    """The template's schedule (EventBridge Scheduler on moto, with its retry
+    policy and dead-letter queue) drives a pass; its EMF, delivered to
+    CloudWatch on moto, answers every metric query on the template's
+    dashboard; the dashboard and the alarms on the function's own metrics are
+    accepted, each watching a metric the pass emitted."""
     import datetime as dt
 
     from tests.functions.conftest import render_sub, template
@@ -341,18 +348,30 @@ def test_acceptance_2_cloudwatch_answers_every_dashboard_query_and_holds_the_ala
     bucket, prefix = lake.removeprefix("s3://").split("/", 1)
     params = {"LakeBucket": bucket, "LakePrefix": prefix, "DataBucket": bucket}
     params |= {"DataPrefix": data.removeprefix(f"s3://{bucket}/").rstrip("/")}
-    params |= {"SchedulePeriodSeconds": "3600", "PendingTicks": "3"}
+    params |= {"SchedulePeriodSeconds": "3600", "PendingTicks": "3", "SilentTicks": "2"}
+    params |= {"Schedule": "rate(1 hour)"}
     params |= {"MaintenanceOptions": json.dumps(ALL_STEPS)}  # every step the dashboard charts
     resources = template()["Resources"]
     schedule = resources["MaintenanceFunction"]["Properties"]["Events"]["MaintenanceSchedule"]
-    events = boto3.client("events", endpoint_url=moto_endpoint)
-    events.put_rule(Name="slatelake-maintenance", ScheduleExpression="rate(1 hour)")
-    rule_input = render_sub(schedule["Properties"]["Input"], params)
-    events.put_targets(
-        Rule="slatelake-maintenance",
-        Targets=[{"Id": "fn", "Arn": FakeContext().invoked_function_arn, "Input": rule_input}],
+    assert schedule["Type"] == "ScheduleV2"
+    props = schedule["Properties"]
+    sqs = boto3.client("sqs", endpoint_url=moto_endpoint)
+    queue = sqs.create_queue(QueueName=f"failed-{bucket}")["QueueUrl"]
+    dlq = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["QueueArn"])["Attributes"]
+    scheduler = boto3.client("scheduler", endpoint_url=moto_endpoint)
+    scheduler.create_schedule(
+        Name=f"slatelake-{bucket}",
+        ScheduleExpression=render_sub(props["ScheduleExpression"], params),
+        FlexibleTimeWindow={"Mode": "OFF"},
+        Target={
+            "Arn": FakeContext().invoked_function_arn,
+            "RoleArn": "arn:aws:iam::123456789012:role/slatelake-scheduler",
+            "Input": render_sub(props["Input"], params),
+            "RetryPolicy": props["RetryPolicy"],
+            "DeadLetterConfig": {"Arn": dlq["QueueArn"]},
+        },
     )
-    target = events.list_targets_by_rule(Rule="slatelake-maintenance")["Targets"][0]
+    target = scheduler.get_schedule(Name=f"slatelake-{bucket}")["Target"]
     capsys.readouterr()
     out = app.handler(json.loads(target["Input"]), FakeContext())
     assert out["ok"] is True and out["result"]["trigger"] == "scheduled", out
@@ -376,11 +395,18 @@ def test_acceptance_2_cloudwatch_answers_every_dashboard_query_and_holds_the_ala
                 Statistics=["SampleCount"],
             )
             assert stats["Datapoints"], f"dashboard metric {row[1]} {pairs} has no data"
-    for name in ("PassFailedAlarm", "WorkPendingAlarm"):
+    topic = boto3.client("sns", endpoint_url=moto_endpoint).create_topic(Name="alarms")
+    params["AlarmTopicArn"] = topic["TopicArn"]
+    for name in ("PassFailedAlarm", "WorkPendingAlarm", "NoPassAlarm"):
         props = resources[name]["Properties"]
+        optional = {
+            key: int(render_sub(props[key], params))
+            for key in ("DatapointsToAlarm",)
+            if key in props
+        }
         cloudwatch.put_metric_alarm(
             AlarmName=name,
-            Namespace=props["Namespace"],
+            Namespace=render_sub(props["Namespace"], params),
             MetricName=props["MetricName"],
             Dimensions=[
                 {"Name": d["Name"], "Value": render_sub(d["Value"], params)}
@@ -391,16 +417,21 @@ def test_acceptance_2_cloudwatch_answers_every_dashboard_query_and_holds_the_ala
             EvaluationPeriods=int(render_sub(props["EvaluationPeriods"], params)),
             Threshold=float(props["Threshold"]),
             ComparisonOperator=props["ComparisonOperator"],
+            TreatMissingData=props["TreatMissingData"],
+            AlarmActions=[topic["TopicArn"]],
+            **optional,
         )
         alarm = cloudwatch.describe_alarms(AlarmNames=[name])["MetricAlarms"][0]
         assert {"Name": "Lake", "Value": lake} in alarm["Dimensions"]
         metric = cloudwatch.list_metrics(
-            Namespace="Slatelake", MetricName=props["MetricName"], Dimensions=alarm["Dimensions"]
+            Namespace=alarm["Namespace"],
+            MetricName=props["MetricName"],
+            Dimensions=alarm["Dimensions"],
         )
         assert metric["Metrics"], f"{name} watches a metric the handler never emits"
 
 
-def test_acceptance_4_a_merge_the_lambda_submits_is_executed_by_the_holder(
+def test_a_merge_the_lambda_submits_is_executed_by_the_holder(
     app: ModuleType, s3_bucket: str, env_clean: pytest.MonkeyPatch
 ) -> None:
     """No holder: the submitted merge reports pending within its timeout. A
@@ -460,7 +491,7 @@ def test_acceptance_4_a_merge_the_lambda_submits_is_executed_by_the_holder(
     assert after.sorted_runs == 1 and after.bytes <= runs_before.bytes
 
 
-def test_acceptance_1_census_and_compact_store_samples_return_the_cli_json(
+def test_census_and_compact_store_samples_answer_with_the_cli_json(
     app: ModuleType, s3_lake: tuple[str, str, list[str]], env_clean: pytest.MonkeyPatch
 ) -> None:
     """The census sample answers with every subspace's row and the object
@@ -480,3 +511,169 @@ def test_acceptance_1_census_and_compact_store_samples_return_the_cli_json(
     assert {m["subspace"] for m in merged["result"]["merges"]} >= set(rows) - {"unknown"}
     assert all("no sorted runs" in m["reason"] for m in merged["result"]["merges"])
     assert contents(lake, names) == before
+
+
+def _emitted(out: str, metric: str) -> list[tuple[str, Any]]:
+    """(Lake, value) of every EMF document carrying ``metric``."""
+    return [(d.get("Lake"), d[metric]) for d in emf_lines(out) if metric in d]
+
+
+# With a change-set cap no snapshot fits under, expiry fails inside its step.
+FAILING_STEP = {"MAINTENANCE_EXPIRE_SNAPSHOTS_OLDER_THAN": "1 millisecond"}
+
+
+def test_a_scheduled_pass_with_a_failed_step_raises_after_its_metrics(
+    app: ModuleType,
+    small_lake: str,
+    env_clean: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Lambda's Errors, its retry and the failure queue see the tick; the
+    alarm's PassFailed is out before the raise, and the pass is recorded."""
+    lake = maintenance.canonical_lake(small_lake)
+    env_clean.setenv("SLATELAKE_MAX_CHANGESET_OPS", "1")
+    capsys.readouterr()
+    with pytest.raises(app.PassFailedError, match="expire_snapshots: .*operation limit"):
+        app.handler({"trigger": "scheduled", "options": FAILING_STEP}, FakeContext())
+    out = capsys.readouterr().out
+    assert _emitted(out, "PassFailed") == [(lake, [1.0])]
+    assert _emitted(out, "PassRuns") == [(lake, [1.0])]
+    assert ("expire_snapshots", [1.0]) in [
+        (d["Step"], d["StepFailed"]) for d in emf_lines(out) if "StepFailed" in d
+    ]
+    window = app.handler({"action": "status"}, FakeContext())["result"]
+    assert window[0]["trigger"] == "scheduled"
+    assert window[0]["steps"][0]["status"] == FAILED
+
+
+def test_a_manual_pass_with_a_failed_step_answers_with_its_report(
+    app: ModuleType,
+    small_lake: str,
+    env_clean: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    lake = maintenance.canonical_lake(small_lake)
+    env_clean.setenv("SLATELAKE_MAX_CHANGESET_OPS", "1")
+    capsys.readouterr()
+    out = app.handler({"options": FAILING_STEP}, FakeContext())
+    assert out["ok"] is True, out
+    expire = out["result"]["steps"][0]
+    assert (expire["step"], expire["status"]) == ("expire_snapshots", FAILED)
+    assert _emitted(capsys.readouterr().out, "PassFailed") == [(lake, [1.0])]
+
+
+@pytest.mark.parametrize(
+    ("fields", "error_type"),
+    [
+        ({"options": {"MAINTENANCE_FROBNICATE": "true"}}, "MaintenanceConfigError"),
+        ({"options": {"MAINTENANCE_INTERVAL": "1h"}}, "MaintenanceConfigError"),
+        ({"options": {"MAINTENANCE_MERGE_ADJACENT_FILES": [1]}}, "MaintenanceConfigError"),
+        ({"colour": "blue"}, "InvocationError"),
+        ({"action": "census"}, "InvocationError"),
+    ],
+    ids=["unknown-option", "interval", "not-a-value", "unknown-key", "not-the-pass"],
+)
+def test_a_scheduled_tick_with_refused_options_raises_after_counting_a_failure(
+    app: ModuleType,
+    s3_bucket: str,
+    env_clean: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    fields: dict[str, Any],
+    error_type: str,
+) -> None:
+    """A schedule whose every tick is refused must not look like a quiet one:
+    it raises (Lambda's Errors) and counts PassFailed against the stack's lake,
+    having touched nothing."""
+    lake = f"s3://{s3_bucket}/lakes/untouched"
+    deploy(env_clean, lake)
+    capsys.readouterr()
+    with pytest.raises(slatelake.SlatelakeError) as raised:
+        app.handler({"trigger": "scheduled", **fields}, FakeContext())
+    assert type(raised.value).__name__ == error_type
+    assert _emitted(capsys.readouterr().out, "PassFailed") == [(lake, [1.0])]
+    assert _objects(s3_bucket, "") == []
+
+
+def test_a_refused_manual_event_answers_and_counts_no_failure(
+    app: ModuleType,
+    s3_bucket: str,
+    env_clean: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The caller's mistake is the caller's answer, not the alarm's."""
+    lake = f"s3://{s3_bucket}/lakes/untouched"
+    deploy(env_clean, lake)
+    capsys.readouterr()
+    out = app.handler({"options": {"MAINTENANCE_FROBNICATE": "true"}}, FakeContext())
+    assert out["ok"] is False and out["error"]["type"] == "MaintenanceConfigError", out
+    assert _emitted(capsys.readouterr().out, "PassFailed") == []
+
+
+def test_a_manual_pass_that_dies_answers_ok_false_and_counts_a_failure(
+    app: ModuleType,
+    s3_bucket: str,
+    env_clean: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    lake = f"s3://{s3_bucket}/lakes/nowhere"
+    deploy(env_clean, lake)
+    capsys.readouterr()
+    out = app.handler({"action": "maintenance"}, FakeContext())
+    assert out["ok"] is False and out["error"]["type"] == "NotFoundError", out
+    assert _emitted(capsys.readouterr().out, "PassFailed") == [(lake, [1.0])]
+
+
+def test_a_scheduled_tick_that_finds_the_lease_held_is_a_skip_not_an_error(
+    app: ModuleType,
+    env_clean: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+) -> None:
+    """Answered, never raised: a skip is no failure. It still puts a PassRuns
+    datum (0), so the silence alarm knows the schedule is alive. (The same
+    race on moto's S3, between two processes: the overlapping-invocations test.)"""
+    from slatelake.catalog.lake import Lake
+    from slatelake.maintenance.flight import PassLease
+    from slatelake.store.location import LakeLocation
+
+    lake = maintenance.canonical_lake((tmp_path / "lake").as_uri())
+    Lake.create(lake).close()
+    deploy(env_clean, lake)
+    lease = PassLease(LakeLocation.parse(lake))
+    lease.acquire()
+    try:
+        capsys.readouterr()
+        out = app.handler({"trigger": "scheduled"}, FakeContext())
+    finally:
+        lease.release()
+    assert out["ok"] is True and out["result"] is None, out
+    assert "already running" in out["skipped"]
+    emitted = capsys.readouterr().out
+    assert _emitted(emitted, "PassSkipped") == [(lake, [1.0])]
+    assert _emitted(emitted, "PassRuns") == [(lake, [0.0])]
+    assert _emitted(emitted, "PassFailed") == []
+
+
+def test_the_first_invocation_of_a_container_counts_a_cold_start(
+    app: ModuleType,
+    env_clean: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+) -> None:
+    from slatelake.catalog.lake import Lake
+    from tests.functions.conftest import powertools_env
+
+    settings = powertools_env()
+    lake = (tmp_path / "lake").as_uri()
+    Lake.create(lake).close()
+    deploy(env_clean, lake)
+    capsys.readouterr()
+    context = FakeContext()
+    for _ in range(2):
+        assert app.handler({"action": "status"}, context)["ok"] is True
+    docs = [d for d in emf_lines(capsys.readouterr().out, cold_start=True) if "ColdStart" in d]
+    assert len(docs) == 1, docs  # the first invocation only
+    (directive,) = docs[0]["_aws"]["CloudWatchMetrics"]
+    assert directive["Namespace"] == settings["POWERTOOLS_METRICS_NAMESPACE"]
+    assert docs[0]["function_name"] == context.function_name
+    assert docs[0]["service"] == settings["POWERTOOLS_SERVICE_NAME"]

@@ -215,3 +215,19 @@ def test_the_refusal_alarm_watches_the_metric_a_refusal_emits(
     assert watched in emitted
     env = template()["Resources"]["MaintenanceFunction"]["Properties"]["Environment"]
     assert {"SLATELAKE_ALLOWED_LAKES", "SLATELAKE_ALLOWED_DATA_PATHS"} <= set(env["Variables"])
+
+
+@pytest.mark.timeout(60)
+def test_a_scheduled_event_for_another_lake_raises_after_counting_the_refusal(
+    app: ModuleType, counting_store: FaultyEndpoint, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A schedule pointed at a lake the stack does not maintain fails every
+    tick where Lambda counts errors, and touches no store."""
+    from invocation import LakeNotAllowedError
+
+    capsys.readouterr()
+    with pytest.raises(LakeNotAllowedError, match="refused"):
+        app.handler({"trigger": "scheduled", "lake": "s3://other-bucket/lake"}, FakeContext())
+    refusals = _refusals(capsys.readouterr().out)
+    assert [(d["Lake"], d["LakeRefused"]) for d in refusals] == [(STACK_LAKE, [1.0])]
+    assert counting_store.requests == 0

@@ -4,14 +4,28 @@ from __future__ import annotations
 
 from types import ModuleType
 
+import pytest
+
 from slatelake.maintenance.report import RAN, PassReport
+from tests.functions.conftest import emf_lines
+
+LAKE = "s3://bucket/lake"
 
 
-def test_a_pass_that_lost_its_lease_counts_as_failed(app: ModuleType) -> None:
+def _pass_failed(app: ModuleType, report: PassReport, capsys: pytest.CaptureFixture[str]) -> list:
     import telemetry  # the handler's own module, on sys.path through the app fixture
 
+    capsys.readouterr()
+    telemetry.emit_pass(app.metrics, LAKE, report)
+    app.metrics.flush_metrics()
+    return [d["PassFailed"] for d in emf_lines(capsys.readouterr().out) if "PassFailed" in d]
+
+
+def test_a_pass_that_lost_its_lease_counts_as_failed(
+    app: ModuleType, capsys: pytest.CaptureFixture[str]
+) -> None:
     report = PassReport(trigger="scheduled")
     report.add("expire_snapshots", RAN, "expired 3 snapshots")
-    assert not telemetry.pass_failed(report)
+    assert _pass_failed(app, report, capsys) == [[0.0]]
     report.lease_lost = "another process took the maintenance lease (generation 7)"
-    assert telemetry.pass_failed(report)
+    assert _pass_failed(app, report, capsys) == [[1.0]]

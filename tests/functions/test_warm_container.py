@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from types import ModuleType
 
 import pytest
@@ -24,7 +25,7 @@ def test_a_warm_container_reuses_its_catalog_and_replays_only_new_slots(
     lake, _, names = s3_lake
     env_clean.setenv("MAINTENANCE_FLUSH_INLINED_DATA", "true")
     _scheduled(app)
-    warm = app._WARM["session"]
+    warm = app.warm.session
     seen = warm.state.last_seq
     with slatelake.connect(lake) as other:  # another writer commits between invocations
         other.sql(f"INSERT INTO {names[0]} VALUES (9999, 'late')")
@@ -33,7 +34,7 @@ def test_a_warm_container_reuses_its_catalog_and_replays_only_new_slots(
     real = warm._open_state
     warm._open_state = lambda: opened.append("reopen") or real()  # type: ignore[method-assign]
     report = _scheduled(app)
-    assert app._WARM["session"] is warm, "the warm container kept its session"
+    assert app.warm.session is warm, "the warm container kept its session"
     assert not opened, "nothing was reopened: the new slots were replayed"
     assert warm.state.last_seq >= committed > seen
     steps = {s["step"]: s for s in report["steps"]}
@@ -45,9 +46,9 @@ def test_releasing_the_warm_session_closes_it(
     app: ModuleType, s3_lake: tuple[str, str, list[str]], env_clean: pytest.MonkeyPatch
 ) -> None:
     _scheduled(app)
-    warm = app._WARM["session"]
-    app.release_warm()
-    assert "session" not in app._WARM
+    warm = app.warm.session
+    app.warm.release()
+    assert app.warm.session is None
     with pytest.raises(Exception):  # noqa: B017 - a closed DuckDB connection refuses anything
         warm.con.execute("SELECT 1")
 
@@ -66,9 +67,31 @@ def test_a_lake_restored_behind_the_warm_view_gets_a_fresh_session(
     with slatelake.connect(lake) as other:
         other.sql(f"INSERT INTO {names[0]} VALUES (4242, 'gone after the restore')")
     _scheduled(app)  # the warm view now holds slots the backup does not
-    warm = app._WARM["session"]
+    warm = app.warm.session
     pristine_lake.restore()  # type: ignore[attr-defined]
     _scheduled(app)
-    assert app._WARM["session"] is not warm, "the view from the future was dropped"
+    assert app.warm.session is not warm, "the view from the future was dropped"
     with slatelake.connect(lake, read_only=True) as s:  # the lake reads whole: no hole
         assert s.sql(f"SELECT count(*) FROM {names[0]} WHERE id = 4242").fetchall() == [(0,)]
+
+
+def test_other_options_reuse_the_session_another_lake_does_not(
+    app: ModuleType, small_lake: str, env_clean: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The session carries no options (each pass is given its own), so a
+    change of options keeps it; another lake closes it and opens its own."""
+    from slatelake.catalog.lake import Lake
+
+    flush = {"MAINTENANCE_FLUSH_INLINED_DATA": "true"}
+    assert app.handler({"options": flush}, FakeContext())["ok"] is True
+    warm = app.warm.session
+    expire = {"MAINTENANCE_EXPIRE_SNAPSHOTS_OLDER_THAN": "7 days"}
+    assert app.handler({"options": expire}, FakeContext())["ok"] is True
+    assert app.warm.session is warm
+    other = (tmp_path / "other").as_uri()
+    Lake.create(other).close()
+    env_clean.setenv("SLATELAKE_ALLOWED_LAKES", other)
+    assert app.handler({"lake": other}, FakeContext())["ok"] is True
+    assert app.warm.session is not warm
+    with pytest.raises(Exception):  # noqa: B017 - the kept one was closed
+        warm.con.execute("SELECT 1")

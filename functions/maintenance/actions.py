@@ -1,0 +1,69 @@
+"""The invocations other than the pass: status, census and compact_store.
+
+Each answers what the CLI prints with ``--json`` for the same verb. A lake
+that does not exist is named, never created. ``seconds_left`` is the
+invocation's time left to work (after the reserve for the answer).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from aws_lambda_powertools import Logger, Metrics
+from invocation import Invocation
+from telemetry import emit_store_merge
+
+import slatelake
+from slatelake import maintenance
+
+logger = Logger(child=True)
+metrics = Metrics()  # Powertools shares one metric set between instances
+
+
+def require_lake(call: Invocation) -> str:
+    """The call's lake, if a slatelake store is there (one read)."""
+    if not maintenance.lake_exists(call.lake):
+        raise slatelake.NotFoundError(
+            f"no slatelake lake at {call.lake}; the Lambda never creates one - "
+            f"run `slatelake init {call.lake} --data-path ...` first"
+        )
+    return call.lake
+
+
+def status(call: Invocation, seconds_left: Callable[[], float]) -> dict[str, Any]:
+    """The status window, newest first: one sys record, no catalog loaded."""
+    return {"result": [p.to_dict() for p in maintenance.status(require_lake(call))]}
+
+
+def census(call: Invocation, seconds_left: Callable[[], float]) -> dict[str, Any]:
+    found = maintenance.census(require_lake(call), live=bool(call.options.get("live", False)))
+    return {
+        "result": found.to_json(),
+        "objects": found.objects,
+        "objects_error": found.objects_error,
+    }
+
+
+def compact_store(call: Invocation, seconds_left: Callable[[], float]) -> dict[str, Any]:
+    """Submit merges through the admin API; the holder's compactor runs them.
+    The outcome is counted whether or not ``require_completed`` refuses it."""
+    timeout = call.options.get("timeout")
+    try:
+        report = maintenance.compact_store(
+            require_lake(call),
+            subspace=call.options.get("subspace"),
+            wait_s=None if timeout is None else max(0.0, min(timeout, seconds_left())),
+            require_completed=bool(call.options.get("require_completed")),
+            should_stop=lambda: "the invocation deadline is near" if seconds_left() <= 0 else None,
+        )
+    except maintenance.MergeIncompleteError as exc:
+        _count(call, exc.report)
+        raise
+    _count(call, report)
+    return {"result": report.to_json()}
+
+
+def _count(call: Invocation, report: maintenance.CompactStoreReport) -> None:
+    logger.info("store merge", extra={"outcome": report.outcome, "summary": report.summary()})
+    emit_store_merge(metrics, call.lake, report.outcome)

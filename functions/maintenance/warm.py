@@ -1,0 +1,64 @@
+"""The pass session a warm Lambda container keeps for its next invocation.
+
+A container reused for the same lake and data path keeps its catalog in
+DuckDB and only replays the slots committed since (one LIST when the head
+did not move); one that idled past its reader lease reopens from the newest
+catalog image. The options are not part of the session (each pass is given
+its own), so a change of options reuses it too. Anything else gets a fresh
+session and the previous one is closed, as is one whose pass raised.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import json
+from typing import Any
+
+from aws_lambda_powertools import Logger
+
+import slatelake
+
+logger = Logger(child=True)  # the handler's logger: its keys and correlation id
+
+
+class WarmSession:
+    def __init__(self) -> None:
+        self.key: str | None = None
+        self.session: Any = None
+        atexit.register(self.release)  # container shutdown
+
+    def get(self, lake: str, data_path: str | None) -> Any:
+        key = json.dumps([lake, data_path])
+        if self.session is not None and self.key == key:
+            try:
+                if _rewound(self.session):
+                    raise slatelake.StaleViewError(
+                        "the lake's log no longer holds this session's newest slot"
+                    )
+                self.session.refresh()
+                logger.info("warm session reused", extra={"last_seq": self.session.state.last_seq})
+                return self.session
+            except Exception as exc:
+                logger.warning(
+                    "warm session dropped", extra={"error": f"{type(exc).__name__}: {exc}"}
+                )
+        self.release()
+        self.session = slatelake.connect(lake, data_path=data_path)
+        self.key = key
+        return self.session
+
+    def release(self) -> None:
+        """Close the kept session (at shutdown, before another lake's, after a failure)."""
+        session, self.session, self.key = self.session, None, None
+        if session is not None:
+            with contextlib.suppress(Exception):
+                session.close()
+
+
+def _rewound(session: Any) -> bool:
+    """The lake went back behind the kept view (restored from a backup): the
+    holder never deletes the newest slot, so this session's newest slot is
+    either still listed or followed by newer ones. One LIST."""
+    seq = session.state.last_seq
+    return seq > 0 and not any(True for _ in session.lake.log.list_after(seq - 1))
