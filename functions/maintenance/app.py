@@ -30,9 +30,13 @@ from slatelake import maintenance
 logger = Logger()  # service: POWERTOOLS_SERVICE_NAME
 metrics = Metrics()  # namespace: POWERTOOLS_METRICS_NAMESPACE
 copy_config_to_registered_loggers(source_logger=logger, include={"slatelake"})
-# Seconds kept back from the deadline for the status record and the answer.
-RESERVE_S = float(os.environ.get("SLATELAKE_DEADLINE_RESERVE_S", "30"))
-MANUAL_WAIT_S = float(os.environ.get("SLATELAKE_MANUAL_WAIT_S", "120"))
+# Kept back from the deadline for the status record and the answer (durations).
+RESERVE_S = maintenance.parse_duration(
+    "SLATELAKE_DEADLINE_RESERVE_S", os.environ.get("SLATELAKE_DEADLINE_RESERVE_S") or "30s"
+)
+MANUAL_WAIT_S = maintenance.parse_duration(
+    "SLATELAKE_MANUAL_WAIT_S", os.environ.get("SLATELAKE_MANUAL_WAIT_S") or "120s", allow_zero=True
+)
 ANSWER_RESERVE_S = 3.0  # every store call ends this long before Lambda's timeout
 warm = WarmSession()  # the pass session, kept across a warm container's invocations
 release_warm = warm.release
