@@ -403,7 +403,10 @@ def maintainer(
         while not stop.wait(max(0.0, next_at - time.monotonic())):
             next_at = time.monotonic() + interval
             t0 = time.monotonic()
-            answer = app.handler(event, FakeContext())
+            try:
+                answer = app.handler(event, FakeContext())
+            except Exception as exc:  # a failed scheduled tick raises, as Lambda would see it
+                answer = {"ok": False, "error": {"type": type(exc).__name__, "message": str(exc)}}
             doc = {"t": "pass", "answer": answer, "seconds": round(time.monotonic() - t0, 3)}
             out.write(json.dumps(doc, default=str) + "\n")
         out.write(json.dumps({"t": "exit", "rss_mb": peak_rss_mb()}) + "\n")
