@@ -116,6 +116,10 @@ def shared_lake_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 # locations, the log's integrity rules, the session's refusals, the quoting
 # check. Everything else (whole passes, the Lambda, processes, the oracle) is
 # marked slow here, so a new module is slow until someone measures it quick.
+# A fast module may hold a test that is not quick: one that starts a process
+# carries @pytest.mark.slow itself, one that reaches moto is marked s3 below,
+# and neither runs in the quick tier (nor does a layer build or a SAM install).
+# The third tier, `long` (scripts/test --long), is marked where it is written.
 FAST_MODULES = {
     "tests/ducklake/test_refused_commit.py",
     "tests/log/test_snapshot_rebase.py",
@@ -154,18 +158,38 @@ FAST_MODULES = {
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark every test that talks to moto's server ``s3`` (its fixtures, or an
-    ``s3`` parameter of the lake fixtures), and every test outside
-    FAST_MODULES ``slow``, so ``scripts/test --fast`` can leave them out
-    without anyone remembering to mark them."""
+    """Mark every test that talks to moto's server ``s3`` (its fixtures, or a
+    parameter spelled ``s3``: the lake fixtures', a ``store`` parameter that
+    asks for ``s3_bucket`` by name), and every test outside FAST_MODULES
+    ``slow``, so ``scripts/test --fast`` can leave them out without anyone
+    remembering to mark them."""
     root = Path(__file__).resolve().parents[1]
     for item in items:
         params = getattr(getattr(item, "callspec", None), "params", {})
         uses_moto = "moto_endpoint" in getattr(item, "fixturenames", ())
-        if uses_moto or "s3" in (params.get("lake_url"), params.get("shared_lake_url")):
+        if uses_moto or any(isinstance(v, str) and v == "s3" for v in params.values()):
             item.add_marker(pytest.mark.s3)
         if Path(item.fspath).resolve().relative_to(root).as_posix() not in FAST_MODULES:
             item.add_marker(pytest.mark.slow)
+
+
+class ClockAhead:
+    """A stand-in for the ``time`` module a slatelake module imported, whose
+    wall clock reads ``ahead_s`` seconds later (``monkeypatch.setattr(module,
+    "time", ClockAhead(5))``): time passing for expiries and heartbeats
+    without sleeping through it. Everything else is the real ``time``."""
+
+    def __init__(self, ahead_s: float) -> None:
+        self.ahead_s = ahead_s
+
+    def time(self) -> float:
+        return time.time() + self.ahead_s
+
+    def time_ns(self) -> int:
+        return time.time_ns() + int(self.ahead_s * 1e9)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(time, name)
 
 
 def subprocess_env() -> dict[str, str]:

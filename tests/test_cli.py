@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from slatelake.cli import build_parser, main
-from tests.conftest import subprocess_env
+from tests.conftest import ClockAhead
 
 COMMANDS = [
     "init",
@@ -38,17 +37,17 @@ def test_every_subcommand_is_registered_with_help() -> None:
     assert sorted(actions[0].choices) == sorted(COMMANDS)
 
 
+def _help(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    """``slatelake ARGV --help``, in this process: its text, after checking it exits 0."""
+    with pytest.raises(SystemExit) as exit_:
+        main([*argv, "--help"])
+    assert exit_.value.code == 0
+    return capsys.readouterr().out
+
+
 @pytest.mark.parametrize("command", COMMANDS)
-def test_help_on_every_subcommand(command: str) -> None:
-    proc = subprocess.run(
-        [sys.executable, "-m", "slatelake.cli", command, "--help"],
-        env=subprocess_env(),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert proc.returncode == 0
-    assert f"usage: slatelake {command}" in proc.stdout
+def test_help_on_every_subcommand(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert f"usage: slatelake {command}" in _help(capsys, command)
 
 
 def test_init_fold_log(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -103,29 +102,32 @@ def _small_lake(tmp_path: Path, snapshots: int = 3) -> str:
     return url
 
 
+def _utc_now_text() -> str:
+    """Now, as a UTC timestamp option value: every snapshot already written is older."""
+    return datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S.%f+00")
+
+
 def test_maintain_exits_4_when_a_step_failed(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     url = _small_lake(tmp_path)
     assert main(["maintain", url]) == 0  # nothing configured: every step ran or was skipped
     capsys.readouterr()
-    time.sleep(1.1)
     monkeypatch.setenv("SLATELAKE_MAX_CHANGESET_OPS", "1")  # no snapshot fits: expiry fails
-    option = "MAINTENANCE_EXPIRE_SNAPSHOTS_OLDER_THAN=1 second"
-    assert main(["maintain", url, "--option", option]) == 4
-    out, err = capsys.readouterr()
-    assert "expire_snapshots" in out and "failed" in out
-    assert "expire_snapshots" in err and "failed" in err
+    option = f"MAINTENANCE_EXPIRE_SNAPSHOTS_OLDER_THAN={_utc_now_text()}"
     assert main(["maintain", url, "--option", option, "--json"]) == 4
-    assert json.loads(capsys.readouterr().out)["steps"][0]["status"] == "failed"
+    out, err = capsys.readouterr()
+    step = json.loads(out)["steps"][0]
+    assert (step["step"], step["status"]) == ("expire_snapshots", "failed")
+    assert "expire_snapshots" in err and "failed" in err
+    # The same report as text (``status`` prints the recorded pass as ``maintain`` does).
+    assert main(["status", url]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if "expire_snapshots" in x)
+    assert line.split()[:2] == ["expire_snapshots", "failed"]
 
 
 def test_maintain_help_documents_its_exit_statuses(capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(SystemExit) as exit_:
-        main(["maintain", "--help"])
-    assert exit_.value.code == 0
-    text = capsys.readouterr().out
-    assert "4 a step failed" in text
+    assert "4 a step failed" in _help(capsys, "maintain")
 
 
 def test_status_warns_about_a_corrupt_window_and_the_next_pass_rewrites_it(
@@ -156,9 +158,10 @@ def test_status_warns_about_a_corrupt_window_and_the_next_pass_rewrites_it(
 
 
 def test_lease_break_refuses_a_live_owner_and_breaks_a_silent_one(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from slatelake.maintenance.flight import PassLease
+    from slatelake.maintenance import flight
+    from slatelake.maintenance.flight import STALE_BEATS, PassLease
     from slatelake.store.location import LakeLocation
 
     url = _small_lake(tmp_path)
@@ -168,13 +171,13 @@ def test_lease_break_refuses_a_live_owner_and_breaks_a_silent_one(
     owner = PassLease(location, ttl_s=12.0)  # beats every second, stale after three
     owner.acquire()
     owner.start_heartbeat()
-    time.sleep(0.2)
     assert main(["lease", "break", url]) == 5
     out, err = capsys.readouterr()
     assert "refusing to break a live pass" in err and owner.owner[:8] in err
     assert not PassLease(location).try_acquire()
     owner.stop_heartbeat()  # the owner hangs (or was SIGKILLed): no beats, no release
-    time.sleep(3.2)
+    # Three beats (3 s) later the heartbeat is stale, while the lease (12 s) still holds.
+    monkeypatch.setattr(flight, "time", ClockAhead(STALE_BEATS * owner.heartbeat_s + 0.2))
     assert main(["lease", "break", url, "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["broken"] is True and doc["lease"]["owner"] == owner.owner
@@ -183,14 +186,7 @@ def test_lease_break_refuses_a_live_owner_and_breaks_a_silent_one(
     assert PassLease(location).try_acquire()
 
 
-def test_lease_break_help_documents_its_exit_statuses() -> None:
-    proc = subprocess.run(
-        [sys.executable, "-m", "slatelake.cli", "lease", "break", "--help"],
-        env=subprocess_env(),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert proc.returncode == 0
-    assert "usage: slatelake lease break" in proc.stdout
-    assert "5" in proc.stdout and "heartbeat is fresh" in proc.stdout
+def test_lease_break_help_documents_its_exit_statuses(capsys: pytest.CaptureFixture[str]) -> None:
+    text = _help(capsys, "lease", "break")
+    assert "usage: slatelake lease break" in text
+    assert "5" in text and "heartbeat is fresh" in text

@@ -21,18 +21,18 @@ from __future__ import annotations
 import ast
 import json
 import re
-import subprocess
-import sys
 import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import boto3
 import pytest
 
+from slatelake.cli import main
 from slatelake.ducklake import extensions
 from slatelake.ducklake.session import connect
 from slatelake.errors import MisconfigurationError, SlatelakeError
-from tests.conftest import subprocess_env
 
 ROOT = Path(__file__).resolve().parents[1]
 SCANNED = (ROOT / "layers" / "slatelake" / "slatelake", ROOT / "functions")
@@ -219,15 +219,27 @@ def _copy_attack(target: Path | str) -> str:
     return f"x'); COPY (SELECT 42 AS pwned) TO '{target}'; --"
 
 
-def _cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "slatelake.cli", *args],
-        env=subprocess_env(),
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+@dataclass(frozen=True)
+class Ran:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+@pytest.fixture
+def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Callable[..., Ran]:
+    """``slatelake ARGS`` in this process: its exit status and output. ``cwd``
+    is where a relative path an attack names would land."""
+
+    def run(*args: str, cwd: Path | None = None) -> Ran:
+        if cwd is not None:
+            monkeypatch.chdir(cwd)
+        capsys.readouterr()
+        code = main(list(args))
+        out, err = capsys.readouterr()
+        return Ran(code, out, err)
+
+    return run
 
 
 def test_hostile_data_path_for_a_new_lake_is_stored_as_text_and_runs_nothing(
@@ -263,11 +275,13 @@ def test_hostile_data_path_for_an_existing_lake_is_refused_naming_it(
     assert not pwned.exists()
 
 
-def test_hostile_data_path_through_the_cli_runs_nothing(tmp_path: Path) -> None:
+def test_hostile_data_path_through_the_cli_runs_nothing(
+    tmp_path: Path, cli: Callable[..., Ran]
+) -> None:
     pwned = tmp_path / "pwned.csv"
     url = (tmp_path / "lake").as_uri()
     hostile = f"{tmp_path}/data/{_copy_attack(pwned)}"
-    proc = _cli("sql", url, "--data-path", hostile, "-c", "SELECT 1 AS one", "--json")
+    proc = cli("sql", url, "--data-path", hostile, "-c", "SELECT 1 AS one", "--json")
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout) == [{"one": 1}]
     assert not pwned.exists()
@@ -305,21 +319,21 @@ def indexed(tmp_path: Path) -> tuple[str, str, Path]:
 
 
 def test_index_lookup_of_a_hostile_table_name_reads_that_table_only(
-    indexed: tuple[str, str, Path],
+    indexed: tuple[str, str, Path], cli: Callable[..., Ran]
 ) -> None:
     url, name, pwned = indexed
-    proc = _cli("index", "lookup", url, name, "id", "2", "--json", cwd=pwned.parent)
+    proc = cli("index", "lookup", url, name, "id", "2", "--json", cwd=pwned.parent)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout) == [{"id": 2, "v": "two"}]
     assert not pwned.exists()
 
 
 def test_index_lookup_of_an_unknown_hostile_name_is_refused_naming_it(
-    indexed: tuple[str, str, Path],
+    indexed: tuple[str, str, Path], cli: Callable[..., Ran]
 ) -> None:
     url, _, pwned = indexed
     name = "t LIMIT 0; COPY (SELECT 1) TO 'pwned_csv'; --"
-    proc = _cli("index", "lookup", url, name, "id", "2", cwd=pwned.parent)
+    proc = cli("index", "lookup", url, name, "id", "2", cwd=pwned.parent)
     assert proc.returncode == 1
     assert name in proc.stderr
     assert not pwned.exists()

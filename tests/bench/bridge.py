@@ -1,6 +1,6 @@
 """Bridge benchmark: opening and using a slatelake lake against stock DuckLake,
-on the same catalog, side by side in one run (issue "catalog images",
-acceptance item 5). Not part of the test suite; run from the repository root::
+on the same catalog, side by side in one run (the catalog-image goals). Not part
+of the test suite; run from the repository root::
 
     bash scripts/bench bridge [--files 1000,20000,100000] [--backends local,s3]
                               [--dir DIR] [--reps 3] [--n 20] [--no-profile]
@@ -31,7 +31,7 @@ Per size N (data files) and per backend:
   --json`` wrote one; and ``tail``, from that image plus the --n slots the
   INSERTs below committed after it (a holder writes an image every 200 slots
   by default, so an open replays up to that many). Also: connect+query
-  without the imports (the figure the issue quoted), extension load alone,
+  without the imports (the figure quoted before catalog images), extension load alone,
   the child's VmHWM.
 - **Warm** and **1-row INSERT** (a fresh session process each side, median
   of --n): the next count(*) with the head unmoved, then autocommitted 1-row

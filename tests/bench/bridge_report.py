@@ -7,7 +7,7 @@ from typing import Any
 
 from tests.bench.common import ratio
 
-GOAL_FILES = 100_000  # the size the issue's goals are stated at
+GOAL_FILES = 100_000  # the size the goals are stated at
 GROWTH_FROM = 1_000
 GOAL_COLD_S = {"local": 1.0, "s3": 1.5}
 GOAL_COLD_GROWTH = 2.5
@@ -32,7 +32,7 @@ def slate_cold(b: dict[str, Any]) -> tuple[dict[str, Any], str]:
 
 
 def verdicts(result: dict[str, Any]) -> list[dict[str, Any]]:
-    """The issue's goals per backend; ``met`` is None when the run did not
+    """The goals per backend; ``met`` is None when the run did not
     cover the size a goal is stated at (the figure is still shown)."""
     out: list[dict[str, Any]] = []
     for backend in result["config"]["backends"]:
@@ -123,7 +123,7 @@ def print_report(result: dict[str, Any]) -> None:
     print(
         f"  sl image: after `slatelake image`; +{n} slots: that image and {n} slots after it; "
         "sl store: no image yet;\n  c+q: connect + first query "
-        "without the imports (the issue's earlier figure); ext load: extensions.connect() "
+        "without the imports (the earlier figure); ext load: extensions.connect() "
         "alone; img reads: ImageBook.fetch calls in the opening process"
     )
     for backend, b in _rows(result):
@@ -198,7 +198,7 @@ def print_report(result: dict[str, Any]) -> None:
     _print_session_phases(result)
     _print_builds(result)
     print()
-    print("== goals (issue: catalog images, acceptance 5) ==")
+    print("== goals (catalog images) ==")
     for v in result["verdicts"]:
         met = {True: "MET", False: "MISSED", None: "n/a"}[v["met"]]
         print(f"  [{met:>6}] {v['backend']:<5} {v['goal']}: {v['measured']}")

@@ -1,4 +1,4 @@
-"""Census and store-merge benchmark (issue 6, acceptance 8).
+"""Census and store-merge benchmark: what a census reads and what a merge reclaims.
 
 Run from the repository root (not part of the test suite; pytest ignores tests/bench)::
 

@@ -5,7 +5,7 @@ Run from the repository root (not part of the test suite)::
     python -m tests.bench.lambda_pass [--quick] [--tables 40] [--commits 6]
                                       [--out bench-results/lambda.json]
 
-Issue 7, acceptance item 9. The churned ~40-table lake of the maintenance
+The churned ~40-table lake of the maintenance
 benchmark (``tests.bench.maintenance``, local files) is built once per side;
 then a fresh Python process plays a cold Lambda container: it imports the
 handler module exactly as Lambda does (its folder on sys.path) and invokes it

@@ -7,8 +7,8 @@ Run from the repository root (not part of the test suite; pytest ignores tests/b
                                       [--no-batches] [--no-profile]
                                       [--out bench-results/maintenance.json]
 
-Issue 4, acceptance item 12: a full configured pass on a churned lake of ~40
-tables, slatelake against the same six DuckLake calls on stock DuckLake with a
+What it measures: a full configured pass on a churned lake of ~40 tables,
+slatelake against the same six DuckLake calls on stock DuckLake with a
 DuckDB-file catalog holding the same data; the ratio and peak RSS.
 
 Everything runs on local files under one temporary directory. Builds and

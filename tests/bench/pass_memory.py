@@ -6,7 +6,7 @@ Run from the repository root (not part of the test suite; pytest ignores tests/b
                                       [--every 10] [--tracemalloc] [--out FILE]
                                       [--set NAME=VALUE ...]
 
-Issue 12 ("Also seen"): a pass over 400 tables with MAINTENANCE_TABLE_BATCHES
+Why: a pass over 400 tables with MAINTENANCE_TABLE_BATCHES
 grew its RSS with every commit. This builds a lake on local files of
 --tables tables, each given --files INSERTs of --rows rows (each a Parquet
 file, over DuckLake's inlining limit), folds it once, then runs one pass in
@@ -28,7 +28,7 @@ pass made) it samples:
 
 The figures to compare: RSS per commit against catalog rows per commit. A
 pass whose RSS grows while rows, DuckDB memory and objects stay flat leaks
-outside what it accounts for (see the report in issue 12's thread).
+outside what it accounts for.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """Statements benchmark: what one autocommitted statement costs through a
 slatelake session against stock DuckLake, and how that cost grows with the
-number of tables in the lake (issue "every statement and every pass at stock
-speed, however many tables", acceptance 3, first bullet). Not part of the
-test suite; run from the repository root::
+number of tables in the lake (the goal: every statement at stock speed,
+however many tables). Not part of the test suite; run from the repository root::
 
     bash scripts/bench statements [--tables 1,40,200] [--reps 3] [--n 9]
                                   [--dir DIR] [--quick] [--out bench-results/statements.json]
@@ -43,7 +42,7 @@ Per table count N:
 
 Report: per N and kind the median over reps of the per-child medians
 (slatelake ms, stock ms, ratio); per kind the slatelake growth from the
-smallest to the largest N. The issue's goals: every ratio <= 2x stock,
+smallest to the largest N. The goals: every ratio <= 2x stock,
 growth 1 -> 200 tables <= 1.3x. Without --dir the lakes live in a temp
 directory removed at the end; with --dir they are kept and reused
 (``N-tables/built.json``, written last, marks a finished build and holds the
@@ -449,7 +448,7 @@ def print_report(result: dict[str, Any]) -> None:
             f"{b['stock']['seconds']:.1f} | {b['slate']['commits']} | {b['fold_s'][0]:.1f} |"
         )
     print()
-    print("Goals (issue, acceptance 3):")
+    print("Goals:")
     for v in result["verdicts"]:
         met = {True: "MET", False: "MISSED", None: "n/a"}[v["met"]]
         print(f"- [{met}] {v['goal']}: {v['measured']}")

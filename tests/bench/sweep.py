@@ -1,4 +1,4 @@
-"""Sweep benchmark (issue 5 item 9): reclaiming a dropped index, and discovery cost.
+"""Sweep benchmark: reclaiming a dropped index, and discovery cost.
 
 Run from the repository root (not part of the test suite)::
 

@@ -1,6 +1,7 @@
-"""The store merge (RFC 0021, "The store merge"): acceptance items 4-6 of
-issue 6. Real SlateDB: an in-process folder (the holder) runs the compactor
-that executes what ``compact_store`` submits; nothing here is mocked. The
+"""The store merge (RFC 0021, "The store merge"): what a merge reclaims, which
+trees it touches, how it waits, and that the catalog reads the same. Real
+SlateDB: an in-process folder (the holder) runs the compactor that executes
+what ``compact_store`` submits; nothing here is mocked. The
 race tests only schedule a real rival submitter inside a real submit (see
 ``RacedHandle``)."""
 
@@ -9,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -78,16 +78,13 @@ class Holder:
             self.folder = None
 
 
-@pytest.fixture(params=["file", "memory"])
-def churned(
-    request: pytest.FixtureRequest, tmp_path: Path, fast_compactor: None
-) -> Iterator[tuple[str, Holder]]:
-    """A lake whose sys, snapshot and current trees hold at least two sorted
-    runs each, with its holder running. (S3 is covered by the census tests;
-    churning through moto costs ~15 s a lake.)"""
-    url = (
-        (tmp_path / "lake").as_uri() if request.param == "file" else f"memory://{uuid.uuid4().hex}"
-    )
+@pytest.fixture
+def churned(tmp_path: Path, fast_compactor: None) -> Iterator[tuple[str, Holder]]:
+    """A lake on local files whose sys, snapshot and current trees hold at
+    least two sorted runs each, with its holder running. (On S3 a merge is
+    pinned by the single-key test and the raced submits below; churning
+    through moto costs ~15 s a lake.)"""
+    url = (tmp_path / "lake").as_uri()
     Lake.create(url).close()
     holder = Holder(url)
     try:
@@ -100,8 +97,8 @@ def churned(
         holder.stop()
 
 
-# -- acceptance 4 ------------------------------------------------------------
-def test_acceptance_4_merge_reclaims_runs_and_bytes_and_every_key_reads_back(
+# -- what a merge reclaims ---------------------------------------------------
+def test_merge_reclaims_runs_and_bytes_and_every_key_reads_back(
     churned: tuple[str, Holder],
 ) -> None:
     url, _ = churned
@@ -129,7 +126,7 @@ def _write_rounds(writer: StoreWriter, rounds: list[tuple[bytes, bytes | None]])
 
 
 @pytest.mark.parametrize("kind", ["file", "s3"])
-def test_acceptance_4_key_written_n_times_and_a_deleted_key_leave_one_version_no_tombstone(
+def test_a_key_written_n_times_and_a_deleted_key_leave_one_version_no_tombstone(
     kind: str, request: pytest.FixtureRequest, tmp_path: Path, fast_compactor: None
 ) -> None:
     key = encode_key(Subspace.INDEX, 1, 42)
@@ -175,8 +172,8 @@ def test_acceptance_4_key_written_n_times_and_a_deleted_key_leave_one_version_no
     assert after.bytes == clean.bytes < before.bytes
 
 
-# -- acceptance 5 ------------------------------------------------------------
-def test_acceptance_5_only_the_named_subspace_merges(churned: tuple[str, Holder]) -> None:
+# -- which trees, and how long it waits --------------------------------------
+def test_only_the_named_subspace_merges(churned: tuple[str, Holder]) -> None:
     url, _ = churned
     untouched = {sub: _runs(url, sub) for sub in ("sys", "snapshot", "index")}
     with Lake.open(url) as lake:
@@ -187,7 +184,7 @@ def test_acceptance_5_only_the_named_subspace_merges(churned: tuple[str, Holder]
     assert {sub: _runs(url, sub) for sub in untouched} == untouched
 
 
-def test_acceptance_5_a_tree_with_nothing_to_merge_is_skipped_with_the_reason(
+def test_a_tree_with_nothing_to_merge_is_skipped_with_the_reason(
     lake_url: str, fast_compactor: None
 ) -> None:
     Lake.create(lake_url).close()
@@ -204,7 +201,7 @@ def test_acceptance_5_a_tree_with_nothing_to_merge_is_skipped_with_the_reason(
     assert whole.manifest_after is None  # nothing submitted, nothing re-read
 
 
-def test_acceptance_5_wait_none_returns_at_once_and_a_later_census_shows_the_reduction(
+def test_a_merge_not_waited_for_returns_at_once_and_a_later_census_shows_it(
     churned: tuple[str, Holder],
 ) -> None:
     url, _ = churned
@@ -219,7 +216,7 @@ def test_acceptance_5_wait_none_returns_at_once_and_a_later_census_shows_the_red
     assert _runs(url, "snapshot")[0] < bytes_before
 
 
-def test_acceptance_5_read_only_refuses_merge_and_serves_census(
+def test_read_only_refuses_a_merge_and_serves_the_census(
     churned: tuple[str, Holder],
 ) -> None:
     url, _ = churned
@@ -248,8 +245,8 @@ def test_a_tree_already_being_merged_is_adopted_and_a_later_holder_executes_it(
     assert third.merge("current").sorted_runs_after == 1
 
 
-# -- acceptance 6 ------------------------------------------------------------
-def test_acceptance_6_merge_leaves_head_and_materialization_unchanged(
+# -- the catalog reads the same ----------------------------------------------
+def test_a_merge_leaves_the_head_and_the_materialization_unchanged(
     churned: tuple[str, Holder],
 ) -> None:
     url, _ = churned
@@ -264,7 +261,7 @@ def test_acceptance_6_merge_leaves_head_and_materialization_unchanged(
     assert after.same_rows(before) and after.last_seq == before.last_seq
 
 
-def test_acceptance_6_a_commit_landing_during_a_merge_succeeds_and_both_read_back(
+def test_a_commit_landing_during_a_merge_succeeds_and_both_read_back(
     churned: tuple[str, Holder],
 ) -> None:
     url, holder = churned

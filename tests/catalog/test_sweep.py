@@ -1,6 +1,6 @@
-"""The sweep (RFC 0021 step 7, 7b, 7c core obligations) on real SlateDB and the
-real commit log; catalogs are written as rows (no DuckDB). One test per
-acceptance item of issue 5; the names say which."""
+"""The sweep (RFC 0021 steps 7, 7b, 7c) on real SlateDB and the real commit
+log; catalogs are written as rows (no DuckDB), so each test is about the sweep
+alone: what it reclaims, what it spares, how it batches and races commits."""
 
 from __future__ import annotations
 
@@ -42,8 +42,7 @@ from tests.catalog.synthetic import commit_changes
 FAST = SweepRequest(pace_s=0)
 
 
-# -- acceptance ------------------------------------------------------------------
-def test_acceptance_1_sweep_reclaims_dropped_index_and_drop_table_cascade(lake_url: str) -> None:
+def test_sweep_reclaims_a_dropped_index_and_those_a_drop_table_ends(lake_url: str) -> None:
     lake, state = new_lake(lake_url)
     with lake:
         a, b = add_table(lake, state, "a"), add_table(lake, state, "b")
@@ -67,7 +66,7 @@ def test_acceptance_1_sweep_reclaims_dropped_index_and_drop_table_cascade(lake_u
         assert store_index_keys(lake_url) == []
 
 
-def test_acceptance_2_sweep_spares_live_indexes_interleaved_by_id(tmp_path) -> None:  # noqa: ANN001
+def test_sweep_spares_live_indexes_interleaved_by_id_with_dead_ones(tmp_path) -> None:  # noqa: ANN001
     url = (tmp_path / "lake").as_uri()
     lake, state = new_lake(url)
     with lake:
@@ -102,7 +101,7 @@ def test_acceptance_2_sweep_spares_live_indexes_interleaved_by_id(tmp_path) -> N
         assert len(list(lake.log.list_after(0))) == slots  # wrote nothing
 
 
-def test_acceptance_3_batching_is_bounded_and_head_preserving(tmp_path) -> None:  # noqa: ANN001
+def test_sweep_batches_are_bounded_and_preserve_the_head(tmp_path) -> None:  # noqa: ANN001
     url = (tmp_path / "lake").as_uri()
     lake, state = new_lake(url)
     with lake:
@@ -130,7 +129,7 @@ def test_acceptance_3_batching_is_bounded_and_head_preserving(tmp_path) -> None:
         assert state.index_overlay == {} and list(state.index_swept) == [defn.prefix]
 
 
-def test_acceptance_4_sweep_interleaved_with_commits_for_a_live_index(tmp_path) -> None:  # noqa: ANN001
+def test_sweep_interleaved_with_commits_keeps_live_entries(tmp_path) -> None:  # noqa: ANN001
     url = (tmp_path / "lake").as_uri()
     lake, state = new_lake(url)
     with lake, Lake.open(url) as other:
@@ -163,7 +162,7 @@ def test_acceptance_4_sweep_interleaved_with_commits_for_a_live_index(tmp_path) 
         assert store_index_keys(url, live.prefix) == expected
 
 
-def test_acceptance_5_committer_without_a_folder_sweeps_through_the_log(lake_url: str) -> None:
+def test_a_committer_without_a_folder_sweeps_through_the_log(lake_url: str) -> None:
     lake, state = new_lake(lake_url)
     with lake:
         t = add_table(lake, state, "t")
@@ -204,14 +203,14 @@ def seeded_store():  # noqa: ANN201
 
 @settings(max_examples=200, deadline=None)
 @given(start=st.one_of(st.integers(0, 300), st.integers(0, 1 << 41)))
-def test_acceptance_6_discovery_seeks_by_id(seeded_store, start: int) -> None:  # noqa: ANN001
+def test_discovery_seeks_the_next_index_id(seeded_store, start: int) -> None:  # noqa: ANN001
     writer, ids = seeded_store
     for kind, group in ids.items():
         expected = min((i for i in group if i >= start), default=None)
         assert next_index(writer, kind, start) == expected
 
 
-def test_acceptance_6_discovery_costs_one_seek_per_distinct_index(seeded_store) -> None:  # noqa: ANN001
+def test_discovery_costs_one_seek_per_distinct_index(seeded_store) -> None:  # noqa: ANN001
     writer, ids = seeded_store
     report = SweepReport()
     state = CatalogState(head=Head(0, 0), last_seq=0)  # nothing unfolded
@@ -239,7 +238,7 @@ def test_acceptance_6_discovery_costs_one_seek_per_distinct_index(seeded_store) 
         st.integers(0, 1 << 62),
     ),
 )
-def test_acceptance_6_key_ordering_prefixes_ascend_within_a_kind_and_kinds_are_disjoint(
+def test_index_key_prefixes_ascend_within_a_kind_and_kinds_are_disjoint(
     a: tuple[int, int, int, int], b: tuple[int, int, int, int]
 ) -> None:
     ka, kb = idx.entry_key(*a), idx.entry_key(*b)
@@ -253,7 +252,7 @@ def test_acceptance_6_key_ordering_prefixes_ascend_within_a_kind_and_kinds_are_d
         assert (ka < kb) == (a[0] < b[0])
 
 
-def test_acceptance_7_zero_batch_size_refused_and_read_only_refuses(tmp_path) -> None:  # noqa: ANN001
+def test_sweep_refuses_a_zero_batch_size_and_a_read_only_lake(tmp_path) -> None:  # noqa: ANN001
     with pytest.raises(MisconfigurationError, match="batch_size=0"):
         SweepRequest(batch_size=0)
     url = (tmp_path / "lake").as_uri()
@@ -268,7 +267,7 @@ def test_acceptance_7_zero_batch_size_refused_and_read_only_refuses(tmp_path) ->
         assert [s.seq for s in ro.log.list_after(0)] == slots
 
 
-def test_7b_7c_reclaim_stranded_file_stats_and_inlined_tables(tmp_path) -> None:  # noqa: ANN001
+def test_sweep_reclaims_stranded_file_stats_and_inlined_tables(tmp_path) -> None:  # noqa: ANN001
     """A damaged catalog: statistics of a file absent everywhere, and an
     inlined-data table of a table absent everywhere; live ones are spared."""
     url = (tmp_path / "lake").as_uri()

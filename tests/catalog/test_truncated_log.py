@@ -8,19 +8,19 @@ slot re-created there (an orphan) as if it were the log's history.
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from slatelake.catalog.lake import Lake
 from slatelake.catalog.state import CatalogState
 from slatelake.errors import ConflictError
+from slatelake.log import leases
 from slatelake.log.changeset import ChangeSet, Head, encode_envelope
 from slatelake.log.leases import LeaseBook
 from slatelake.log.replay import StaleViewError, read_tail
 from slatelake.store.location import LakeLocation
 from tests.catalog.helpers import commit_inserts, fold_all
 from tests.catalog.synthetic import commit_changes
+from tests.conftest import ClockAhead
 
 
 def _messages(state: CatalogState) -> list[str]:
@@ -140,16 +140,18 @@ def test_orphan_slot_below_the_fold_is_never_applied(lake_url: str, cursor: int)
         assert _fresh(lake_url).row_count() > expected.row_count()
 
 
-def test_refresh_renews_the_reader_lease_of_an_idle_view(lake_url: str) -> None:
+def test_refresh_renews_the_reader_lease_of_an_idle_view(
+    lake_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     Lake.create(lake_url).close()
     commit_inserts(lake_url, 1, 1)
     book = LeaseBook(LakeLocation.parse(lake_url))
     with Lake.open(lake_url) as lake:
         lake.lease.ttl_s = 2.0
         state = lake.materialize()
-        time.sleep(1.2)  # past half its life
+        monkeypatch.setattr(leases, "time", ClockAhead(1.2))  # past half its life
         lake.refresh(state)
-        time.sleep(1.2)  # past the first lease's expiry
+        monkeypatch.setattr(leases, "time", ClockAhead(2.4))  # past the first lease's expiry
         live = {lease.reader_id: lease for lease in book.live()}
         assert lake.lease.reader_id in live
         assert live[lake.lease.reader_id].fold <= state.last_seq

@@ -1,7 +1,11 @@
 """DuckLake's own transaction and compaction test files pass through slatelake
-sessions, as they pass on stock DuckLake (CI's share of ``bash scripts/conformance``).
+sessions, as they pass on stock DuckLake (the suite's share of ``bash
+scripts/conformance``).
 
-One test per file, named by its suite path. A file known to fail today is in
+One test per file, named by its suite path. All 50 files take about ten
+minutes on two cores: they are the ``long`` tier (``bash scripts/test
+--long``), except DEFAULT_TIER, a few quick files that keep transactions,
+conflicts, expiry and compaction in the default run. A file known to fail today is in
 KNOWN_FAILING with the defect that breaks it and the text its failure shows:
 it is an xfail only while it fails that way (strict: when it passes, the test
 fails until the entry is removed; another failure is a plain failure). A file
@@ -40,6 +44,21 @@ NOT_RUNNABLE: dict[str, str] = {
 }
 
 
+# Quick files covering what the long tier covers in depth: a transaction's
+# writes, DuckLake's conflict rules, expiry, merges and rewrites.
+DEFAULT_TIER = frozenset(
+    {
+        "test/sql/transaction/basic_transaction.test",
+        "test/sql/transaction/transaction_conflicts.test",
+        "test/sql/transaction/transaction_insert_update_delete.test",
+        "test/sql/compaction/expire_snapshots.test",
+        "test/sql/compaction/compaction_delete_conflict.test",
+        "test/sql/compaction/merge_adjacent_options.test",
+        "test/sql/compaction/rewrite_deletes_full_file_delete_after_flush.test",
+    }
+)
+
+
 class KnownDefect(AssertionError):
     """The file failed the way KNOWN_FAILING says it does."""
 
@@ -55,6 +74,8 @@ def _param(name: str) -> object:
     marks = (
         [pytest.mark.xfail(strict=True, raises=KnownDefect, reason=known.defect)] if known else []
     )
+    if name not in DEFAULT_TIER:
+        marks.append(pytest.mark.long)
     return pytest.param(name, id=name, marks=marks)
 
 
@@ -76,6 +97,7 @@ def test_every_listed_exception_is_a_ci_file() -> None:
     files = set(_files())
     assert files, "no transaction or compaction file selected"
     assert set(KNOWN_FAILING) <= files and set(NOT_RUNNABLE) <= files
+    assert set(DEFAULT_TIER) <= files - set(NOT_RUNNABLE)
 
 
 @pytest.mark.parametrize("name", [_param(n) for n in _files()])

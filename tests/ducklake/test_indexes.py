@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,9 +15,9 @@ from hypothesis import strategies as st
 import slatelake
 from slatelake import retry
 from slatelake.catalog import indexes as idx
+from slatelake.cli import main
 from slatelake.errors import ConflictError, MisconfigurationError, NotFoundError, ReadOnlyError
 from slatelake.store.keys import Subspace
-from tests.conftest import subprocess_env
 
 
 @pytest.fixture
@@ -151,27 +149,23 @@ def test_index_verbs_refuse_what_they_cannot_do(lake: str) -> None:
         assert ro.lookup("t", "id", 5) == [(5, "g5")]
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "slatelake.cli", "index", *args],
-        env=subprocess_env(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+def test_cli_index_create_list_lookup_drop(lake: str, capsys: pytest.CaptureFixture[str]) -> None:
+    def cli(*args: str) -> tuple[int, str, str]:
+        """``slatelake index ARGS`` in this process: (exit status, stdout, stderr)."""
+        capsys.readouterr()
+        code = main(["index", *args])
+        return (code, *capsys.readouterr())
 
-
-def test_cli_index_create_list_lookup_drop(lake: str) -> None:
-    created = _cli("create", lake, "t", "tag", "--name", "tags", "--json")
-    assert created.returncode == 0, created.stderr
-    assert json.loads(created.stdout)["name"] == "tags"
-    listed = json.loads(_cli("list", lake, "--json").stdout)
+    code, out, err = cli("create", lake, "t", "tag", "--name", "tags", "--json")
+    assert code == 0, err
+    assert json.loads(out)["name"] == "tags"
+    listed = json.loads(cli("list", lake, "--json")[1])
     assert [(i["name"], i["table"], i["column"]) for i in listed] == [("tags", "t", "tag")]
-    found = json.loads(_cli("lookup", lake, "t", "tag", "inline", "--json").stdout)
+    found = json.loads(cli("lookup", lake, "t", "tag", "inline", "--json")[1])
     assert found == [{"id": 501, "tag": "inline"}]
-    assert _cli("drop", lake, "tags").returncode == 0
-    gone = _cli("lookup", lake, "t", "tag", "inline")
-    assert gone.returncode == 1 and "NotFoundError" in gone.stderr
+    assert cli("drop", lake, "tags")[0] == 0
+    code, _, err = cli("lookup", lake, "t", "tag", "inline")
+    assert code == 1 and "NotFoundError" in err
 
 
 def test_an_insert_racing_create_index_conflicts_and_its_retry_writes_entries(lake: str) -> None:

@@ -13,6 +13,7 @@ import random
 import re
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,19 +35,28 @@ from tests.ducklake.many_tables import (
     random_statement,
 )
 
-TABLES = 100
 PER_BLOCK = 25
 SEED_ROWS = 20  # past DuckLake's inlining limit: a Parquet file per table
-# A statement and its checks take ~1.5 s, 0.6-1 s of it slatelake hashing all 100
-# tables (DuckLake binds each with ~8 metadata queries): 28 keep the test near 50 s.
-STATEMENTS = 28
 SEED = 20_240_614
 TRAVELS = 2  # earlier snapshots compared per statement
 FRESH_SNAPSHOTS = 3  # earlier snapshots compared whole from the fresh session
 FLUSH = "CALL ducklake_flush_inlined_data('lake')"
 MERGE = "CALL ducklake_merge_adjacent_files('lake')"
-# step -> a maintenance statement run there instead of a random one
-FIXED = {7: FLUSH, 12: MERGE, 16: "expire", 21: FLUSH, 24: MERGE, 27: "expire"}
+
+
+@dataclass(frozen=True)
+class Workload:
+    tables: int
+    statements: int
+    fixed: dict[int, str]  # step -> a maintenance statement run there instead of a random one
+
+
+# A statement and its checks take ~1.5 s on 100 tables, 0.6-1 s of it slatelake
+# hashing every table (DuckLake binds each with ~8 metadata queries): the long
+# tier's 28 statements take about 50 s. The default tier runs every kind of
+# statement and each maintenance call on 20 tables.
+HUNDRED = Workload(100, 28, {7: FLUSH, 12: MERGE, 16: "expire", 21: FLUSH, 24: MERGE, 27: "expire"})
+TWENTY = Workload(20, 14, {4: FLUSH, 7: MERGE, 9: "expire", 12: FLUSH})
 
 
 @pytest.fixture
@@ -78,8 +88,10 @@ def _build(pair: Pair, model: Model, tables: int) -> None:
         model.record(pair.snapshots()[-1])
 
 
-def _statement(step: int, rng: random.Random, model: Model, kinds: list[str]) -> Statement:
-    fixed = FIXED.get(step)
+def _statement(
+    step: int, rng: random.Random, model: Model, kinds: list[str], workload: Workload
+) -> Statement:
+    fixed = workload.fixed.get(step)
     if fixed == "expire":
         return expire_statement(rng, model, count=4)
     if fixed is not None:
@@ -130,8 +142,18 @@ def _changes(result: tuple[str, Any]) -> tuple[str, Any]:
     return "rows", [(s, v, {k: sorted(x) for k, x in (c or {}).items()}) for s, v, c in result[1]]
 
 
-def test_random_statements_on_a_hundred_table_lake_match_stock_in_every_table_and_in_time(
-    tmp_path: Path, stock: duckdb.DuckDBPyConnection, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(
+    "workload",
+    [
+        pytest.param(TWENTY, id="20-tables"),
+        pytest.param(HUNDRED, id="100-tables", marks=pytest.mark.long),
+    ],
+)
+def test_random_statements_on_a_many_table_lake_match_stock_in_every_table_and_in_time(
+    workload: Workload,
+    tmp_path: Path,
+    stock: duckdb.DuckDBPyConnection,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A failure names the step and lists the statements that led to it."""
     monkeypatch.setenv(VERIFY_ENV, "1")
@@ -142,15 +164,15 @@ def test_random_statements_on_a_hundred_table_lake_match_stock_in_every_table_an
     pair = Pair(session, stock)
     try:
         model.record(pair.snapshots()[-1])
-        _build(pair, model, TABLES)
+        _build(pair, model, workload.tables)
         done = [
-            f"-- {TABLES} tables t000.., each CREATE + a {SEED_ROWS}-row INSERT, "
+            f"-- {workload.tables} tables t000.., each CREATE + a {SEED_ROWS}-row INSERT, "
             f"{PER_BLOCK} to a transaction (seed {SEED})"
         ]
         model.hot = sorted(model.live)[:6]
-        kinds = deck(rng, STATEMENTS - len(FIXED))
-        for step in range(STATEMENTS):
-            statement = _statement(step, rng, model, kinds)
+        kinds = deck(rng, workload.statements - len(workload.fixed))
+        for step in range(workload.statements):
+            statement = _statement(step, rng, model, kinds, workload)
             done.append(statement.sql)
             try:
                 pair.run(statement.sql)
@@ -259,15 +281,18 @@ def _use_cursor(session: Session, cursor: _CountingCursor) -> list[str]:
     return found
 
 
-def test_committing_a_one_row_insert_issues_as_many_queries_on_200_tables_as_on_one(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(
+    "tables", [40, pytest.param(200, marks=pytest.mark.long)], ids=lambda n: f"{n}-tables"
+)
+def test_committing_a_one_row_insert_issues_the_same_queries_on_many_tables_as_on_one(
+    tables: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The queries themselves are compared, not just counted: the capture that
     read every table issued as many queries on 200 tables (27) as on one, its
     signature query was a UNION ALL over every table (3.7 KB against 30 KB)."""
     monkeypatch.delenv(VERIFY_ENV, raising=False)  # the full-diff check reads every table
     one = _queries_to_commit_one_row(_lake_of(tmp_path, 1))
-    many = _queries_to_commit_one_row(_lake_of(tmp_path, 200))
+    many = _queries_to_commit_one_row(_lake_of(tmp_path, tables))
     assert one, "the counting cursor saw no query: the session no longer uses it"
     # the same queries, up to the ids and snapshot numbers in them: a single
     # query over every table (a UNION ALL, an IN list) shows as well as a count
@@ -275,12 +300,12 @@ def test_committing_a_one_row_insert_issues_as_many_queries_on_200_tables_as_on_
     if len(one) != len(many) or shape_one != shape_many:
         pad = [""] * max(len(one), len(many))
         listing = "\n".join(
-            f"  1 ({len(a)} chars): {a[:200]}\n200 ({len(b)} chars): {b[:200]}"
+            f"  1 ({len(a)} chars): {a[:200]}\n{tables} ({len(b)} chars): {b[:200]}"
             for a, b in zip(shape_one + pad, shape_many + pad, strict=False)
             if a != b
         )
         raise AssertionError(
-            f"1 table: {len(one)} queries, 200 tables: {len(many)} queries; "
+            f"1 table: {len(one)} queries, {tables} tables: {len(many)} queries; "
             f"those that differ (digits as N):\n{listing}"
         )
 

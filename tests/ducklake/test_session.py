@@ -49,6 +49,7 @@ def _race(url: str, tmp_path: Path, mode: str) -> dict[str, dict[str, str]]:
     return outs
 
 
+@pytest.mark.slow  # child processes: not in the --fast tier
 def test_two_processes_appending_from_one_head_both_commit_as_ducklake_does(
     lake: tuple[str, Path], tmp_path: Path
 ) -> None:
@@ -65,6 +66,7 @@ def test_two_processes_appending_from_one_head_both_commit_as_ducklake_does(
     assert changes[0][0] == changes[1][0] + 1  # two snapshots, one on top of the other
 
 
+@pytest.mark.slow  # child processes: not in the --fast tier
 def test_insert_racing_a_drop_of_its_table_is_refused_in_ducklakes_words(
     lake: tuple[str, Path], tmp_path: Path
 ) -> None:
@@ -78,6 +80,7 @@ def test_insert_racing_a_drop_of_its_table_is_refused_in_ducklakes_words(
     assert tables == []
 
 
+@pytest.mark.slow  # child processes: not in the --fast tier
 def test_killed_between_parquet_write_and_slot_leaves_an_orphan_and_no_reference(
     lake: tuple[str, Path],
 ) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import boto3
@@ -117,9 +118,10 @@ def build_base(url: str, data_path: str) -> None:
             folder.close()
         s.sql("DROP TABLE gone")
         s.sql("DELETE FROM a WHERE id % 7 = 0")
-    time.sleep(1.1)
-    expire_only = {
-        "MAINTENANCE_EXPIRE_SNAPSHOTS_OLDER_THAN": "1 second",
+    expire_only = {  # every snapshot so far: older than now, no window to wait out
+        "MAINTENANCE_EXPIRE_SNAPSHOTS_OLDER_THAN": datetime.now(UTC).strftime(
+            "%Y-%m-%d %H:%M:%S.%f+00"
+        ),
         "MAINTENANCE_SWEEP_INDEXES": "false",  # the dropped index stays for the sweep
     }
     with slatelake.connect(url, options=expire_only) as s:

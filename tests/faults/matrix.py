@@ -21,7 +21,8 @@ operation ends, past every client's own retries.
 
 ``CASES`` is every combination, its outcome from the rules in ``expect``
 (written from what the proxy showed each client doing) or ``OBSERVED``;
-``DEFAULT`` the ones CI runs (about a minute on two cores);
+``DEFAULT`` the ones ``bash scripts/faults`` runs (a few minutes on two cores),
+``QUICK`` the part of DEFAULT in the suite's default tier (``bash scripts/test``);
 ``SLATELAKE_FAULTS_FULL=1`` (``bash scripts/faults --full``) runs them all.
 A case where slatelake misbehaves states the right outcome and carries
 ``bug``, naming what happens instead: it is a strict xfail until fixed.
@@ -269,7 +270,7 @@ def _all_cases() -> list[Case]:
 
 
 CASES = _all_cases()
-# The CI matrix: every operation, every kind, the boundaries where a fault
+# The default matrix: every operation, every kind, the boundaries where a fault
 # tests a decision slatelake makes (ambiguity, refusal, fencing, leases).
 DEFAULT_STEMS = (
     "commit-put-commits-drop_after",
@@ -294,8 +295,26 @@ DEFAULT_STEMS = (
     "sweep-put-commits-drop_after",
     "store_merge-put-store_compactions-503_persistent",
 )
+# The suite's default tier: every outcome class, the commit, the fold, the pass
+# and the sweep, in the cases quickest to judge (about a third of DEFAULT's
+# time); the rest of DEFAULT and the full matrix are the long tier.
+QUICK_STEMS = (
+    "commit-put-commits-403",
+    "commit-put-commits-503_persistent",
+    "commit-put-commits-delay",
+    "commit-put-data-503_persistent",
+    "fold-put-log-403",
+    "pass_expire-put-maintenance-403",
+    "pass_expire-put-maintenance-drop_after",
+    "pass_flush-put-data-500_persistent",
+    "pass_merge-get-data-drop_before",
+    "pass_cleanup-post-data-403",
+    "sweep-put-commits-drop_after",
+)
 _BY_STEM = {_stem(c): c for c in CASES}
 DEFAULT = [_BY_STEM[s] for s in DEFAULT_STEMS]
+QUICK = [_BY_STEM[s] for s in QUICK_STEMS]
+assert set(QUICK_STEMS) <= set(DEFAULT_STEMS)
 
 
 def markdown(cases: list[Case]) -> str:

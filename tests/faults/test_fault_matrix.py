@@ -5,7 +5,8 @@ the oracle of acknowledged commits and runs a pass that completes.
 
 The base lake is built once per module (per worker) and each case starts
 from a copy of it at the same keys. ``SLATELAKE_FAULTS_FULL=1`` (or
-``bash scripts/faults --full``) runs every combination, not just the default.
+``bash scripts/faults --full``) runs every combination, not just the default;
+the suite's default tier runs ``matrix.QUICK``, the rest is the ``long`` tier's.
 """
 
 from __future__ import annotations
@@ -26,12 +27,20 @@ STORE_TIMEOUT_ENV = "SLATELAKE_STORE_TIMEOUT_S"
 
 
 def _params() -> list:
+    """The default cases (in full mode every case), those beyond the quick
+    ones marked ``long``: ``bash scripts/test`` runs the quick ones, ``bash
+    scripts/faults`` the default matrix, ``bash scripts/test --long`` (which
+    turns full mode on) and ``bash scripts/faults --full`` the rest."""
     chosen = matrix.CASES if matrix.full_mode() else matrix.DEFAULT
+    default = {case.id for case in matrix.QUICK}
     return [
         pytest.param(
             case,
             id=case.id,
-            marks=[pytest.mark.xfail(strict=True, reason=case.bug)] if case.bug else [],
+            marks=[
+                *([pytest.mark.xfail(strict=True, reason=case.bug)] if case.bug else []),
+                *([] if case.id in default else [pytest.mark.long]),
+            ],
         )
         for case in chosen
     ]

@@ -4,17 +4,15 @@ nothing written."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 import slatelake
 from slatelake.catalog.lake import Lake
+from slatelake.cli import main
 from slatelake.cli.common import parse_kv
 from slatelake.maintenance.options import MaintenanceConfigError
-from tests.conftest import subprocess_env
 
 
 @pytest.fixture
@@ -32,11 +30,14 @@ def _last_slot(url: str) -> int:
         return lake.summary().last_slot
 
 
-def _maintain(url: str, *options: str) -> subprocess.CompletedProcess[str]:
-    argv = [sys.executable, "-m", "slatelake.cli", "maintain", url]
+def _maintain(capsys: pytest.CaptureFixture[str], url: str, *options: str) -> tuple[int, str]:
+    """``slatelake maintain URL --option ...`` in this process: (exit status, stderr)."""
+    argv = ["maintain", url]
     for option in options:
         argv += ["--option", option]
-    return subprocess.run(argv, env=subprocess_env(), capture_output=True, text=True, timeout=120)
+    capsys.readouterr()
+    code = main(argv)
+    return code, capsys.readouterr().err
 
 
 @pytest.mark.parametrize(
@@ -57,25 +58,28 @@ def _maintain(url: str, *options: str) -> subprocess.CompletedProcess[str]:
     ],
 )
 def test_the_cli_refuses_a_value_a_step_would_fail_on_with_exit_2_naming_it(
-    lake: str, option: str, named: str
+    lake: str, option: str, named: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     slot = _last_slot(lake)
-    proc = _maintain(lake, "MAINTENANCE_MERGE_ADJACENT_FILES=true", option)
-    assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert named in proc.stderr
+    code, err = _maintain(capsys, lake, "MAINTENANCE_MERGE_ADJACENT_FILES=true", option)
+    assert code == 2, err
+    assert named in err
     assert _last_slot(lake) == slot, "a refused pass wrote to the lake"
 
 
-def test_the_cli_refuses_an_option_given_twice_naming_both_values(lake: str) -> None:
+def test_the_cli_refuses_an_option_given_twice_naming_both_values(
+    lake: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     slot = _last_slot(lake)
-    proc = _maintain(
+    code, err = _maintain(
+        capsys,
         lake,
         "MAINTENANCE_CLEANUP_OLD_FILES_DRY_RUN=true",
         "MAINTENANCE_CLEANUP_OLD_FILES_DRY_RUN=false",
     )
-    assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert "MAINTENANCE_CLEANUP_OLD_FILES_DRY_RUN" in proc.stderr
-    assert "'true'" in proc.stderr and "'false'" in proc.stderr
+    assert code == 2, err
+    assert "MAINTENANCE_CLEANUP_OLD_FILES_DRY_RUN" in err
+    assert "'true'" in err and "'false'" in err
     assert _last_slot(lake) == slot, "the last spelling won and a pass ran"
 
 

@@ -1,7 +1,7 @@
-"""Step 8 in a real pass (real DuckDB + DuckLake, real SlateDB): acceptance
-item 7 of issue 6 -- ran with a holder, skipped unconfigured, failed on a
-merge the compactor rejects (the lake stays queryable), pending without a
-holder. The live case runs ``slatelake hold`` as its own process."""
+"""Step 8 in a real pass (real DuckDB + DuckLake, real SlateDB): ran with a
+holder, skipped unconfigured, failed on a merge the compactor rejects (the
+lake stays queryable), pending without a holder. The live case runs
+``slatelake hold`` as its own process."""
 
 from __future__ import annotations
 
@@ -58,7 +58,7 @@ def _count(session: Any) -> int:
     return session.sql("SELECT count(*) FROM t").fetchone()[0]
 
 
-def test_acceptance_7_unconfigured_pass_reports_compact_store_skipped(lake_with_runs: str) -> None:
+def test_an_unconfigured_pass_reports_compact_store_skipped(lake_with_runs: str) -> None:
     with slatelake.connect(lake_with_runs) as s:
         report = s.maintenance()
     step = report.step("compact_store")
@@ -66,7 +66,7 @@ def test_acceptance_7_unconfigured_pass_reports_compact_store_skipped(lake_with_
     assert _runs(lake_with_runs, "current") >= 1  # nothing was submitted, nothing merged
 
 
-def test_acceptance_7_configured_pass_with_a_live_holder_reports_compact_store_ran(
+def test_a_configured_pass_with_a_live_holder_reports_compact_store_ran(
     lake_with_runs: str,
 ) -> None:
     url = lake_with_runs
@@ -102,7 +102,7 @@ def test_acceptance_7_configured_pass_with_a_live_holder_reports_compact_store_r
         holder.communicate(timeout=60)
 
 
-def test_acceptance_7_with_no_holder_running_the_step_reports_pending_within_the_timeout(
+def test_with_no_holder_running_the_step_reports_pending_within_the_timeout(
     lake_with_runs: str,
 ) -> None:
     options = {"MAINTENANCE_COMPACT_STORE_SUBSPACE": "current"}
@@ -133,7 +133,7 @@ class _Watch(io.TextIOBase):
         return len(text)
 
 
-def test_acceptance_7_a_failing_merge_reports_failed_and_the_lake_stays_queryable(
+def test_a_failing_merge_reports_failed_and_the_lake_stays_queryable(
     lake_with_runs: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from slatedb.uniffi import CompactionSpec, SourceId

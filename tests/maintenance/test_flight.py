@@ -8,14 +8,23 @@ from pathlib import Path
 
 import pytest
 
+from slatelake.maintenance import flight
 from slatelake.maintenance.flight import AlreadyRunningError, PassLease
 from slatelake.store.location import LakeLocation
 from slatelake.store.objects import ObjectClient
+from tests.conftest import ClockAhead
 
 
 @pytest.fixture
-def location(lake_url: str) -> LakeLocation:
-    return LakeLocation.parse(lake_url)
+def location(shared_lake_url: str) -> LakeLocation:
+    """Local files and S3: the lease is objects under the lake, created only
+    if absent, so the object store is what these tests are about."""
+    return LakeLocation.parse(shared_lake_url)
+
+
+def _later(monkeypatch: pytest.MonkeyPatch, seconds: float) -> None:
+    """From here on, the lease code's wall clock reads ``seconds`` later."""
+    monkeypatch.setattr(flight, "time", ClockAhead(seconds))
 
 
 def test_one_holder_at_a_time_and_release_frees_it(location: LakeLocation) -> None:
@@ -29,10 +38,12 @@ def test_one_holder_at_a_time_and_release_frees_it(location: LakeLocation) -> No
     second.release()
 
 
-def test_a_stale_lease_is_taken_over_by_exactly_one_taker(location: LakeLocation) -> None:
-    crashed = PassLease(location, ttl_s=0.2)
+def test_a_stale_lease_is_taken_over_by_exactly_one_taker(
+    location: LakeLocation, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    crashed = PassLease(location, ttl_s=60)
     assert crashed.try_acquire()  # and then the holder "dies" without releasing
-    time.sleep(0.3)
+    _later(monkeypatch, 61)
     takers = [PassLease(location) for _ in range(3)]
     assert [t.try_acquire() for t in takers].count(True) == 1
     holder = takers[0].current()
@@ -53,7 +64,6 @@ def test_a_pass_longer_than_the_lease_ttl_keeps_its_lease(
     """The heartbeat renews the lease while the pass runs: a pass that
     outlives the TTL is never taken over by a second one mid-flight."""
     import slatelake
-    from slatelake.maintenance import flight
     from slatelake.maintenance.runner import run_pass
 
     url = (tmp_path / "lake").as_uri()
@@ -124,14 +134,14 @@ def test_a_release_between_a_rivals_list_and_get_never_lets_two_passes_hold(
 
 
 def test_a_stale_taker_that_recreates_a_collected_generation_does_not_hold(
-    location: LakeLocation,
+    location: LakeLocation, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """B read an expired lease and was slow to write the next generation; in
     between C took it and renewed, and the generation B writes was already
     collected. B's create succeeds, but C holds the lease, not B."""
-    crashed = PassLease(location, ttl_s=0.2)
+    crashed = PassLease(location, ttl_s=60)
     assert crashed.try_acquire()
-    time.sleep(0.3)
+    _later(monkeypatch, 61)
     c = PassLease(location)
 
     def c_takes_and_renews() -> None:
@@ -170,15 +180,17 @@ def test_the_heartbeat_renews_a_lease_between_boundaries(location: LakeLocation)
     assert PassLease(location).try_acquire()
 
 
-def test_a_dead_owner_is_replaced_once_its_heartbeat_stops(location: LakeLocation) -> None:
+def test_a_dead_owner_is_replaced_once_its_heartbeat_stops(
+    location: LakeLocation, monkeypatch: pytest.MonkeyPatch
+) -> None:
     dead = PassLease(location, ttl_s=2.0)
     dead.acquire()
     dead.start_heartbeat()
-    time.sleep(0.3)
+    _wait_until(lambda: (dead.generation or 0) >= 2, "a heartbeat")  # it beat: it was alive
     dead.stop_heartbeat()  # the process died: no more beats, no release
     rival = PassLease(location)
     assert not rival.try_acquire()
-    time.sleep(2.1)
+    _later(monkeypatch, 2.1)  # a TTL after its last beat
     assert rival.try_acquire()
 
 
@@ -188,26 +200,33 @@ def test_a_renewal_that_finds_its_lease_taken_marks_it_lost(location: LakeLocati
     holder.start_heartbeat()
     try:
         _take_over(location)
-        deadline = time.monotonic() + 5
-        while holder.lost is None and time.monotonic() < deadline:
-            time.sleep(0.02)
+        _wait_until(lambda: holder.lost is not None, "the heartbeat to find its lease taken")
         assert holder.lost is not None and "lease" in holder.lost
     finally:
         holder.release()
     assert PassLease(location).current().owner == "rival"  # release wrote nothing over it
 
 
-def test_a_holder_whose_lease_expired_unrenewed_may_not_act(location: LakeLocation) -> None:
+def test_a_holder_whose_lease_expired_unrenewed_may_not_act(
+    location: LakeLocation, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A process stalled past its TTL (SIGSTOP, a swap storm) learns at its
     next boundary that it no longer holds the lease, before its heartbeat runs."""
-    stalled = PassLease(location, ttl_s=0.3)
+    stalled = PassLease(location, ttl_s=60)
     stalled.acquire()
     assert stalled.lost is None
-    time.sleep(0.4)
+    _later(monkeypatch, 61)
     assert stalled.lost is not None and "expired" in stalled.lost
     assert not stalled.renew()
     stalled.release()  # writes nothing: the lease may be someone else's by now
     assert PassLease(location).current().state == "held"
+
+
+def _wait_until(check, what: str, timeout: float = 10.0) -> None:  # noqa: ANN001
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, f"timed out after {timeout}s waiting for {what}"
+        time.sleep(0.02)
 
 
 def _take_over(location: LakeLocation) -> None:
@@ -229,7 +248,6 @@ def test_a_pass_keeps_its_lease_by_heartbeat_inside_one_long_step(
     """No boundary for longer than the TTL (one long DuckLake call): the
     heartbeat, not the step boundaries, keeps the lease."""
     import slatelake
-    from slatelake.maintenance import flight
     from slatelake.maintenance.runner import run_pass
 
     url = (tmp_path / "lake").as_uri()
@@ -254,7 +272,6 @@ def test_a_pass_that_loses_its_lease_stops_at_the_next_boundary_and_writes_nothi
 ) -> None:
     import slatelake
     from slatelake.catalog.lake import Lake
-    from slatelake.maintenance import flight
     from slatelake.maintenance.runner import run_pass
 
     if store == "s3":

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 import slatelake
+from slatelake.catalog.commit_lock import TTL_ENV
+from slatelake.cli import main
 from slatelake.maintenance.flight import PassLease
 from slatelake.maintenance.options import DUCKLAKE_STEPS, STEPS, MaintenanceConfigError
 from slatelake.maintenance.report import FAILED, RAN, SKIPPED, PassReport
@@ -42,26 +46,52 @@ def _churn(url: str, data: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def _churned_once(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+def _churned_once(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, float]:
     """Churn once per module (it dominated these tests' time); each test gets
-    a fresh copy at the same absolute path, since the catalog records it."""
+    a fresh copy at the same absolute path, since the catalog records it.
+    Also returns when the churn's last snapshot was written (wall clock)."""
     work = tmp_path_factory.mktemp("churned")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("SLATELAKE_VERIFY_CAPTURE", "1")
         _churn((work / "lake").as_uri(), work / "data")
+    churned_at = time.time()
     pristine = work.with_name(work.name + "-pristine")
     shutil.copytree(work, pristine, symlinks=True)
-    return work, pristine
+    return work, pristine, churned_at
 
 
 @pytest.fixture
-def churned(_churned_once: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> tuple[str, Path]:
+def churned(
+    _churned_once: tuple[Path, Path, float], monkeypatch: pytest.MonkeyPatch
+) -> tuple[str, Path]:
     """The churned lake, as it was right after the churn."""
     monkeypatch.setenv("SLATELAKE_VERIFY_CAPTURE", "1")
-    work, pristine = _churned_once
+    work, pristine, _ = _churned_once
     shutil.rmtree(work)
     shutil.copytree(pristine, work, symlinks=True)
     return (work / "lake").as_uri(), work / "data"
+
+
+@pytest.fixture
+def aged(churned: tuple[str, Path], _churned_once: tuple[Path, Path, float]) -> tuple[str, Path]:
+    """The churned lake once its every snapshot is more than a second old, so
+    a 1-second retention covers the churn. The churn is shared by the module,
+    so this waits only when a test runs within a second of it."""
+    _wait_until(lambda: time.time() > _churned_once[2] + 1.05, "the churn to age a second")
+    return churned
+
+
+def _wait_until(check, what: str, timeout: float = 30.0) -> None:  # noqa: ANN001
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, f"timed out after {timeout}s waiting for {what}"
+        time.sleep(0.05)
+
+
+def _after_every_snapshot() -> str:
+    """Now, as a UTC timestamp ``older_than``: every snapshot already written
+    is older, with no waiting (where the window's arithmetic is not the point)."""
+    return datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S.%f+00")
 
 
 def _contents(session) -> dict:  # noqa: ANN001
@@ -87,15 +117,18 @@ def test_unconfigured_pass_skips_every_ducklake_step_and_moves_no_data(churned) 
         assert s.state.head.snapshot_id == head.snapshot_id  # no DuckLake snapshot minted
 
 
-def test_configured_pass_reports_in_order_and_leaves_contents_unchanged(churned) -> None:  # noqa: ANN001
-    url, data = churned
-    time.sleep(1.1)  # let the 1-second retention cover the churn
+def test_configured_pass_reports_in_order_and_leaves_contents_unchanged(aged) -> None:  # noqa: ANN001
+    url, data = aged
     with slatelake.connect(url, options=CONFIGURED) as s:
-        before = _contents(s)
+        before, snapshots = _contents(s), _snapshot_ids(s)
         report = s.maintenance()
         assert [st.step for st in report.steps] == list(STEPS)
         assert [report.step(st).status for st in DUCKLAKE_STEPS] == [RAN] * 6
-        assert report.step("expire_snapshots").detail.startswith("expired ")
+        expired = len(snapshots) - 1  # all but the latest: the churn is older than a second
+        expire = report.step("expire_snapshots")
+        assert expire.detail == f"expired {expired} snapshots in 1 batches"
+        assert expire.counts == {"snapshots_expired": expired}
+        assert _snapshot_ids(s) & snapshots == {max(snapshots)}  # later steps add their own
         assert "files" in report.step("cleanup_old_files").detail
         assert not report.work_pending
         assert _contents(s) == before
@@ -103,26 +136,15 @@ def test_configured_pass_reports_in_order_and_leaves_contents_unchanged(churned)
         assert _contents(fresh) == before
 
 
-def test_misconfiguration_fails_at_bind_before_any_work(churned) -> None:  # noqa: ANN001
+def test_misconfiguration_fails_at_bind_before_any_work(
+    churned,  # noqa: ANN001
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     url, _ = churned
     with pytest.raises(MaintenanceConfigError, match="MAINTENANCE_MERGE_ADJACENT_FILE_X"):
         slatelake.connect(url, options={"MAINTENANCE_MERGE_ADJACENT_FILE_X": "1"})
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "slatelake.cli",
-            "maintain",
-            url,
-            "--option",
-            "MAINTENANCE_INTERVAL=0",
-        ],
-        env=subprocess_env(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert proc.returncode == 2 and "MAINTENANCE_INTERVAL" in proc.stderr
+    assert main(["maintain", url, "--option", "MAINTENANCE_INTERVAL=0"]) == 2
+    assert "MAINTENANCE_INTERVAL" in capsys.readouterr().err
 
 
 def test_status_retains_earlier_passes_each_with_its_trigger_and_reads_read_only(
@@ -160,11 +182,11 @@ def test_a_failed_step_skips_later_ducklake_steps_naming_it(
     monkeypatch: pytest.MonkeyPatch,  # noqa: ANN001
 ) -> None:
     url, _ = churned
-    time.sleep(1.1)
     # A bad value no longer reaches a step (it is refused at bind); a change-set
     # cap no snapshot fits under fails expiry inside the step instead.
     monkeypatch.setenv("SLATELAKE_MAX_CHANGESET_OPS", "1")
-    with slatelake.connect(url, options=CONFIGURED) as s:
+    options = {**CONFIGURED, "MAINTENANCE_EXPIRE_SNAPSHOTS_OLDER_THAN": _after_every_snapshot()}
+    with slatelake.connect(url, options=options) as s:
         report = s.maintenance()
         assert report.step("expire_snapshots").status == FAILED
         for step in DUCKLAKE_STEPS[1:]:
@@ -194,11 +216,11 @@ def test_interval_older_than_is_a_rolling_window_per_pass(churned) -> None:  # n
 
     with slatelake.connect(url, options=options) as s:
         s.sql("INSERT INTO b VALUES (1)")
-        fresh = max(snapshots(s))
+        fresh, written_by = max(snapshots(s)), time.time()
         s.sql("INSERT INTO b VALUES (2)")  # the latest snapshot, never expired
         s.maintenance()
         assert fresh in snapshots(s), "a snapshot younger than the window survives"
-        time.sleep(6.2)
+        _wait_until(lambda: time.time() > written_by + 6.05, "the snapshot to leave the window")
         s.maintenance()  # the same option, evaluated again at this pass's now()
         assert fresh not in snapshots(s), "the window rolled forward and took it"
 
@@ -209,10 +231,9 @@ def test_expiry_halves_batches_on_the_operation_limit(
     capsys: pytest.CaptureFixture[str],  # noqa: ANN001
 ) -> None:
     url, _ = churned
-    time.sleep(1.1)
     monkeypatch.setenv("SLATELAKE_MAX_CHANGESET_OPS", "30")
     options = {
-        "MAINTENANCE_EXPIRE_SNAPSHOTS_OLDER_THAN": "1 second",
+        "MAINTENANCE_EXPIRE_SNAPSHOTS_OLDER_THAN": _after_every_snapshot(),
         "MAINTENANCE_PROGRESS": "true",
     }
     with slatelake.connect(url, options=options) as s:
@@ -230,11 +251,10 @@ def test_a_single_snapshot_over_the_cap_fails_with_work_pending(
     monkeypatch: pytest.MonkeyPatch,  # noqa: ANN001
 ) -> None:
     url, _ = churned
-    time.sleep(1.1)
     monkeypatch.setenv("SLATELAKE_MAX_CHANGESET_OPS", "1")
     with slatelake.connect(
         url,
-        options={"MAINTENANCE_EXPIRE_SNAPSHOTS_OLDER_THAN": "1 second"},
+        options={"MAINTENANCE_EXPIRE_SNAPSHOTS_OLDER_THAN": _after_every_snapshot()},
     ) as s:
         report = s.maintenance()
     step = report.step("expire_snapshots")
@@ -242,31 +262,23 @@ def test_a_single_snapshot_over_the_cap_fails_with_work_pending(
     assert report.work_pending
 
 
-def test_a_second_maintain_process_reports_already_running(churned) -> None:  # noqa: ANN001
+def test_a_second_maintain_reports_already_running(
+    churned,  # noqa: ANN001
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The lease is in the bucket, so a holder in this process stands for
+    another process as well (the in-process lock is not taken here)."""
     url, _ = churned
     with slatelake.connect(url) as s:
         lease = PassLease(s.lake.location)
         assert lease.try_acquire()
     try:
-        proc = subprocess.run(
-            [sys.executable, "-m", "slatelake.cli", "maintain", url, "--wait", "0"],
-            env=subprocess_env(),
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        assert proc.returncode == 1
-        assert "maintenance already running" in proc.stderr
+        assert main(["maintain", url, "--wait", "0"]) == 1
+        assert "maintenance already running" in capsys.readouterr().err
     finally:
         lease.release()
-    proc = subprocess.run(
-        [sys.executable, "-m", "slatelake.cli", "maintain", url, "--wait", "0", "--json"],
-        env=subprocess_env(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert proc.returncode == 0, proc.stderr
+    assert main(["maintain", url, "--wait", "0", "--json"]) == 0, capsys.readouterr().err
+    assert json.loads(capsys.readouterr().out)["trigger"] == "manual"
 
 
 def test_trigger_refuses_inside_an_explicit_transaction_and_on_read_only(churned) -> None:  # noqa: ANN001
@@ -282,13 +294,10 @@ def test_trigger_refuses_inside_an_explicit_transaction_and_on_read_only(churned
 
 
 def test_a_pass_completes_while_another_process_keeps_committing(
-    churned,
+    aged,
     tmp_path: Path,  # noqa: ANN001
 ) -> None:
-    import json
-
-    url, _ = churned
-    time.sleep(1.1)
+    url, _ = aged
     stop = tmp_path / "stop"
     child = subprocess.Popen(
         [sys.executable, "-m", "tests.maintenance.committer", url, str(stop)],
@@ -308,11 +317,20 @@ def test_a_pass_completes_while_another_process_keeps_committing(
         out, err = child.communicate(timeout=300)
     assert child.returncode == 0, err
     committed = json.loads(out)
-    for step in DUCKLAKE_STEPS:  # every step either ran or says honestly why not
+    # Every step ran, or says why not in the only words a rival committer on
+    # table b can cause: b deferred after its conflicts, later steps waiting.
+    for step in DUCKLAKE_STEPS:
         st = report.step(step)
-        assert st.status in (RAN, FAILED, SKIPPED) and st.detail
         if st.status == FAILED:
-            assert report.work_pending
+            assert "conflict" in st.detail.lower() and "main.a" not in st.detail, st.detail
+        elif st.status == SKIPPED:
+            failed = [s.step for s in report.steps if s.status == FAILED]
+            assert st.detail in [f"not attempted because {f} failed" for f in failed] or (
+                st.detail == "waits for a complete pass; deferred tables: main.b"
+            ), st.detail
+        else:
+            assert st.status == RAN, (step, st.status, st.detail)
+    assert report.work_pending == any(s.status != RAN for s in report.steps[:6])
     with slatelake.connect(url, read_only=True) as ro:
         ids = {r[0] for r in ro.sql("SELECT id FROM b WHERE id >= 100000").fetchall()}
         assert ids == set(committed)  # every committed row survives, none invented
@@ -326,6 +344,9 @@ def test_table_batches_defer_a_table_that_keeps_conflicting(
     from slatelake.ducklake.session import Session
 
     url, _ = churned
+    # The pass holds the commit lock while it commits; the rival lands its
+    # commit by taking the lock over once it has seen it unchanged for the TTL.
+    monkeypatch.setenv(TTL_ENV, "200ms")
     rival = slatelake.connect(url)
     original = Session._commit_captured
 
@@ -390,9 +411,8 @@ def _snapshot_ids(session) -> set[int]:  # noqa: ANN001
 @pytest.mark.parametrize("spelling", ["1", "t", " true", "YES"])
 def test_a_dry_run_spelled_as_duckdb_reads_it_expires_nothing(churned, spelling: str) -> None:  # noqa: ANN001
     url, _ = churned
-    time.sleep(1.1)
     options = {
-        "MAINTENANCE_EXPIRE_SNAPSHOTS_OLDER_THAN": "1 second",
+        "MAINTENANCE_EXPIRE_SNAPSHOTS_OLDER_THAN": _after_every_snapshot(),
         "MAINTENANCE_EXPIRE_SNAPSHOTS_DRY_RUN": spelling,
     }
     with slatelake.connect(url, options=options) as s:
@@ -474,14 +494,18 @@ def test_a_cleanup_dry_run_reports_what_it_would_delete_and_deletes_nothing(
     assert len(_data_files(data)) == len(files) - 4
 
 
-def test_interval_older_than_counts_back_from_now_in_any_zone(churned) -> None:  # noqa: ANN001
+def test_interval_older_than_counts_back_from_now_in_any_zone(
+    churned,  # noqa: ANN001
+    _churned_once: tuple[Path, Path, float],
+) -> None:
     # Run under TZ=Asia/Tokyo and America/Los_Angeles by test_time_zones.py.
     url, _ = churned
+    churned_at = _churned_once[2]
     with slatelake.connect(url, options={"MAINTENANCE_EXPIRE_SNAPSHOTS_OLDER_THAN": "1 hour"}) as s:
         before = _snapshot_ids(s)
         s.maintenance()
         assert _snapshot_ids(s) == before, "seconds-old snapshots expired by a 1-hour window"
-    time.sleep(1.1)
+    _wait_until(lambda: time.time() > churned_at + 1.05, "the churn to age a second")
     with slatelake.connect(
         url, options={"MAINTENANCE_EXPIRE_SNAPSHOTS_OLDER_THAN": "1 second"}
     ) as s:

@@ -8,7 +8,7 @@ import os
 import signal
 import subprocess
 import sys
-import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -30,6 +30,12 @@ def _lake(url: str, data: str, snapshots: int = 3) -> str:
     return url
 
 
+def _after_every_snapshot() -> str:
+    """Now, as a UTC timestamp ``older_than``: every snapshot written so far is
+    older, so expiry has work without waiting for a window to pass."""
+    return datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S.%f+00")
+
+
 def _data_path(url: str, tmp_path: Path) -> str:
     return url.rsplit("/", 1)[0] + "/data/" if url.startswith("s3://") else f"{tmp_path}/data/"
 
@@ -40,7 +46,7 @@ def test_a_killed_pass_is_replaced_once_its_heartbeat_stops(
     """SIGKILL runs no hook: the dead owner's lease must lapse in about a TTL
     (here 2 s), not block every pass for a quarter of an hour."""
     url = _lake(shared_lake_url, _data_path(shared_lake_url, tmp_path), snapshots=12)
-    time.sleep(1.1)
+    older_than = _after_every_snapshot()
     env = subprocess_env() | {TTL_ENV: "2", "SLATELAKE_MAX_CHANGESET_OPS": "4"}
     child = subprocess.Popen(
         [
@@ -50,7 +56,7 @@ def test_a_killed_pass_is_replaced_once_its_heartbeat_stops(
             "maintain",
             url,
             "--option",
-            "MAINTENANCE_EXPIRE_SNAPSHOTS_OLDER_THAN=1 second",
+            f"MAINTENANCE_EXPIRE_SNAPSHOTS_OLDER_THAN={older_than}",
             "--option",
             "MAINTENANCE_PROGRESS=true",
         ],

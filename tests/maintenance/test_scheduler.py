@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import slatelake
@@ -21,6 +22,12 @@ def _lake(tmp_path: Path, snapshots: int = 3) -> str:
         for i in range(snapshots):
             s.sql(f"INSERT INTO t VALUES ({i})")
     return url
+
+
+def _after_every_snapshot() -> str:
+    """Now, as a UTC timestamp ``older_than``: every snapshot written so far is
+    older, so expiry has work without waiting for a window to pass."""
+    return datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S.%f+00")
 
 
 def _wait_for(predicate, timeout: float = 60.0) -> None:  # noqa: ANN001
@@ -66,7 +73,7 @@ def test_ticks_skip_while_a_pass_holds_the_lease(tmp_path: Path) -> None:
 
 def test_sigterm_during_a_running_pass_completes_it_then_exits(tmp_path: Path) -> None:
     url = _lake(tmp_path, snapshots=12)
-    time.sleep(1.1)
+    older_than = _after_every_snapshot()
     env = subprocess_env() | {"SLATELAKE_MAX_CHANGESET_OPS": "4"}  # expiry in small batches
     proc = subprocess.Popen(
         [
@@ -80,7 +87,7 @@ def test_sigterm_during_a_running_pass_completes_it_then_exits(tmp_path: Path) -
             "--option",
             "MAINTENANCE_INTERVAL=0.2",
             "--option",
-            "MAINTENANCE_EXPIRE_SNAPSHOTS_OLDER_THAN=1 second",
+            f"MAINTENANCE_EXPIRE_SNAPSHOTS_OLDER_THAN={older_than}",
             "--option",
             "MAINTENANCE_PROGRESS=true",
         ],
@@ -134,7 +141,7 @@ session = slatelake.connect(
     sys.argv[1],
     options={
         "MAINTENANCE_INTERVAL": "0.2",
-        "MAINTENANCE_EXPIRE_SNAPSHOTS_OLDER_THAN": "1 second",
+        "MAINTENANCE_EXPIRE_SNAPSHOTS_OLDER_THAN": sys.argv[2],
         "MAINTENANCE_PROGRESS": "true",
     },
 )
@@ -149,10 +156,10 @@ def test_interpreter_exit_without_close_completes_the_pass_records_it_and_frees_
     """The RFC: process teardown without detach completes a running pass
     before the database goes (here: before the interpreter does)."""
     url = _lake(tmp_path, snapshots=12)
-    time.sleep(1.1)
+    older_than = _after_every_snapshot()
     env = subprocess_env() | {"SLATELAKE_MAX_CHANGESET_OPS": "4"}  # expiry in small batches
     proc = subprocess.run(
-        [sys.executable, "-c", EXIT_WITHOUT_CLOSE, url],
+        [sys.executable, "-c", EXIT_WITHOUT_CLOSE, url, older_than],
         env=env,
         capture_output=True,
         text=True,

@@ -40,8 +40,12 @@ class Holder:
         )
         self.out: list[str] = []
         self.err: list[str] = []
-        for stream, sink in ((self.proc.stdout, self.out), (self.proc.stderr, self.err)):
-            threading.Thread(target=self._drain, args=(stream, sink), daemon=True).start()
+        self.drains = [
+            threading.Thread(target=self._drain, args=(stream, sink), daemon=True)
+            for stream, sink in ((self.proc.stdout, self.out), (self.proc.stderr, self.err))
+        ]
+        for drain in self.drains:
+            drain.start()
 
     @staticmethod
     def _drain(stream: object, sink: list[str]) -> None:
@@ -61,7 +65,8 @@ class Holder:
             code = self.proc.wait(seconds)
         except subprocess.TimeoutExpired:
             pytest.fail(f"the holder was still running {seconds:g}s later: {''.join(self.err)}")
-        time.sleep(0.2)  # the drain threads catch the last lines
+        for drain in self.drains:  # the pipes close at exit: the last lines are in
+            drain.join(10)
         return code, time.monotonic() - t0
 
     def kill(self) -> None:
