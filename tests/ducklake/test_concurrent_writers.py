@@ -16,7 +16,7 @@ import pytest
 
 from slatelake.catalog.commit_lock import WAIT_ENV
 from slatelake.ducklake.session import Session, connect
-from slatelake.errors import CommitLockBusyError, ConflictError, OperationLimitError
+from slatelake.errors import ConflictError, OperationLimitError
 from slatelake.log.changeset import ChangeSet
 from slatelake.log.committer import MAX_OPERATIONS_ENV
 from slatelake.maintenance.report import STATUS_KEY
@@ -292,13 +292,6 @@ def test_maintenance_call_runs_on_the_head_under_the_commit_lock(url: str) -> No
     assert _rewritten_count(url) == (411, 411)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=CommitLockBusyError,
-    reason="bug: commit_flow._commit_captured calls lock.released(committed=False), which "
-    "clears the token, before lock.release(), which then deletes nothing: a commit refused "
-    "before its slot was written leaves the lock standing for its TTL (60 s)",
-)
 def test_a_commit_refused_by_the_operation_limit_gives_the_commit_lock_back(
     url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -187,9 +187,10 @@ class CommitLock:
             f"({WAIT_ENV}); an owner that is gone is taken over after its TTL, retry later"
         )
 
-    def released(self, committed: bool) -> None:
-        """The owner's commit carried the release (``committed``) or was refused."""
-        if committed and self.token is not None:
+    def released(self) -> None:
+        """The owner's commit landed, and it carried the release (a refused
+        commit gives the lock back with ``release``)."""
+        if self.token is not None:
             self._mine.discard(self.token)
         self.token = None
 

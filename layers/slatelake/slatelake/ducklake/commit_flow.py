@@ -230,11 +230,10 @@ class CommitFlow:
             if isinstance(exc, ConflictError) and captured is not None:  # definitively refused
                 data_path = stored_data_path(self.state)
                 remove_new_files(self._aux, META_DB, self.alias, data_path, captured.changes)
-            if self._lock.held:
-                self._lock.released(committed=False)
+            if self._lock.held:  # the slot carrying the release never landed: give it back
                 self._lock.release(self.state)
             raise
-        self._lock.released(committed=True)
+        self._lock.released()
         self.capture.landed(captured, self.state.last_seq)
         if self.verify:
             self.capture.verify(self.state)
