@@ -10,7 +10,9 @@ store writer: to lay down the format stamp and the empty head.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from slatelake.catalog.changes import RowChanges, build_change_set
 from slatelake.catalog.state import (
@@ -42,6 +44,7 @@ from slatelake.store.db import StoreReader, open_reader, open_writer, store_exis
 from slatelake.store.location import LakeLocation
 
 STALE_VIEW_RETRIES = 3
+T = TypeVar("T")
 log = logging.getLogger("slatelake.lake")
 
 
@@ -143,8 +146,13 @@ class Lake:
         """Every catalog row at the log's head: store view plus replay. A view
         the folder truncated under it is re-read on a fresh store reader; one
         still stale after that means slots are missing: corruption."""
+        return self._fresh_when_stale(self._materialize_once)
+
+    def _fresh_when_stale(self, read: Callable[[], T]) -> T:
+        """``read`` again on a fresh store reader while the log was truncated
+        under its view; still stale after that, slots are missing: corruption."""
         return retry(
-            self._materialize_once,
+            read,
             attempts=STALE_VIEW_RETRIES,
             on=StaleViewError,
             between=lambda *_: self.reader(fresh=True),
@@ -228,16 +236,7 @@ class Lake:
         """A sys record at the log's head without loading the catalog: the
         store's value, then the last write of it in the log tail (one LIST and
         the tail's slots), so reading a status record costs no materialization."""
-        return retry(
-            lambda: self._read_sys_once(key),
-            attempts=STALE_VIEW_RETRIES,
-            on=StaleViewError,
-            between=lambda *_: self.reader(fresh=True),
-            give_up=lambda exc, tries: CorruptionError(
-                f"{self.location.url}: {exc}; the store's fold cursor did not catch up after "
-                f"{tries} fresh reads, so the log is missing slots"
-            ),
-        )
+        return self._fresh_when_stale(lambda: self._read_sys_once(key))
 
     def _read_sys_once(self, key: bytes) -> bytes | None:
         reader = self.reader()
