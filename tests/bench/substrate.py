@@ -493,9 +493,10 @@ def _scan_with_read_ahead(reader: Any, prefix: bytes, read_ahead: int) -> Any:
         cache_blocks=False,
         max_fetch_tasks=8,
     )
-    it = _call("scan", reader._handle.scan_prefix_with_options(prefix, _ALL, opts))
+    where = reader.location
+    it = _call(where, "scan", reader._handle.scan_prefix_with_options(prefix, _ALL, opts))
     while True:
-        rows = _call("scan", it.next_batch(SCAN_BATCH))
+        rows = _call(where, "scan", it.next_batch(SCAN_BATCH))
         if not rows:
             return
         yield [(kv.key, kv.value) for kv in rows]
@@ -537,7 +538,11 @@ def duck_connect(ext: str) -> tuple[Any, float]:
     return con, load_s
 
 
-def _json_value(value: Any) -> Any:
+def _json_value(value: Any, type_: str = "") -> Any:
+    if type_.upper().startswith("TIMESTAMP") and isinstance(value, int):
+        # the synthetic rows hold instants as µs since the epoch; JSON needs text
+        epoch = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+        return (epoch + dt.timedelta(microseconds=value)).isoformat()
     if isinstance(value, dt.datetime):
         return value.isoformat()
     if isinstance(value, uuid.UUID):
@@ -577,7 +582,8 @@ def build_stock(directory: Path, ext: str, tables: dict[str, list[Row]]) -> dict
         with open(path, "w") as fh:
             buf = io.StringIO()
             for row in rows:
-                buf.write(json.dumps({c: _json_value(v) for c, v in zip(cols, row, strict=True)}))
+                values = zip(spec.columns, row, strict=True)
+                buf.write(json.dumps({c: _json_value(v, t) for (c, t), v in values}))
                 buf.write("\n")
             fh.write(buf.getvalue())
         types = ", ".join(f"{c}: '{t}'" for c, t in spec.columns)
