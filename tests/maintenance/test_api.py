@@ -14,9 +14,10 @@ from slatelake.catalog.folder import Folder
 from slatelake.catalog.lake import Lake
 from slatelake.store.db import store_exists
 from slatelake.store.location import LakeLocation
-from tests.catalog.test_census import churn, fast_compactor, settled, wait_for
+from tests.catalog.test_census import fast_compactor
+from tests.test_cli_store import runs_lake
 
-__all__ = ["fast_compactor"]  # a fixture, used by name
+__all__ = ["fast_compactor", "runs_lake"]  # fixtures, used by name
 
 
 @pytest.fixture(scope="module")
@@ -133,16 +134,9 @@ def test_compact_store_checks_its_inputs_before_it_opens_the_store(tmp_path: Pat
 
 
 def test_a_merge_that_must_complete_raises_with_its_report_when_no_holder_runs(
-    tmp_path: Path, fast_compactor: None
+    runs_lake: str,
 ) -> None:
-    url = (tmp_path / "runs").as_uri()
-    Lake.create(url).close()
-    folder = Folder(LakeLocation.parse(url), margin_s=0)
-    try:
-        churn(url, folder, folds=4)
-        wait_for("a sorted run in current", settled(url, "current", 1))
-    finally:
-        folder.close()  # no holder from here on: a submitted merge stays pending
+    url = runs_lake  # sorted runs in current, and no holder to execute a merge
     with pytest.raises(maintenance.MergeIncompleteError, match="not completed: current pending"):
         maintenance.compact_store(url, subspace="current", wait_s=0.3, require_completed=True)
     try:
