@@ -12,6 +12,14 @@ included); those settings are reset right after the load. A secret's key and
 token are redacted in ``duckdb_secrets()``, and DuckDB refuses to show them
 unredacted (``allow_unredacted_secrets`` is off and cannot be turned on while
 the database runs).
+
+DuckDB checks an extension's signature on every LOAD into a new database,
+hashing the whole file: about 0.25 s per session for ducklake and httpfs,
+paid again by every session a process opens. A process checks each file once:
+its first database loads it with the check on, and later databases load the
+same file (same inode, size and mtime) with unsigned loading allowed only
+for those LOADs, then switched off, which DuckDB cannot undo while the
+database runs, so no SQL can load an unchecked extension afterwards.
 """
 
 from __future__ import annotations
@@ -52,23 +60,58 @@ def extension_path(name: str) -> Path:
     )
 
 
+# Extension files whose signature DuckDB checked in this process, by identity.
+_checked: set[tuple[str, int, int, int, int]] = set()
+
+
+def _identity(path: Path) -> tuple[str, int, int, int, int]:
+    st = path.stat()
+    return str(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
+
+
 def connect() -> duckdb.DuckDBPyConnection:
     """A DuckDB connection with autoinstall/autoload off and our extensions loaded."""
     skip_absent_pandas_probe()
-    config = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
+    paths = [extension_path(name) for name in EXTENSIONS]
+    identities = [_identity(path) for path in paths]
+    checked = all(identity in _checked for identity in identities)
+    config: dict[str, str | bool] = {
+        "autoinstall_known_extensions": False,
+        "autoload_known_extensions": False,
+        "allow_unsigned_extensions": checked,
+    }
     # Where DuckDB spills; in Lambda the working directory is read-only.
     spill = os.environ.get(TEMP_DIRECTORY_ENV)
     if spill:
         config["temp_directory"] = spill
-    return prepare(duckdb.connect(config=config))
+    con = duckdb.connect(config=config)
+    try:
+        _load(con, paths)
+        if checked:
+            con.execute("SET GLOBAL allow_unsigned_extensions = false")
+        else:  # these LOADs checked each signature
+            _checked.update(identities)
+        return _configure(con)
+    except BaseException:
+        con.close()
+        raise
 
 
 def prepare(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
-    """Load our extensions into ``con`` from the wheels (a caller's own
-    connection included), clear the credentials httpfs mirrored, set the S3 secret."""
+    """Load our extensions into a caller's own connection from the wheels
+    (its configuration decides the signature check), clear the credentials
+    httpfs mirrored, set the S3 secret."""
     skip_absent_pandas_probe()
-    for name in EXTENSIONS:
-        con.execute(f"LOAD {literal(str(extension_path(name)))}")
+    _load(con, [extension_path(name) for name in EXTENSIONS])
+    return _configure(con)
+
+
+def _load(con: duckdb.DuckDBPyConnection, paths: list[Path]) -> None:
+    for path in paths:
+        con.execute(f"LOAD {literal(str(path))}")
+
+
+def _configure(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
     for setting in MIRRORED_CREDENTIALS:
         con.execute(f"RESET GLOBAL {ident(setting)}")
     configure_s3(con)

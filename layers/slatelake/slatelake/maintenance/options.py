@@ -498,19 +498,23 @@ def parse_options(
 _PINNED: dict[str, dict[str, str]] | None = None
 
 
-def pinned_signatures() -> dict[str, dict[str, str]]:
+def pinned_signatures(
+    con: duckdb.DuckDBPyConnection | None = None,
+) -> dict[str, dict[str, str]]:
     """The pinned DuckLake extension's maintenance signatures, read once per
-    process on a bare DuckDB (loading the extensions costs ~0.4 s; they are the
-    same for every connection of this build)."""
+    process (they are the same for every connection of this build): from
+    ``con``, a connection ``extensions.connect`` made, else a bare DuckDB."""
     global _PINNED
+    if _PINNED is None and con is not None:
+        _PINNED = ducklake_signatures(con)
     if _PINNED is None:
         from slatelake.ducklake import extensions
 
-        con = extensions.connect()
+        bare = extensions.connect()
         try:
-            _PINNED = ducklake_signatures(con)
+            _PINNED = ducklake_signatures(bare)
         finally:
-            con.close()
+            bare.close()
     return {step: dict(params) for step, params in _PINNED.items()}
 
 

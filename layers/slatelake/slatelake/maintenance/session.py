@@ -26,6 +26,7 @@ from slatelake.maintenance.options import (
     bind,
     ducklake_signatures,
     parse_options,
+    pinned_signatures,
 )
 from slatelake.maintenance.report import PassReport, StatusWindow
 from slatelake.maintenance.runner import read_window, refuse_unless_autocommit
@@ -63,9 +64,11 @@ class MaintainedSession(Session):
             snapshot_time=snapshot_time,
         )
         try:
-            self.options: MaintenanceOptions = bound or parse_options(
-                self._raw_options, ducklake_signatures(self.con)
+            # our own connection loads the pinned wheel; a caller's may hold another build
+            signatures = (
+                pinned_signatures(self.con) if connection is None else ducklake_signatures(self.con)
             )
+            self.options: MaintenanceOptions = bound or parse_options(self._raw_options, signatures)
         except BaseException:
             super().close()
             raise
