@@ -23,6 +23,8 @@ from slatelake import maintenance
 PASS_RUNS = "PassRuns"
 PASS_FAILED = "PassFailed"
 PASS_SKIPPED = "PassSkipped"
+# A pass that ended partial: the retention fail-safe skipped deletion, or work is pending
+PASS_PARTIAL = "PassPartial"
 # An event naming a lake or data path the stack does not maintain (refused)
 LAKE_REFUSED = "LakeRefused"
 WORK_PENDING = "WorkPending"
@@ -43,11 +45,14 @@ def metric_name(count: str) -> str:
 
 
 def emit_pass(metrics: Metrics, lake: str, report: maintenance.PassReport) -> None:
-    """A pass that reported: ``PassFailed`` when a step failed or it lost its lease."""
+    """A pass that reported: ``PassFailed`` when a step failed or it lost its
+    lease, ``PassPartial`` when it ended partial."""
     metrics.add_dimension(name="Lake", value=lake)
     metrics.add_metric(name=PASS_RUNS, unit=MetricUnit.Count, value=1)
     metrics.add_metric(name=PASS_FAILED, unit=MetricUnit.Count, value=int(report.failed))
     metrics.add_metric(name=PASS_SKIPPED, unit=MetricUnit.Count, value=0)
+    partial = int(report.status == maintenance.PARTIAL)
+    metrics.add_metric(name=PASS_PARTIAL, unit=MetricUnit.Count, value=partial)
     metrics.add_metric(name=WORK_PENDING, unit=MetricUnit.Count, value=int(report.work_pending))
     metrics.add_metric(name=PASS_DURATION, unit=MetricUnit.Seconds, value=report.seconds)
     metrics.add_metric(name=RSS_HIGH_WATER, unit=MetricUnit.Megabytes, value=report.rss_hwm_mb)

@@ -113,6 +113,13 @@ class NotFoundError(SlatelakeError):
     retryable = False
 
 
+class HeldSnapshotError(SlatelakeError):
+    """A commit would expire a snapshot that a retention hold protects; nothing
+    was committed. Leave the snapshot out, or remove the hold first."""
+
+    retryable = False
+
+
 class UnsupportedError(SlatelakeError):
     """The request is valid but this build cannot serve it."""
 

@@ -43,11 +43,13 @@ def print_report(report, as_json: bool) -> None:  # noqa: ANN001
         print(json.dumps(report.to_dict()))
         return
     print(
-        f"pass {report.trigger} started_at={report.started_at} "
+        f"pass {report.trigger} {report.status} started_at={report.started_at} "
         f"work_pending={str(report.work_pending).lower()}"
     )
     for step in report.steps:
         print(f"  {step.step:<22} {step.status:<8} {step.detail}")
+    if report.partial_reason:
+        print(f"partial: {report.partial_reason}")
 
 
 def print_table(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:

@@ -13,7 +13,7 @@ next statement, or refused. See docs/architecture.md, "Concurrent writers".
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from contextlib import suppress
 from dataclasses import replace
 from typing import TYPE_CHECKING
@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 import duckdb
 
 from slatelake.catalog.commit_lock import LOCK_KEY, CommitLock
+from slatelake.catalog.holds import HOLDS_KEY, held_snapshots
 from slatelake.catalog.lake import Lake
 from slatelake.ducklake import indexes
 from slatelake.ducklake import statements as stmt
@@ -29,7 +30,7 @@ from slatelake.ducklake.capture import Capture, Captured
 from slatelake.ducklake.refused_commit import remove_new_files, unsafe_rebase
 from slatelake.ducklake.sql import ident
 from slatelake.ducklake.write_log import WriteLog
-from slatelake.errors import ConflictError, ReadOnlyError
+from slatelake.errors import ConflictError, HeldSnapshotError, ReadOnlyError
 from slatelake.log.changeset import ChangeSet
 from slatelake.log.committer import Committed
 
@@ -220,6 +221,7 @@ class CommitFlow:
                 return
             if self._lock.held and (why := unsafe_rebase(captured.changes_made, self._rebased)):
                 raise ConflictError(why)
+            self._refuse_expiring_held(captured)
             # the data's change set, plus its index entries and cascaded ends
             cs = indexes.index_writes(self, captured)
             if self._lock.held:
@@ -237,6 +239,90 @@ class CommitFlow:
         self.capture.landed(captured, self.state.last_seq)
         if self.verify:
             self.capture.verify(self.state)
+
+    def _refuse_expiring_held(self, captured: Captured) -> None:
+        """A commit that ends a snapshot a retention hold protects is refused,
+        whoever runs it (a pass, or a direct DuckLake call). Holds change only
+        under the commit lock, which this commit holds (or, with the lock
+        free, the slot's base check refuses a commit racing one)."""
+        changes = captured.changes
+        gone = {row[0] for row in changes.deleted.get("ducklake_snapshot", ())} - {
+            row[0] for row in changes.inserted.get("ducklake_snapshot", ())
+        }
+        if not gone:
+            return
+        held = held_snapshots(self.lake.read_sys(self.state, HOLDS_KEY))
+        hit = sorted(gone & held.keys())
+        if hit:
+            names = "; ".join(f"snapshot {s} by {', '.join(map(repr, held[s]))}" for s in hit)
+            raise HeldSnapshotError(
+                f"this commit would expire snapshots that retention holds protect ({names}); "
+                "nothing was committed: leave them out, or remove the holds first "
+                "(slatelake unprotect LAKE NAME)"
+            )
+
+    def commit_under_lock(self, build: Callable[[], ChangeSet | None]) -> Committed | None:
+        """Commit a head-preserving change set built at the head with the
+        commit lock held (``build`` reads what it needs there; None commits
+        nothing); the slot gives the lock back. Retention holds change this
+        way, so no DuckLake commit can land between a hold's check and its write."""
+        if self.read_only:
+            raise ReadOnlyError("this session is read-only; it writes no commit-log slot")
+        self._lock_at_head()
+        try:
+            cs = build()
+            if cs is None:
+                self._lock.release(self.state)
+                return None
+            cs = replace(cs, deletes=(*cs.deletes, LOCK_KEY))
+            committed = self._commit(
+                lambda: self.lake.commit_change_set(self.state, cs), in_duckdb=False
+            )
+        except BaseException:
+            if self._lock.held:
+                self._lock.release(self.state)
+            raise
+        self._lock.released()
+        return committed
+
+    def snapshots_present(self, ids: Iterable[int]) -> set[int]:
+        """Which of ``ids`` are snapshots in DuckLake's copy of the catalog (at
+        the head inside ``commit_under_lock``'s build)."""
+        wanted = sorted({int(i) for i in ids})
+        if not wanted:
+            return set()
+        rows = self._aux.execute(
+            f"SELECT snapshot_id FROM {ident(META_DB)}.ducklake_snapshot "
+            "WHERE list_contains(?, snapshot_id)",
+            [wanted],
+        ).fetchall()
+        return {int(r[0]) for r in rows}
+
+    def held_files_scheduled(self, snapshot_ids: Iterable[int]) -> list[str]:
+        """Paths of files scheduled for deletion that one of ``snapshot_ids``
+        still references (a data or delete file live at that snapshot): none
+        in a sound catalog; the cleanup fail-safe asks before deleting."""
+        held = sorted({int(i) for i in snapshot_ids})
+        if not held:
+            return []
+        rows = self._aux.execute(
+            f"""
+            WITH files AS (
+                SELECT data_file_id AS id, begin_snapshot, end_snapshot
+                FROM {ident(META_DB)}.ducklake_data_file
+                UNION ALL
+                SELECT delete_file_id, begin_snapshot, end_snapshot
+                FROM {ident(META_DB)}.ducklake_delete_file
+            )
+            SELECT DISTINCT s.path FROM {ident(META_DB)}.ducklake_files_scheduled_for_deletion s
+            JOIN files f ON f.id = s.data_file_id, unnest(?::BIGINT[]) h(snapshot_id)
+            WHERE f.begin_snapshot <= h.snapshot_id
+              AND (f.end_snapshot IS NULL OR f.end_snapshot > h.snapshot_id)
+            ORDER BY 1
+            """,
+            [held],
+        ).fetchall()
+        return [str(r[0]) for r in rows]
 
     def catalog_changed(self) -> None:
         """The state moved in a way DuckDB's copy must see (an index took a

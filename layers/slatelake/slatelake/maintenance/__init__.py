@@ -2,7 +2,8 @@
 
 ``slatelake.maintenance.run(lake, options)`` runs one pass; ``status``,
 ``census``, ``compact_store``, ``pass_lease`` and ``break_lease`` are the
-other verbs (``api``). The CLI, the Lambda and ``session.maintenance()`` all
+other verbs (``api``), with retention holds (``protect``, ``unprotect``,
+``retention_holds``; ``holds``). The CLI, the Lambda and ``session.maintenance()`` all
 come through here. Inside: ``options`` binds the ``MAINTENANCE_*`` settings,
 ``runner`` orders the steps (1-6 call DuckLake, 7/7b/7c the catalog's sweep in
 ``sweep_steps``, 8 the store merge in ``store_step``), ``flight`` keeps one
@@ -10,6 +11,7 @@ pass per lake (a lock in the process, a lease in the bucket), ``report`` is
 what a pass says and the status window keeps.
 """
 
+from slatelake.catalog.holds import Hold
 from slatelake.durations import parse_duration
 from slatelake.errors import (
     AlreadyRunningError,
@@ -26,10 +28,14 @@ from slatelake.maintenance.api import (
     compact_store,
     lake_exists,
     pass_lease,
+    protect,
+    retention_holds,
     run,
     status,
+    unprotect,
 )
 from slatelake.maintenance.flight import BreakResult, LeaseRecord
+from slatelake.maintenance.holds import HoldChange, check_snapshot_id
 from slatelake.maintenance.options import (
     ALIAS_PREFIX,
     PREFIX,
@@ -38,7 +44,16 @@ from slatelake.maintenance.options import (
     parse_bool,
     value_text,
 )
-from slatelake.maintenance.report import FAILED, RAN, SKIPPED, PassReport, StatusWindow, StepReport
+from slatelake.maintenance.report import (
+    FAILED,
+    PARTIAL,
+    RAN,
+    SKIPPED,
+    SUCCEEDED,
+    PassReport,
+    StatusWindow,
+    StepReport,
+)
 from slatelake.store.census import StoreCensus
 from slatelake.store.db import deadline as store_deadline
 from slatelake.store.keys import Subspace
@@ -50,8 +65,10 @@ SUBSPACES = tuple(s.label for s in Subspace)
 
 __all__ = [
     "FAILED",
+    "PARTIAL",
     "RAN",
     "SKIPPED",
+    "SUCCEEDED",
     "ALIAS_PREFIX",
     "PREFIX",
     "SUBSPACES",
@@ -59,6 +76,8 @@ __all__ = [
     "AlreadyRunningError",
     "BreakResult",
     "CompactStoreReport",
+    "Hold",
+    "HoldChange",
     "LeaseLiveError",
     "LeaseRecord",
     "MaintenanceConfigError",
@@ -73,14 +92,18 @@ __all__ = [
     "canonical_data_path",
     "canonical_lake",
     "census",
+    "check_snapshot_id",
     "compact_store",
     "lake_exists",
     "parse_bool",
     "parse_duration",
     "pass_lease",
+    "protect",
+    "retention_holds",
     "run",
     "show_input",
     "status",
     "store_deadline",
+    "unprotect",
     "value_text",
 ]

@@ -3,7 +3,8 @@
 Four verbs with typed results: ``run`` one pass (PassReport), read its
 ``status`` window (StatusWindow), take the store's ``census`` (StoreCensus),
 ``compact_store`` (CompactStoreReport); plus the pass lease (``pass_lease``)
-and ``break_lease``. Each checks its inputs before it touches the lake:
+and ``break_lease``, and retention holds (``protect``, ``unprotect``,
+``retention_holds``). Each checks its inputs before it touches the lake:
 options bind against the pinned DuckLake extension before a session opens,
 so a refused option leaves nothing behind. ``status`` reads one sys record
 and loads no catalog; ``census`` and ``compact_store`` open no DuckDB.
@@ -15,13 +16,15 @@ import logging
 import threading
 from collections.abc import Callable, Mapping
 
+from slatelake.catalog.holds import Hold
 from slatelake.catalog.lake import Lake
 from slatelake.ducklake.guard import data_location
 from slatelake.ducklake.session import Session
 from slatelake.errors import MergeIncompleteError, MisconfigurationError, NotFoundError
-from slatelake.maintenance import flight
+from slatelake.maintenance import flight, holds
 from slatelake.maintenance import report as rpt
 from slatelake.maintenance.flight import BreakResult, LeaseRecord, PassLease
+from slatelake.maintenance.holds import HoldChange
 from slatelake.maintenance.options import MaintenanceOptions, bind
 from slatelake.maintenance.progress import Sink
 from slatelake.maintenance.report import PassReport, StatusWindow
@@ -128,6 +131,47 @@ def compact_store(
     return report
 
 
+def protect(
+    lake: str | Session,
+    snapshot_id: object,
+    name: object,
+    *,
+    note: object = None,
+    by: str | None = None,
+) -> HoldChange:
+    """Place a retention hold: expiry keeps ``snapshot_id`` until the hold
+    ``name`` is removed. Protecting the same snapshot under the same name
+    again changes nothing (``changed`` is False)."""
+    if isinstance(lake, Session):
+        return holds.protect(lake, snapshot_id, name, note=note, by=by)
+    _require_lake(lake)
+    with Session(lake) as session:
+        return holds.protect(session, snapshot_id, name, note=note, by=by)
+
+
+def unprotect(lake: str | Session, name: object) -> HoldChange:
+    """Remove the retention hold ``name``; NotFoundError when there is none."""
+    if isinstance(lake, Session):
+        return holds.unprotect(lake, name)
+    _require_lake(lake)
+    with Session(lake) as session:
+        return holds.unprotect(session, name)
+
+
+def retention_holds(lake: Target) -> list[Hold]:
+    """The retention holds, by name, from one sys record at the log's head
+    (read-only; no catalog is loaded)."""
+    _require_lake(lake)
+    with Lake.open(location_of(lake).url, read_only=True) as handle:
+        return holds.holds_at_head(handle)
+
+
+def _require_lake(lake: Target) -> None:
+    location = location_of(lake)
+    if not store_exists(location):
+        raise NotFoundError(f"no slatelake lake at {location.url}; check the URL")
+
+
 def canonical_lake(url: str) -> str:
     """A lake URL as slatelake spells it (``..``, slashes and case normalized),
     so two spellings of one place compare equal; MisconfigurationError names
@@ -149,10 +193,8 @@ def break_lease(lake: Target) -> BreakResult:
     """End a pass lease whose owner stopped beating (a killed pass), so the
     next pass need not wait out its TTL; LeaseLiveError when its heartbeat is
     fresh (the owner is alive)."""
-    location = location_of(lake)
-    if not store_exists(location):
-        raise NotFoundError(f"no slatelake lake at {location.url}; check the URL")
-    return flight.break_lease(location)
+    _require_lake(lake)
+    return flight.break_lease(location_of(lake))
 
 
 def pass_lease(lake: Target) -> LeaseRecord | None:

@@ -7,7 +7,9 @@ against, and one row per step in the RFC's order, each ``ran``, ``skipped``
 or ``failed`` with a ``detail`` saying what happened or why not, its
 ``counts`` and ``seconds``, and ``dry_run`` when it only said what it would
 do; ``lease_lost`` says why a pass stopped when
-another process took its lease (such a pass records nothing).
+another process took its lease (such a pass records nothing). ``status``
+sums it up: ``failed``, ``partial`` (``partial_reason``: the retention
+fail-safe skipped deletion; or work is pending) or ``succeeded``.
 The window keeps the last 16 passes in ``sys/maintenance_status``. A window
 that does not decode is never fatal: reading it salvages the well-formed
 records and says what was dropped, and the next pass rewrites it.
@@ -28,6 +30,8 @@ from slatelake.store.keys import Subspace, encode_key
 log = logging.getLogger("slatelake.maintenance")
 
 RAN, SKIPPED, FAILED = "ran", "skipped", "failed"
+# A pass as a whole (PassReport.status)
+SUCCEEDED, PARTIAL, FAILED_PASS = "succeeded", "partial", "failed"
 WINDOW = 16
 STATUS_KEY = encode_key(Subspace.SYS, 0x04)
 _STATUS_KIND = 0x04
@@ -59,6 +63,9 @@ class PassReport:
     head_batch_seq: int | None = None
     # Why the pass stopped early: another process took its maintenance lease.
     lease_lost: str | None = None
+    # Why the pass is partial though no step failed (the retention fail-safe
+    # skipped the deleting steps).
+    partial_reason: str | None = None
 
     def add(
         self,
@@ -80,8 +87,19 @@ class PassReport:
         """A step failed, or the pass lost its lease before it finished."""
         return self.lease_lost is not None or any(s.status == FAILED for s in self.steps)
 
+    @property
+    def status(self) -> str:
+        """``failed`` (a step failed or the lease was lost), ``partial`` (the
+        fail-safe skipped deletion, or work is left for the next pass), else
+        ``succeeded``."""
+        if self.failed:
+            return FAILED_PASS
+        if self.partial_reason is not None or self.work_pending:
+            return PARTIAL
+        return SUCCEEDED
+
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {"status": self.status, **asdict(self)}
 
     @classmethod
     def from_dict(cls, doc: dict[str, Any]) -> PassReport:
@@ -94,6 +112,7 @@ class PassReport:
             head_snapshot_id=doc.get("head_snapshot_id"),
             head_batch_seq=doc.get("head_batch_seq"),
             lease_lost=doc.get("lease_lost"),
+            partial_reason=doc.get("partial_reason"),
             steps=[
                 StepReport(
                     s["step"],

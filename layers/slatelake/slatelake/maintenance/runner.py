@@ -30,10 +30,12 @@ from slatelake.errors import (
     ConflictError,
     MisconfigurationError,
     ReadOnlyError,
+    SlatelakeError,
     StepFailed,
     retry,
 )
 from slatelake.log.changeset import ChangeSet
+from slatelake.maintenance import holds
 from slatelake.maintenance import report as rpt
 from slatelake.maintenance.flight import PassLease, process_lock
 from slatelake.maintenance.options import DUCKLAKE_STEPS, MaintenanceOptions
@@ -45,6 +47,7 @@ from slatelake.maintenance.sweep_steps import run_sweep_steps
 
 log = logging.getLogger("slatelake.maintenance")
 STATUS_ATTEMPTS = 3
+CLEANUP_STEPS = ("cleanup_old_files", "delete_orphaned_files")
 
 
 def run_pass(
@@ -126,6 +129,7 @@ class _Pass:
         self.lease = lease
         self.report = PassReport(trigger=trigger)
         self.steps = Steps(session, stop, self.progress, self._out_of_time)
+        self._blocked: tuple[str | None] | None = None  # the fail-safe's answer, once asked
 
     def _out_of_time(self) -> str | None:
         """Checked at every step, table and batch boundary."""
@@ -156,7 +160,11 @@ class _Pass:
                 report.add(step, SKIPPED, f"not attempted: {reason}; left for the next pass")
                 report.work_pending = True
                 continue
-            if step in ("cleanup_old_files", "delete_orphaned_files") and deferred:
+            if step in CLEANUP_STEPS and (blocked := self._cleanup_blocked()) is not None:
+                report.add(step, SKIPPED, f"retention fail-safe: {blocked}")
+                report.partial_reason = f"{step} skipped by the retention fail-safe: {blocked}"
+                continue
+            if step in CLEANUP_STEPS and deferred:
                 names = ", ".join(f"{s}.{t}" for s, t in sorted(deferred))
                 report.add(step, SKIPPED, f"waits for a complete pass; deferred tables: {names}")
                 report.work_pending = True
@@ -195,6 +203,17 @@ class _Pass:
             return report
         record_pass(self.session, report)
         return report
+
+    def _cleanup_blocked(self) -> str | None:
+        """The retention fail-safe, asked once per pass before the first
+        deleting step; holds that cannot be read block deletion too."""
+        if self._blocked is None:
+            try:
+                self.session.refresh()
+                self._blocked = (holds.cleanup_blocked(self.session),)
+            except SlatelakeError as exc:
+                self._blocked = (f"the retention holds could not be checked ({exc})",)
+        return self._blocked[0]
 
     def _run_step(self, step: str, deferred: set[TableName]) -> StepOutcome:
         cfg = self.options.steps[step]

@@ -26,7 +26,15 @@ import duckdb
 
 from slatelake.ducklake.session import Session
 from slatelake.ducklake.sql import ident, literal
-from slatelake.errors import Backoff, ConflictError, OperationLimitError, StepFailed, retry
+from slatelake.errors import (
+    Backoff,
+    ConflictError,
+    HeldSnapshotError,
+    OperationLimitError,
+    StepFailed,
+    retry,
+)
+from slatelake.maintenance import holds
 from slatelake.maintenance.options import Instant, Interval, StepConfig, Value, Versions
 
 T = TypeVar("T")
@@ -136,33 +144,38 @@ class Steps:
 
     # -- the steps -------------------------------------------------------------
     def expire_snapshots(self, cfg: StepConfig) -> StepOutcome:
+        """Expire what the options select less what retention holds keep
+        (DuckLake always keeps the newest snapshot itself)."""
         args = dict(cfg.params)
         column = ("snapshot_id",)
+        self.session.refresh()
+        held = holds.held(self.session)
         if args.get("dry_run") is True:
             rows = self.with_retry(
                 "expire_snapshots", lambda: self.call("expire_snapshots", column, args)
             )
-            return StepOutcome(f"would expire {len(rows)} snapshots (dry run)", dry_run=True)
-        if "versions" in args:
-            rows = self.with_retry(
-                "expire_snapshots", lambda: self.call("expire_snapshots", column, args)
-            )
+            kept = sum(1 for r in rows if r[0] in held)
             return StepOutcome(
-                f"expired {len(rows)} snapshots", counts={"snapshots_expired": len(rows)}
+                f"would expire {len(rows) - kept} snapshots{_kept(kept)} (dry run)", dry_run=True
             )
-        selected = sorted(
-            r[0] for r in self.call("expire_snapshots", column, {**args, "dry_run": True})
-        )
-        done = batches = 0
+        if "versions" in args:
+            chosen = list(args.pop("versions").ids)
+        else:
+            chosen = [
+                r[0] for r in self.call("expire_snapshots", column, {**args, "dry_run": True})
+            ]
+        selected = sorted(i for i in chosen if i not in held)
+        kept = len(chosen) - len(selected)
+        done = batches = races = 0
         size = EXPIRE_BATCH
         while done < len(selected):
             reason = self.out_of_time()
             if reason is not None:
                 return StepOutcome(
                     f"expired {done} of {len(selected)} snapshots in {batches} "
-                    f"batches; stopped: {reason}",
+                    f"batches{_kept(kept)}; stopped: {reason}",
                     pending=True,
-                    counts={"snapshots_expired": done},
+                    counts={"snapshots_expired": done, "snapshots_kept_by_holds": kept},
                 )
             batch = selected[done : done + size]
             versions = {"versions": Versions(tuple(batch))}
@@ -171,6 +184,18 @@ class Steps:
                     "expire_snapshots",
                     lambda v=versions: self.call("expire_snapshots", column, v),
                 )
+            except HeldSnapshotError:
+                # a hold landed after this pass read them: read them again
+                races += 1
+                if races >= RETRY_ATTEMPTS:
+                    raise
+                self.session.refresh()
+                held = holds.held(self.session)
+                rest = [i for i in selected[done:] if i not in held]
+                kept += len(selected) - done - len(rest)
+                selected = selected[:done] + rest
+                self.log("expire_snapshots: a retention hold was placed meanwhile; re-selecting")
+                continue
             except OperationLimitError as exc:
                 if len(batch) == 1:
                     raise StepFailed(
@@ -189,7 +214,8 @@ class Steps:
                 f"expire_snapshots: batch {batches} expired {len(batch)} ({done}/{len(selected)})"
             )
         return StepOutcome(
-            f"expired {done} snapshots in {batches} batches", counts={"snapshots_expired": done}
+            f"expired {done} snapshots in {batches} batches{_kept(kept)}",
+            counts={"snapshots_expired": done, "snapshots_kept_by_holds": kept},
         )
 
     def flush_inlined_data(self, cfg: StepConfig, skip: set[TableName]) -> StepOutcome:
@@ -295,3 +321,7 @@ class Steps:
         return StepOutcome(
             f"{detail}; deferred after 3 conflicts: {names}", pending=True, failed_tables=failed
         )
+
+
+def _kept(count: int) -> str:
+    return f"; {count} kept by retention holds" if count else ""
