@@ -99,7 +99,6 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("slatelake/ducklake/catalog_db.py", "lists"): "ident() + registry/DuckDB types",
     ("slatelake/ducklake/catalog_db.py", "match"): "ident() + int() pieces",
     ("slatelake/ducklake/catalog_db.py", "exprs"): "ident() per column",
-    ("slatelake/ducklake/catalog_db.py", "cols"): "ident() per column",
     ("slatelake/ducklake/catalog_db.py", "table"): "ident() parts",
     ("slatelake/ducklake/capture.py", "source"): "ident() of a database name",
     ("slatelake/ducklake/capture.py", "cols"): "select_list(): ident() per column",

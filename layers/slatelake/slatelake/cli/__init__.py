@@ -18,7 +18,18 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from slatelake import FencedError, SlatelakeError
-from slatelake.cli import holds, image, index, lake, lease, maintain, store, transfer
+from slatelake.cli import (
+    health,
+    holds,
+    image,
+    index,
+    lake,
+    lease,
+    maintain,
+    policy,
+    store,
+    transfer,
+)
 from slatelake.cli.common import EXIT_ERROR, EXIT_FENCED, EXIT_USAGE
 from slatelake.cli.lease import EXIT_LEASE_LIVE
 from slatelake.cli.maintain import EXIT_STEP_FAILED
@@ -43,7 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
         "credentials and AWS_ENDPOINT_URL from the environment).",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (lake, maintain, holds, store, index, lease, image, transfer):
+    for module in (lake, maintain, policy, holds, store, index, lease, image, transfer, health):
         module.register(sub)
     return parser
 

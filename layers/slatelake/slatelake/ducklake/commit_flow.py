@@ -298,6 +298,35 @@ class CommitFlow:
         ).fetchall()
         return {int(r[0]) for r in rows}
 
+    def catalog_has(self, schema: str, table: str | None = None) -> bool:
+        """Whether the live catalog (DuckLake's copy) has the schema, or the
+        table in it."""
+        if table is None:
+            sql = (
+                f"SELECT count(*) FROM {ident(META_DB)}.ducklake_schema "
+                "WHERE schema_name = ? AND end_snapshot IS NULL"
+            )
+            params: list[str] = [schema]
+        else:
+            sql = (
+                f"SELECT count(*) FROM {ident(META_DB)}.ducklake_table t "
+                f"JOIN {ident(META_DB)}.ducklake_schema s USING (schema_id) "
+                "WHERE s.schema_name = ? AND t.table_name = ? "
+                "AND t.end_snapshot IS NULL AND s.end_snapshot IS NULL"
+            )
+            params = [schema, table]
+        return bool(self._aux.execute(sql, params).fetchone()[0])
+
+    def live_tables(self) -> list[tuple[str, str]]:
+        """(schema, table) of every live table, from DuckLake's copy of the
+        catalog (no per-table work, unlike ``duckdb_tables()``)."""
+        rows = self._aux.execute(
+            f"SELECT s.schema_name, t.table_name FROM {ident(META_DB)}.ducklake_table t "
+            f"JOIN {ident(META_DB)}.ducklake_schema s USING (schema_id) "
+            "WHERE t.end_snapshot IS NULL AND s.end_snapshot IS NULL ORDER BY 1, 2"
+        ).fetchall()
+        return [(str(a), str(b)) for a, b in rows]
+
     def held_files_scheduled(self, snapshot_ids: Iterable[int]) -> list[str]:
         """Paths of files scheduled for deletion that one of ``snapshot_ids``
         still references (a data or delete file live at that snapshot): none

@@ -21,6 +21,7 @@ from slatelake.errors import (
 )
 from slatelake.maintenance.api import (
     TRIGGERS,
+    PolicyView,
     break_lease,
     canonical_data_path,
     canonical_lake,
@@ -28,13 +29,17 @@ from slatelake.maintenance.api import (
     compact_store,
     lake_exists,
     pass_lease,
+    policies,
     protect,
     retention_holds,
     run,
+    set_policy,
     status,
     unprotect,
+    unset_policy,
 )
 from slatelake.maintenance.flight import BreakResult, LeaseRecord
+from slatelake.maintenance.health import HealthPolicy, LakeHealth, TableHealth, health
 from slatelake.maintenance.holds import HoldChange, check_snapshot_id
 from slatelake.maintenance.options import (
     ALIAS_PREFIX,
@@ -44,6 +49,8 @@ from slatelake.maintenance.options import (
     parse_bool,
     value_text,
 )
+from slatelake.maintenance.policy import FIELDS as POLICY_FIELDS
+from slatelake.maintenance.policy import Policy, PolicyRow
 from slatelake.maintenance.report import (
     FAILED,
     PARTIAL,
@@ -64,6 +71,13 @@ from slatelake.store.merge import CompactStoreReport
 SUBSPACES = tuple(s.label for s in Subspace)
 
 __all__ = [
+    "unset_policy",
+    "set_policy",
+    "policies",
+    "PolicyView",
+    "PolicyRow",
+    "Policy",
+    "POLICY_FIELDS",
     "FAILED",
     "PARTIAL",
     "RAN",
@@ -76,6 +90,8 @@ __all__ = [
     "AlreadyRunningError",
     "BreakResult",
     "CompactStoreReport",
+    "HealthPolicy",
+    "LakeHealth",
     "Hold",
     "HoldChange",
     "LeaseLiveError",
@@ -87,6 +103,7 @@ __all__ = [
     "StatusWindow",
     "StepReport",
     "StoreCensus",
+    "TableHealth",
     "bind",
     "break_lease",
     "canonical_data_path",
@@ -94,6 +111,7 @@ __all__ = [
     "census",
     "check_snapshot_id",
     "compact_store",
+    "health",
     "lake_exists",
     "parse_bool",
     "parse_duration",

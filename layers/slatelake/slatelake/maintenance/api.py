@@ -14,18 +14,22 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
 
 from slatelake.catalog.holds import Hold
 from slatelake.catalog.lake import Lake
 from slatelake.ducklake.guard import data_location
 from slatelake.ducklake.session import Session
 from slatelake.errors import MergeIncompleteError, MisconfigurationError, NotFoundError
-from slatelake.maintenance import flight, holds
+from slatelake.maintenance import flight, holds, policy
 from slatelake.maintenance import report as rpt
 from slatelake.maintenance.flight import BreakResult, LeaseRecord, PassLease
 from slatelake.maintenance.holds import HoldChange
 from slatelake.maintenance.options import MaintenanceOptions, bind
+from slatelake.maintenance.policy import Policy, PolicyRow
 from slatelake.maintenance.progress import Sink
 from slatelake.maintenance.report import PassReport, StatusWindow
 from slatelake.maintenance.runner import run_pass
@@ -142,19 +146,13 @@ def protect(
     """Place a retention hold: expiry keeps ``snapshot_id`` until the hold
     ``name`` is removed. Protecting the same snapshot under the same name
     again changes nothing (``changed`` is False)."""
-    if isinstance(lake, Session):
-        return holds.protect(lake, snapshot_id, name, note=note, by=by)
-    _require_lake(lake)
-    with Session(lake) as session:
+    with _session(lake) as session:
         return holds.protect(session, snapshot_id, name, note=note, by=by)
 
 
 def unprotect(lake: str | Session, name: object) -> HoldChange:
     """Remove the retention hold ``name``; NotFoundError when there is none."""
-    if isinstance(lake, Session):
-        return holds.unprotect(lake, name)
-    _require_lake(lake)
-    with Session(lake) as session:
+    with _session(lake) as session:
         return holds.unprotect(session, name)
 
 
@@ -164,6 +162,78 @@ def retention_holds(lake: Target) -> list[Hold]:
     _require_lake(lake)
     with Lake.open(location_of(lake).url, read_only=True) as handle:
         return holds.holds_at_head(handle)
+
+
+@dataclass(frozen=True)
+class PolicyView:
+    """A lake's policy rows as stored and what they resolve to: the lake's
+    policy and each live table's, field by field with where each came from."""
+
+    rows: list[PolicyRow]
+    lake: Policy
+    tables: dict[tuple[str, str], Policy]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "enabled": bool(self.lake["enabled"]),
+            "rows": [r.to_dict() for r in self.rows],
+            "lake": self.lake.to_dict(),
+            "tables": [
+                {"schema": s, "table": t, "policy": p.to_dict()}
+                for (s, t), p in sorted(self.tables.items())
+            ],
+        }
+
+
+def set_policy(
+    lake: str | Session,
+    fields: Mapping[str, object],
+    *,
+    schema: str | None = None,
+    table: str | None = None,
+    by: str | None = None,
+) -> PolicyRow:
+    """Set policy ``fields`` for the lake, a schema or a table (``table`` may
+    be ``schema.table``; a bare name means schema ``main``)."""
+    scope = policy.Scope.of(schema, table)
+    policy.parse_fields(fields)  # refused before the lake is opened
+    with _session(lake) as session:
+        return policy.set_fields(session, scope, fields, by)
+
+
+def unset_policy(
+    lake: str | Session,
+    fields: Iterable[str] | None = None,
+    *,
+    schema: str | None = None,
+    table: str | None = None,
+    by: str | None = None,
+) -> PolicyRow:
+    """Unset ``fields`` (None: every field) at a scope, so they fall through
+    to the wider scope or the defaults again."""
+    scope = policy.Scope.of(schema, table)
+    with _session(lake) as session:
+        return policy.unset_fields(session, scope, fields, by)
+
+
+def policies(lake: str | Session) -> PolicyView:
+    """The policy rows and their resolution for the lake and every live table."""
+    with _session(lake, read_only=True) as session:
+        session.refresh()
+        rows = policy.decode_rows(session.lake.read_sys(session.state, policy.POLICY_KEY))
+        tables = {t: policy.resolve(rows, *t) for t in session.live_tables()}
+        return PolicyView(rows, policy.resolve(rows), tables)
+
+
+@contextmanager
+def _session(lake: str | Session, read_only: bool = False) -> Iterator[Session]:
+    """The caller's session as is, or one opened on an existing lake and closed after."""
+    if isinstance(lake, Session):
+        yield lake
+        return
+    _require_lake(lake)
+    with Session(lake, read_only=read_only) as session:
+        yield session
 
 
 def _require_lake(lake: Target) -> None:

@@ -118,6 +118,9 @@ Value = bool | int | float | Interval | Instant | Versions
 class StepConfig:
     enabled: bool = False
     params: dict[str, Value] = field(default_factory=dict)
+    # MAINTENANCE_<STEP> as given (None: not given), so a lake policy's step
+    # can be switched off by an invocation, not only on.
+    switch: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -448,7 +451,7 @@ def parse_options(
                 f"{PREFIX}{step.upper()} is false but its parameter {given} is given; "
                 "drop the parameter or enable the step"
             )
-        steps[step] = StepConfig(bool(enabled) or bool(params), params)
+        steps[step] = StepConfig(bool(enabled) or bool(params), params, enabled)
     for step in ("cleanup_old_files", "delete_orphaned_files"):
         # DuckLake refuses both at the call ("either cleanup_all OR older_than").
         params = steps[step].params

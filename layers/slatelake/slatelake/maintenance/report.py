@@ -66,6 +66,9 @@ class PassReport:
     # Why the pass is partial though no step failed (the retention fail-safe
     # skipped the deleting steps).
     partial_reason: str | None = None
+    # The lake's maintenance policy the pass applied, field by field as
+    # spelled (None: no enabled policy, the options alone).
+    policy: dict[str, str] | None = None
 
     def add(
         self,
@@ -113,6 +116,7 @@ class PassReport:
             head_batch_seq=doc.get("head_batch_seq"),
             lease_lost=doc.get("lease_lost"),
             partial_reason=doc.get("partial_reason"),
+            policy=doc.get("policy"),
             steps=[
                 StepReport(
                     s["step"],

@@ -39,6 +39,8 @@ from slatelake.maintenance import holds
 from slatelake.maintenance import report as rpt
 from slatelake.maintenance.flight import PassLease, process_lock
 from slatelake.maintenance.options import DUCKLAKE_STEPS, MaintenanceOptions
+from slatelake.maintenance.policy import POLICY_KEY, decode_rows, lake_enabled
+from slatelake.maintenance.policy_plan import describe, plan
 from slatelake.maintenance.progress import Progress, Sink
 from slatelake.maintenance.report import FAILED, RAN, SKIPPED, PassReport
 from slatelake.maintenance.steps import StepOutcome, Steps, TableName
@@ -141,12 +143,28 @@ class _Pass:
             return "the invocation deadline is near"
         return None
 
+    def _apply_policy(self) -> None:
+        """The lake's maintenance policy under the invocation's options
+        (policy_plan.py); a lake without an enabled policy runs them alone."""
+        self.session.refresh()
+        rows = decode_rows(self.session.lake.read_sys(self.session.state, POLICY_KEY))
+        if not lake_enabled(rows):
+            return
+        planned = plan(rows, self.options, self.steps.tables())
+        self.options = planned.options
+        self.steps.per_table = planned.per_table
+        if planned.policy is not None:
+            self.report.policy = describe(planned.policy)
+            shown = ", ".join(f"{k}={v}" for k, v in self.report.policy.items())
+            self.progress(f"lake policy applies: {shown}")
+
     def run(self) -> PassReport:
         failed: str | None = None
         deferred: set[TableName] = set()
         report = self.report
         t_pass = time.monotonic()
         self.progress(f"pass start ({report.trigger})")
+        self._apply_policy()
         for step in DUCKLAKE_STEPS:
             cfg = self.options.steps[step]
             if not cfg.enabled:

@@ -77,6 +77,8 @@ class Steps:
         self.log = log
         self.out_of_time = out_of_time or (lambda: "shutdown requested" if stop.is_set() else None)
         self.lake = session.alias
+        # step -> table -> its own configuration (a lake policy that differs by table)
+        self.per_table: dict[str, dict[TableName, StepConfig]] = {}
 
     # -- plumbing ------------------------------------------------------------
     @staticmethod
@@ -223,7 +225,7 @@ class Steps:
         inlined rows by range deletes, one change-set operation per inlined
         table whatever its row count, so a flush never outgrows the cap."""
         flushed, failed = 0, []
-        tables = [t for t in self.tables() if t not in skip]
+        tables = self._tables_for("flush_inlined_data", skip)
         for n, table in enumerate(tables):
             if (stopped := self._stopped("flush_inlined_data", n, tables)) is not None:
                 return StepOutcome(
@@ -258,7 +260,8 @@ class Steps:
         args = dict(cfg.params)
         cols = ("files_processed", "files_created")
         capped = "max_compacted_files" in args
-        if not per_table:
+        own = self.per_table.get(step)
+        if not per_table and not own:
             rows = self.with_retry(step, lambda: self.call(step, cols, args))
             processed = sum(int(r[0]) for r in rows)
             created = sum(int(r[1]) for r in rows)
@@ -269,7 +272,7 @@ class Steps:
             )
         processed = created = 0
         failed: list[TableName] = []
-        tables = [t for t in self.tables() if t not in skip]
+        tables = self._tables_for(step, skip)
         for n, table in enumerate(tables):
             if (stopped := self._stopped(step, n, tables)) is not None:
                 return StepOutcome(
@@ -281,8 +284,11 @@ class Steps:
                 )
             self.log(f"{step}: {table[0]}.{table[1]}")
             try:
+                mine = dict(own[table].params) if own else args
+                capped = capped or "max_compacted_files" in mine
                 rows = self.with_retry(
-                    f"{step} {table[1]}", lambda t=table: self.call(step, cols, args, scope=t)
+                    f"{step} {table[1]}",
+                    lambda t=table, a=mine: self.call(step, cols, a, scope=t),
                 )
             except Exception as exc:
                 if not is_conflict(exc):
@@ -304,6 +310,18 @@ class Steps:
         if cfg.params.get("dry_run") is True:
             return StepOutcome(f"would delete {len(rows)} files (dry run)", dry_run=True)
         return StepOutcome(f"deleted {len(rows)} files", counts={"files_deleted": len(rows)})
+
+    def _tables_for(self, step: str, skip: set[TableName]) -> list[TableName]:
+        """The tables a per-table step calls, less the deferred ones and, under
+        a policy that differs by table, those whose policy leaves it off."""
+        own = self.per_table.get(step)
+        tables = [t for t in self.tables() if t not in skip]
+        if not own:
+            return tables
+        off = [t for t in tables if t in own and not own[t].enabled]
+        if off:
+            self.log(f"{step}: off by policy for {', '.join(f'{s}.{t}' for s, t in off)}")
+        return [t for t in tables if t not in off]
 
     def _stopped(self, step: str, done: int, tables: list[TableName]) -> str | None:
         """Why the table loop stops before table ``done`` (None: go on)."""

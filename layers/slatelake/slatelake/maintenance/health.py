@@ -1,0 +1,516 @@
+"""Lake health from the catalog alone: what maintenance would find, before it runs.
+
+``health(lake)`` reads DuckLake's metadata tables in the session's metadata
+database (never a data file, never a listing of the data path) and reports,
+per live table, its data and delete files, small files, deleted rows and
+inlined rows waiting for a flush; lake-wide, its snapshots, the bytes only
+history keeps, the files already scheduled for deletion, and an estimate of
+what a pass with ``HealthPolicy`` (the seed's defaults) would do. It writes
+nothing, so a read-only session will do.
+
+The cost is at most four set-based queries whatever the number of tables:
+one lists the inlined tables that exist, one counts them all (a UNION ALL),
+one aggregates every table's files, one the lake-wide figures. Names found
+in the catalog reach SQL only through ``ident``; values are bound.
+
+What the catalog cannot say is said, not guessed: DuckLake drops a file's
+size when it schedules the file for deletion (expiry, or a delete file it
+replaces), so scheduled files are counted and their bytes are None. The
+target file size per table is DuckLake's own ``target_file_size`` option
+(table, then schema, then lake scope), else its built-in default; a DuckDB
+``SET ducklake_target_file_size`` on some other connection is invisible here.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field, fields
+from datetime import UTC, datetime
+from typing import Any
+
+import duckdb
+
+from slatelake.ducklake.commit_flow import META_DB
+from slatelake.ducklake.session import Session
+from slatelake.ducklake.sql import ident
+from slatelake.durations import parse_duration
+from slatelake.errors import MisconfigurationError, NotFoundError
+from slatelake.maintenance.holds import held
+from slatelake.store.db import store_exists
+from slatelake.store.location import LakeLocation
+
+# DuckLakeCatalog::DEFAULT_TARGET_FILE_SIZE (1 << 29 bytes, 512 MiB) in the
+# pinned extension (ducklake d8a1881e, src/include/storage/ducklake_catalog.hpp).
+DUCKLAKE_DEFAULT_TARGET_FILE_SIZE = 1 << 29
+DAY_S = 86400.0
+_LONGEST = 100 * 365 * DAY_S  # a retention past a century is a typo
+_INLINED_DELETE = re.compile(r"ducklake_inlined_delete_[0-9]+", re.ASCII)
+SCHEDULED_BYTES_NOTE = (
+    "bytes of files scheduled for deletion are unknown: DuckLake drops a file's "
+    "catalog row, and its size with it, when it schedules the file for deletion"
+)
+
+
+@dataclass(frozen=True)
+class HealthPolicy:
+    """The knobs an estimate depends on; defaults are the seed's. Durations are
+    seconds, or text in the duration grammar (``14d``, ``12h``, ``7 days``).
+    ``target_file_size`` None: DuckLake's own setting for each table, else
+    its default."""
+
+    retention: float = 7 * DAY_S
+    small_file_min_count: int = 12
+    rewrite_delete_threshold: float = 0.2
+    cleanup_grace: float = 1 * DAY_S
+    target_file_size: int | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("retention", "cleanup_grace"):
+            seconds = parse_duration(name, getattr(self, name), allow_zero=True, maximum=_LONGEST)
+            object.__setattr__(self, name, seconds)
+        count, share, size = (
+            self.small_file_min_count,
+            self.rewrite_delete_threshold,
+            self.target_file_size,
+        )
+        if not _whole(count):
+            raise MisconfigurationError(
+                f"small_file_min_count={count!r}: expected a whole number of files, 1 or more"
+            )
+        if isinstance(share, bool) or not isinstance(share, int | float) or not 0 <= share <= 1:
+            raise MisconfigurationError(
+                f"rewrite_delete_threshold={share!r}: expected a fraction from 0 to 1"
+            )
+        if size is not None and not _whole(size):
+            raise MisconfigurationError(
+                f"target_file_size={size!r}: expected a number of bytes, 1 or more (or None "
+                "for DuckLake's own setting)"
+            )
+
+
+def _whole(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+@dataclass(frozen=True)
+class TableHealth:
+    """One live table at the head. ``deleted_fraction``: deleted rows over the
+    rows of its live data files (None without any). The ``merge_*`` and
+    ``rewrite_*`` figures are what DuckLake's merge and rewrite would pick
+    under the policy: small files without deletes in groups of two or more
+    sharing schema version and partition; files whose deleted share reaches
+    the threshold, with the bytes their dead rows and delete files hold."""
+
+    schema: str
+    table: str
+    table_id: int
+    target_file_size: int
+    data_files: int
+    data_bytes: int
+    rows: int
+    small_files: int
+    avg_file_bytes: float | None
+    delete_files: int
+    delete_bytes: int
+    deleted_rows: int
+    deleted_fraction: float | None
+    inlined_rows: int
+    merge_candidate_files: int
+    merge_threshold_reached: bool
+    rewrite_files: int
+    rewrite_dead_bytes: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class ReclaimEstimate:
+    """What one pass under the policy would do, from the catalog. Expiry keeps
+    the head and every held snapshot, and schedules for deletion the files
+    only expired snapshots reference; cleanup deletes scheduled files older
+    than the grace, so what expiry schedules goes a pass ``cleanup_grace``
+    later. Merge and rewrite reclaim nothing at once: what they replace
+    becomes history."""
+
+    expire_snapshots: int
+    expire_kept_by_holds: int
+    expire_frees_files: int
+    expire_frees_bytes: int
+    cleanup_files: int
+    cleanup_bytes: int | None
+    flush_rows: int
+    merge_candidate_files: int
+    merge_threshold_tables: int
+    rewrite_files: int
+    rewrite_dead_bytes: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class LakeHealth:
+    """The lake at its head, at ``generated_at``. ``history_*``: data and
+    delete files no longer live but still referenced by retained snapshots.
+    ``scheduled_*``: expired, not yet deleted (bytes unknown: ``notes``)."""
+
+    lake: str
+    generated_at: str
+    head_snapshot: int | None
+    snapshots: int
+    oldest_snapshot_at: str | None
+    oldest_snapshot_age_s: float | None
+    history_files: int
+    history_bytes: int
+    scheduled_files: int
+    scheduled_bytes: int | None
+    policy: HealthPolicy
+    estimate: ReclaimEstimate
+    tables: tuple[TableHealth, ...] = ()
+    notes: tuple[str, ...] = field(default=())
+
+    def total(self, name: str) -> int:
+        """A TableHealth count summed over the live tables."""
+        return sum(getattr(t, name) for t in self.tables)
+
+    @property
+    def totals(self) -> dict[str, Any]:
+        """The live tables' counts summed, their averages, and the bytes the
+        catalog references (live plus history; scheduled files have no size)."""
+        out: dict[str, Any] = {"tables": len(self.tables)}
+        out.update((k, self.total(k)) for k in _TOTALS)
+        out["avg_file_bytes"] = _ratio(out["data_bytes"], out["data_files"])
+        out["deleted_fraction"] = _ratio(out["deleted_rows"], out["rows"])
+        out["live_bytes"] = out["data_bytes"] + out["delete_bytes"]
+        out["catalog_bytes"] = out["live_bytes"] + self.history_bytes
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: every field, with ``totals`` after the lake-wide figures."""
+        doc = {f.name: getattr(self, f.name) for f in fields(self)}
+        doc.update(
+            totals=self.totals,
+            policy=asdict(self.policy),
+            estimate=self.estimate.to_dict(),
+            tables=[t.to_dict() for t in self.tables],
+            notes=list(self.notes),
+        )
+        return doc
+
+
+_TOTALS = (
+    "data_files",
+    "data_bytes",
+    "rows",
+    "small_files",
+    "delete_files",
+    "delete_bytes",
+    "deleted_rows",
+    "inlined_rows",
+)
+
+
+def health(
+    lake: str | Session, policy: HealthPolicy | None = None, now: datetime | None = None
+) -> LakeHealth:
+    """The lake's health at its head. ``lake``: a URL (a read-only session is
+    opened and closed; NotFoundError names a URL with no lake) or an open
+    session, used as is (brought to the head first unless a transaction is
+    open). ``now`` (timezone-aware; default the clock) dates the ages and
+    the policy's windows."""
+    policy = policy or HealthPolicy()
+    if now is None:
+        now = datetime.now(UTC)
+    elif now.tzinfo is None or now.utcoffset() is None:
+        raise MisconfigurationError(f"now={now!r}: expected a timezone-aware datetime")
+    if isinstance(lake, Session):
+        return _health(lake, policy, now)
+    if not store_exists(LakeLocation.parse(lake)):
+        raise NotFoundError(f"no slatelake lake at {lake}; check the URL")
+    with Session(lake, read_only=True) as session:
+        return _health(session, policy, now)
+
+
+def _cursor(session: Session) -> duckdb.DuckDBPyConnection:
+    """A connection of its own on the session's DuckDB: the caller's pending
+    result and transaction stay untouched."""
+    return session.con.cursor()
+
+
+def _health(session: Session, policy: HealthPolicy, now: datetime) -> LakeHealth:
+    if not session.in_transaction:
+        session.refresh()
+    con = _cursor(session)
+    try:
+        inlined_rows, inlined_deletes = _inlined(con)
+        tables = _tables(con, policy, inlined_rows, inlined_deletes)
+        lake_row = _lake(con, policy, now, sorted(held(session)))
+    finally:
+        con.close()
+    head, snapshots, oldest_epoch, expire, kept_by_holds, hist_files, hist_bytes = lake_row[:7]
+    sched, sched_due, frees_files, frees_bytes = lake_row[7:]
+    estimate = ReclaimEstimate(
+        expire_snapshots=expire,
+        expire_kept_by_holds=kept_by_holds,
+        expire_frees_files=frees_files,
+        expire_frees_bytes=frees_bytes,
+        cleanup_files=sched_due,
+        cleanup_bytes=0 if sched_due == 0 else None,
+        flush_rows=sum(t.inlined_rows for t in tables),
+        merge_candidate_files=sum(t.merge_candidate_files for t in tables),
+        merge_threshold_tables=sum(1 for t in tables if t.merge_threshold_reached),
+        rewrite_files=sum(t.rewrite_files for t in tables),
+        rewrite_dead_bytes=sum(t.rewrite_dead_bytes for t in tables),
+    )
+    oldest = None if oldest_epoch is None else datetime.fromtimestamp(oldest_epoch, UTC)
+    return LakeHealth(
+        lake=session.url,
+        generated_at=now.astimezone(UTC).isoformat(),
+        head_snapshot=head,
+        snapshots=snapshots,
+        oldest_snapshot_at=None if oldest is None else oldest.isoformat(),
+        oldest_snapshot_age_s=None if oldest is None else (now - oldest).total_seconds(),
+        history_files=hist_files,
+        history_bytes=hist_bytes,
+        scheduled_files=sched,
+        scheduled_bytes=0 if sched == 0 else None,
+        policy=policy,
+        estimate=estimate,
+        tables=tuple(tables),
+        notes=(SCHEDULED_BYTES_NOTE,) if sched else (),
+    )
+
+
+def _inlined(con: duckdb.DuckDBPyConnection) -> tuple[dict[int, int], dict[int, int]]:
+    """Inlined rows waiting per table id, and inlined deletions per data file
+    id: one query lists the inlined tables that exist, one counts them all."""
+    listed = con.execute(
+        f"""
+        SELECT i.table_id, d.table_name
+        FROM duckdb_tables() d
+        LEFT JOIN {ident(META_DB)}.ducklake_inlined_data_tables i ON i.table_name = d.table_name
+        WHERE d.database_name = ? AND d.schema_name = 'main'
+          AND (i.table_id IS NOT NULL OR starts_with(d.table_name, 'ducklake_inlined_delete_'))
+        ORDER BY 2
+        """,
+        [META_DB],
+    ).fetchall()
+    parts = [
+        f"SELECT 0 AS kind, {int(tid)} AS id, count(*) AS n "
+        f"FROM {ident(META_DB)}.{ident(name)} WHERE end_snapshot IS NULL"
+        for tid, name in listed
+        if tid is not None
+    ] + [
+        f"SELECT 1 AS kind, file_id AS id, count(*) AS n "
+        f"FROM {ident(META_DB)}.{ident(name)} GROUP BY file_id"
+        for tid, name in listed
+        if tid is None and _INLINED_DELETE.fullmatch(name)
+    ]
+    rows: tuple[dict[int, int], dict[int, int]] = ({}, {})
+    if parts:
+        for kind, key, n in con.execute(" UNION ALL ".join(parts)).fetchall():
+            rows[kind][int(key)] = rows[kind].get(int(key), 0) + int(n)
+    return rows
+
+
+def _tables(
+    con: duckdb.DuckDBPyConnection,
+    policy: HealthPolicy,
+    inlined_rows: dict[int, int],
+    inlined_deletes: dict[int, int],
+) -> list[TableHealth]:
+    """Every live table's figures in one query (the inlined counts bound as
+    lists). Deleted rows of a data file are its live delete file's count plus
+    its inlined deletions, as DuckLake's rewrite counts them; merge
+    candidates mirror its merge's choice."""
+    sql = f"""
+    WITH live_tables AS (
+        SELECT t.table_id, t.schema_id, s.schema_name, t.table_name
+        FROM {ident(META_DB)}.ducklake_table t
+        JOIN {ident(META_DB)}.ducklake_schema s
+          ON s.schema_id = t.schema_id AND s.end_snapshot IS NULL
+        WHERE t.end_snapshot IS NULL
+    ), opts AS (
+        SELECT scope, scope_id, TRY_CAST(value AS BIGINT) AS v
+        FROM {ident(META_DB)}.ducklake_metadata WHERE key = 'target_file_size'
+    ), targets AS (
+        SELECT lt.*, COALESCE(
+            CAST(? AS BIGINT),
+            (SELECT max(v) FROM opts WHERE scope = 'table' AND scope_id = lt.table_id),
+            (SELECT max(v) FROM opts WHERE scope = 'schema' AND scope_id = lt.schema_id),
+            (SELECT max(v) FROM opts WHERE scope IS NULL),
+            CAST(? AS BIGINT)) AS target
+        FROM live_tables lt
+    ), inl_rows AS (
+        SELECT unnest(CAST(? AS BIGINT[])) AS table_id, unnest(CAST(? AS BIGINT[])) AS n
+    ), inl_del AS (
+        SELECT unnest(CAST(? AS BIGINT[])) AS file_id, unnest(CAST(? AS BIGINT[])) AS n
+    ), live_del AS (
+        SELECT data_file_id, count(*) AS files, sum(file_size_bytes) AS bytes,
+               arg_max(delete_count, begin_snapshot) AS rows
+        FROM {ident(META_DB)}.ducklake_delete_file WHERE end_snapshot IS NULL GROUP BY data_file_id
+    ), any_del AS (
+        SELECT DISTINCT data_file_id FROM {ident(META_DB)}.ducklake_delete_file
+    ), parts AS (
+        SELECT data_file_id, list(partition_value ORDER BY partition_key_index) AS vals
+        FROM {ident(META_DB)}.ducklake_file_partition_value GROUP BY data_file_id
+    ), files AS (
+        SELECT d.table_id, d.data_file_id, d.record_count, d.file_size_bytes, d.partition_id,
+               tg.target, p.vals,
+               COALESCE(ld.files, 0) AS del_files, COALESCE(ld.bytes, 0) AS del_bytes,
+               COALESCE(ld.rows, 0) + COALESCE(il.n, 0) AS deleted,
+               ad.data_file_id IS NULL AND il.n IS NULL AS no_deletes,
+               (SELECT max(sv.schema_version) FROM {ident(META_DB)}.ducklake_schema_versions sv
+                WHERE sv.table_id = d.table_id AND sv.begin_snapshot <= d.begin_snapshot)
+                   AS schema_version
+        FROM {ident(META_DB)}.ducklake_data_file d
+        JOIN targets tg ON tg.table_id = d.table_id
+        LEFT JOIN live_del ld ON ld.data_file_id = d.data_file_id
+        LEFT JOIN any_del ad ON ad.data_file_id = d.data_file_id
+        LEFT JOIN inl_del il ON il.file_id = d.data_file_id
+        LEFT JOIN parts p ON p.data_file_id = d.data_file_id
+        WHERE d.end_snapshot IS NULL
+    ), per_table AS (
+        SELECT table_id, count(*) AS data_files, sum(file_size_bytes) AS data_bytes,
+               sum(record_count) AS rows,
+               count(*) FILTER (WHERE file_size_bytes < target) AS small_files,
+               sum(del_files) AS delete_files, sum(del_bytes) AS delete_bytes,
+               sum(deleted) AS deleted_rows,
+               count(*) FILTER (WHERE rewrite) AS rewrite_files,
+               sum(CAST(round(file_size_bytes * deleted / record_count) AS BIGINT) + del_bytes)
+                   FILTER (WHERE rewrite) AS rewrite_dead_bytes
+        FROM (SELECT *, deleted > 0 AND record_count > 0
+                        AND deleted / record_count >= CAST(? AS DOUBLE) AS rewrite FROM files)
+        GROUP BY table_id
+    ), merge AS (
+        SELECT table_id, sum(n) AS n FROM (
+            SELECT table_id, count(*) AS n FROM files
+            WHERE no_deletes AND file_size_bytes < target
+            GROUP BY table_id, schema_version, partition_id, vals HAVING count(*) >= 2)
+        GROUP BY table_id
+    )
+    SELECT tg.schema_name, tg.table_name, tg.table_id, tg.target,
+           COALESCE(pt.data_files, 0), COALESCE(pt.data_bytes, 0), COALESCE(pt.rows, 0),
+           COALESCE(pt.small_files, 0), COALESCE(pt.delete_files, 0),
+           COALESCE(pt.delete_bytes, 0), COALESCE(pt.deleted_rows, 0),
+           COALESCE(ir.n, 0), COALESCE(m.n, 0), COALESCE(pt.rewrite_files, 0),
+           COALESCE(pt.rewrite_dead_bytes, 0)
+    FROM targets tg
+    LEFT JOIN per_table pt ON pt.table_id = tg.table_id
+    LEFT JOIN inl_rows ir ON ir.table_id = tg.table_id
+    LEFT JOIN merge m ON m.table_id = tg.table_id
+    ORDER BY tg.schema_name, tg.table_name, tg.table_id
+    """
+    params = [
+        policy.target_file_size,
+        DUCKLAKE_DEFAULT_TARGET_FILE_SIZE,
+        list(inlined_rows),
+        list(inlined_rows.values()),
+        list(inlined_deletes),
+        list(inlined_deletes.values()),
+        float(policy.rewrite_delete_threshold),
+    ]
+    out = []
+    for schema, table, *figures in con.execute(sql, params).fetchall():
+        tid, target, files, nbytes, rows, small, *rest = (int(v) for v in figures)
+        dfiles, dbytes, deleted, inlined, merge, rewrite, dead = rest
+        out.append(
+            TableHealth(
+                schema=schema,
+                table=table,
+                table_id=tid,
+                target_file_size=target,
+                data_files=files,
+                data_bytes=nbytes,
+                rows=rows,
+                small_files=small,
+                avg_file_bytes=_ratio(nbytes, files),
+                delete_files=dfiles,
+                delete_bytes=dbytes,
+                deleted_rows=deleted,
+                deleted_fraction=_ratio(deleted, rows),
+                inlined_rows=inlined,
+                merge_candidate_files=merge,
+                merge_threshold_reached=small >= policy.small_file_min_count,
+                rewrite_files=rewrite,
+                rewrite_dead_bytes=dead,
+            )
+        )
+    return out
+
+
+def _lake(
+    con: duckdb.DuckDBPyConnection, policy: HealthPolicy, now: datetime, holds: list[int]
+) -> tuple:
+    """Snapshots, history, the deletion schedule and what expiry would free, in
+    one query. A snapshot older than the retention is expired unless it is
+    the head or held (``holds``); a non-live file is freed when no kept snapshot lies in its
+    [begin, end) range (and a delete file with its data file), as DuckLake's
+    expiry decides."""
+    epoch = now.timestamp()
+    sql = f"""
+    WITH snaps AS (
+        SELECT snapshot_id, epoch(snapshot_time) AS taken_s FROM {ident(META_DB)}.ducklake_snapshot
+    ), head AS (
+        SELECT max(snapshot_id) AS id FROM snaps
+    ), held AS (
+        SELECT unnest(CAST(? AS BIGINT[])) AS snapshot_id
+    ), kept AS (
+        SELECT snapshot_id FROM snaps
+        WHERE taken_s >= ? OR snapshot_id = (SELECT id FROM head)
+           OR snapshot_id IN (SELECT snapshot_id FROM held)
+    ), live_data AS (
+        SELECT data_file_id FROM {ident(META_DB)}.ducklake_data_file WHERE end_snapshot IS NULL
+    ), old_data AS (
+        SELECT data_file_id, file_size_bytes, begin_snapshot, end_snapshot
+        FROM {ident(META_DB)}.ducklake_data_file WHERE end_snapshot IS NOT NULL
+    ), old_del AS (
+        SELECT delete_file_id, data_file_id, file_size_bytes, begin_snapshot, end_snapshot
+        FROM {ident(META_DB)}.ducklake_delete_file df
+        WHERE end_snapshot IS NOT NULL
+           OR data_file_id NOT IN (SELECT data_file_id FROM live_data)
+    ), freed_data AS (
+        SELECT data_file_id, file_size_bytes FROM old_data o WHERE NOT EXISTS (
+            SELECT 1 FROM kept k
+            WHERE k.snapshot_id >= o.begin_snapshot AND k.snapshot_id < o.end_snapshot)
+    ), freed_del AS (
+        SELECT file_size_bytes FROM old_del o
+        WHERE o.data_file_id IN (SELECT data_file_id FROM freed_data)
+           OR (o.end_snapshot IS NOT NULL AND NOT EXISTS (
+               SELECT 1 FROM kept k
+               WHERE k.snapshot_id >= o.begin_snapshot AND k.snapshot_id < o.end_snapshot))
+    ), candidates AS (
+        SELECT snapshot_id FROM snaps WHERE taken_s < ? AND snapshot_id <> (SELECT id FROM head)
+    ), expired AS (
+        SELECT count(*) AS n FROM candidates
+        WHERE snapshot_id NOT IN (SELECT snapshot_id FROM held)
+    )
+    SELECT (SELECT id FROM head), (SELECT count(*) FROM snaps), (SELECT min(taken_s) FROM snaps),
+           (SELECT n FROM expired),
+           (SELECT count(*) FROM candidates WHERE snapshot_id IN (SELECT snapshot_id FROM held)),
+           (SELECT count(*) FROM old_data) + (SELECT count(*) FROM old_del),
+           COALESCE((SELECT sum(file_size_bytes) FROM old_data), 0)
+               + COALESCE((SELECT sum(file_size_bytes) FROM old_del), 0),
+           (SELECT count(*) FROM {ident(META_DB)}.ducklake_files_scheduled_for_deletion),
+           (SELECT count(*) FROM {ident(META_DB)}.ducklake_files_scheduled_for_deletion
+            WHERE epoch(schedule_start) < ?),
+           CASE WHEN (SELECT n FROM expired) = 0 THEN 0 ELSE
+               (SELECT count(*) FROM freed_data) + (SELECT count(*) FROM freed_del) END,
+           CASE WHEN (SELECT n FROM expired) = 0 THEN 0 ELSE
+               COALESCE((SELECT sum(file_size_bytes) FROM freed_data), 0)
+               + COALESCE((SELECT sum(file_size_bytes) FROM freed_del), 0) END
+    """
+    cutoff = epoch - policy.retention
+    row = con.execute(sql, [holds, cutoff, cutoff, epoch - policy.cleanup_grace]).fetchone()
+    head, snaps, oldest, *counts = row
+    return (
+        None if head is None else int(head),
+        int(snaps),
+        None if oldest is None else float(oldest),
+        *(int(c) for c in counts),
+    )
+
+
+def _ratio(part: int, whole: int) -> float | None:
+    return part / whole if whole > 0 else None

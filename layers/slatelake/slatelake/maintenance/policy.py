@@ -1,0 +1,353 @@
+"""Maintenance policies kept on the lake: lake > schema > table, field by field.
+
+A policy row sets some fields at one scope; resolving a table reads its
+table row, then its schema's, then the lake's, then the defaults, one field
+at a time. Nothing is destructive until a person enables the lake's policy
+(double opt-in: ``enabled`` defaults to false and the lake's value gates
+every scope). All rows are one sys record, ``sys/maintenance_policy``,
+changed through the log under the commit lock, so two writers never lose
+each other's change (each builds on the head it locked). How a policy turns
+into a pass's options is ``policy_plan.py``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from slatelake.ducklake.session import Session
+from slatelake.durations import format_duration, parse_duration
+from slatelake.errors import (
+    ConflictError,
+    CorruptionError,
+    MaintenanceConfigError,
+    MisconfigurationError,
+    NotFoundError,
+    retry,
+)
+from slatelake.log.changeset import ChangeSet
+from slatelake.store import values
+from slatelake.store.keys import Subspace, encode_key
+from slatelake.store.location import show_input
+
+POLICY_KEY = encode_key(Subspace.SYS, 0x07)
+POLICY_LABEL = "sys/maintenance_policy"
+_POLICY_KIND = 0x07
+LAKE, SCHEMA, TABLE = "lake", "schema", "table"
+DEFAULT_SCHEMA = "main"
+AUTO = "auto"
+ATTEMPTS = 3
+DAY_S = 86400.0
+_SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([KMGT]?i?B)?", re.IGNORECASE)
+_UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12}
+_UNITS |= {"KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
+
+Value = bool | int | float | str
+
+
+def _bool(name: str, text: object) -> bool:
+    if isinstance(text, bool):
+        return text
+    spelled = str(text).strip().lower()
+    if spelled in ("true", "on", "yes", "1"):
+        return True
+    if spelled in ("false", "off", "no", "0"):
+        return False
+    raise MisconfigurationError(f"policy {name}={show_input(text)}: expected true or false")
+
+
+def _duration(name: str, text: object) -> float:
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        text = str(text)
+    return parse_duration(f"policy {name}", text, allow_zero=True)
+
+
+def _count(name: str, text: object) -> int:
+    spelled = str(text).strip()
+    if isinstance(text, bool) or not (spelled.isascii() and spelled.isdigit()) or int(spelled) < 1:
+        raise MisconfigurationError(
+            f"policy {name}={show_input(text)}: expected a whole number >= 1"
+        )
+    return int(spelled)
+
+
+def _fraction(name: str, text: object) -> float:
+    try:
+        value = float(str(text).strip()) if str(text).strip().isascii() else math.nan
+    except ValueError:
+        value = math.nan
+    if isinstance(text, bool) or not 0.0 <= value <= 1.0:
+        raise MisconfigurationError(
+            f"policy {name}={show_input(text)}: expected a fraction from 0 to 1 (e.g. 0.2)"
+        )
+    return value
+
+
+def _size(name: str, text: object) -> int | str:
+    spelled = str(text).strip()
+    if spelled.lower() == AUTO:
+        return AUTO
+    match = _SIZE.fullmatch(spelled) if spelled.isascii() else None
+    if isinstance(text, bool) or match is None:
+        raise MisconfigurationError(
+            f"policy {name}={show_input(text)}: expected auto or a size such as 128MB or 1GiB"
+        )
+    number = float(match.group(1)) * _UNITS[(match.group(2) or "").upper()]
+    if not 1 <= number < 2**63:
+        raise MisconfigurationError(f"policy {name}={show_input(text)}: out of range")
+    return int(number)
+
+
+@dataclass(frozen=True)
+class FieldSpec:
+    name: str
+    default: Value
+    parse: Callable[[str, object], Value]
+    show: Callable[[Value], str] = str
+
+
+def _show_bool(value: Value) -> str:
+    return "true" if value else "false"
+
+
+def _show_duration(value: Value) -> str:
+    return format_duration(float(value))
+
+
+FIELDS: dict[str, FieldSpec] = {
+    spec.name: spec
+    for spec in (
+        FieldSpec("enabled", False, _bool, _show_bool),
+        FieldSpec("retention", 7 * DAY_S, _duration, _show_duration),
+        FieldSpec("compaction", True, _bool, _show_bool),
+        FieldSpec("target_file_size", AUTO, _size),
+        FieldSpec("small_file_min_count", 12, _count),
+        FieldSpec("rewrite_delete_threshold", 0.2, _fraction),
+        FieldSpec("cleanup_grace", DAY_S, _duration, _show_duration),
+        FieldSpec("orphan_min_age", DAY_S, _duration, _show_duration),
+        FieldSpec("flush_inlined", True, _bool, _show_bool),
+    )
+}
+
+
+def parse_fields(given: Mapping[str, object]) -> dict[str, Value]:
+    """Policy fields from outside (CLI flags, an event), each parsed to its
+    type; an unknown field is refused naming the known ones."""
+    out: dict[str, Value] = {}
+    for name, text in given.items():
+        spec = FIELDS.get(name)
+        if spec is None:
+            raise MaintenanceConfigError(
+                f"unknown policy field {show_input(name)}; fields: {', '.join(FIELDS)}"
+            )
+        try:
+            out[name] = spec.parse(name, text)
+        except MisconfigurationError as exc:  # a refused value is a usage error (CLI exit 2)
+            raise MaintenanceConfigError(str(exc)) from None
+    return out
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Where a policy row applies: the lake, one schema, or one table."""
+
+    kind: str
+    schema: str | None = None
+    table: str | None = None
+
+    @classmethod
+    def of(cls, schema: str | None = None, table: str | None = None) -> Scope:
+        """``table`` alone may be ``schema.table`` (a bare name means schema
+        ``main``); with ``schema`` given, ``table`` is taken as spelled."""
+        for what, text in (("schema", schema), ("table", table)):
+            if text is not None and (not text or "\x00" in text):
+                raise MisconfigurationError(f"policy {what} {show_input(text)}: give a name")
+        if table is None:
+            return cls(LAKE) if schema is None else cls(SCHEMA, schema)
+        if schema is None:
+            schema, dot, name = table.partition(".")
+            if not dot:
+                schema, name = DEFAULT_SCHEMA, table
+            if not schema or not name:
+                raise MisconfigurationError(
+                    f"policy table {show_input(table)}: expected a name, schema-qualified or not "
+                    "(orders, s1.orders)"
+                )
+            return cls(TABLE, schema, name)
+        return cls(TABLE, schema, table)
+
+    @property
+    def label(self) -> str:
+        if self.kind == LAKE:
+            return "lake"
+        if self.kind == SCHEMA:
+            return f"schema {self.schema}"
+        return f"table {self.schema}.{self.table}"
+
+
+@dataclass(frozen=True)
+class PolicyRow:
+    scope: Scope
+    fields: dict[str, Value]
+    updated_at: int  # µs since the epoch
+    updated_by: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        doc = asdict(self)
+        doc["scope"] = asdict(self.scope)
+        return doc
+
+    @classmethod
+    def from_dict(cls, doc: dict[str, Any]) -> PolicyRow:
+        scope = Scope(**doc["scope"])
+        if scope.kind not in (LAKE, SCHEMA, TABLE):
+            raise ValueError(f"scope kind {scope.kind!r}")
+        return cls(
+            scope,
+            parse_fields(dict(doc["fields"])),
+            int(doc["updated_at"]),
+            None if doc.get("updated_by") is None else str(doc["updated_by"]),
+        )
+
+
+def encode_rows(rows: Iterable[PolicyRow]) -> bytes:
+    return values.frame(_POLICY_KIND, [r.to_dict() for r in rows])
+
+
+def decode_rows(raw: bytes | None) -> list[PolicyRow]:
+    """Every row; CorruptionError naming the record when any of it does not
+    decode (a pass must not guess a policy)."""
+    if raw is None:
+        return []
+    try:
+        return [PolicyRow.from_dict(d) for d in values.unframe(raw, _POLICY_KIND, POLICY_LABEL)]
+    except CorruptionError:
+        raise
+    except (KeyError, TypeError, ValueError, AttributeError, MisconfigurationError) as exc:
+        raise CorruptionError(
+            f"{POLICY_LABEL} does not decode ({type(exc).__name__}: {exc}); rewrite it with "
+            "slatelake policy set/unset"
+        ) from exc
+
+
+@dataclass(frozen=True)
+class Policy:
+    """A resolved policy: every field's value and the scope it came from
+    (``default`` when no row sets it)."""
+
+    values: dict[str, Value]
+    sources: dict[str, str] = field(default_factory=dict)
+
+    def __getitem__(self, name: str) -> Value:
+        return self.values[name]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            name: {"value": value, "shown": FIELDS[name].show(value), "from": self.sources[name]}
+            for name, value in self.values.items()
+        }
+
+
+def resolve(
+    rows: Iterable[PolicyRow], schema: str | None = None, table: str | None = None
+) -> Policy:
+    """The policy of a table (or a schema, or the lake): table row over schema
+    row over lake row over the defaults, field by field. The lake's
+    ``enabled`` gates every scope: a table enabled in a disabled lake is off."""
+    by_scope = {(r.scope.kind, r.scope.schema, r.scope.table): r for r in rows}
+    chain = [(LAKE, None, None)]
+    if schema is not None:
+        chain.insert(0, (SCHEMA, schema, None))
+        if table is not None:
+            chain.insert(0, (TABLE, schema, table))
+    values_: dict[str, Value] = {}
+    sources: dict[str, str] = {}
+    for name, spec in FIELDS.items():
+        values_[name], sources[name] = spec.default, "default"
+        for key in chain:
+            row = by_scope.get(key)
+            if row is not None and name in row.fields:
+                values_[name], sources[name] = row.fields[name], row.scope.label
+                break
+    lake_on = resolve_lake_enabled(by_scope)
+    if not lake_on and values_["enabled"]:
+        values_["enabled"], sources["enabled"] = False, "lake (disabled)"
+    return Policy(values_, sources)
+
+
+def resolve_lake_enabled(by_scope: Mapping[tuple[str, str | None, str | None], PolicyRow]) -> bool:
+    row = by_scope.get((LAKE, None, None))
+    return bool(row is not None and row.fields.get("enabled", FIELDS["enabled"].default))
+
+
+def lake_enabled(rows: Iterable[PolicyRow]) -> bool:
+    return resolve_lake_enabled({(r.scope.kind, r.scope.schema, r.scope.table): r for r in rows})
+
+
+# -- changing the record ------------------------------------------------------
+def set_fields(
+    session: Session, scope: Scope, given: Mapping[str, object], by: str | None = None
+) -> PolicyRow:
+    """Set ``given`` fields at ``scope`` (other fields of the row stay)."""
+    parsed = parse_fields(given)
+    if not parsed:
+        raise MisconfigurationError("policy set needs at least one field (e.g. --retention 14d)")
+    return _change(session, scope, lambda old: {**old, **parsed}, by, require_row=False)
+
+
+def unset_fields(
+    session: Session, scope: Scope, names: Iterable[str] | None, by: str | None = None
+) -> PolicyRow:
+    """Unset ``names`` at ``scope`` (None: the whole row); they fall through
+    to the wider scope again."""
+    drop = None if names is None else list(names)
+    for name in drop or ():
+        if name not in FIELDS:
+            raise MisconfigurationError(
+                f"unknown policy field {show_input(name)}; fields: {', '.join(FIELDS)}"
+            )
+
+    def strip(old: dict[str, Value]) -> dict[str, Value]:
+        return {} if drop is None else {k: v for k, v in old.items() if k not in drop}
+
+    return _change(session, scope, strip, by, require_row=True)
+
+
+def _change(
+    session: Session,
+    scope: Scope,
+    edit: Callable[[dict[str, Value]], dict[str, Value]],
+    by: str | None,
+    require_row: bool,
+) -> PolicyRow:
+    result: list[PolicyRow] = []
+
+    def build() -> ChangeSet | None:
+        result.clear()
+        rows = decode_rows(session.lake.read_sys(session.state, POLICY_KEY))
+        old = next((r for r in rows if r.scope == scope), None)
+        if old is None and require_row:
+            raise MisconfigurationError(f"no policy is set for the {scope.label}; nothing to unset")
+        known = require_row or scope.schema is None
+        if not known and not session.catalog_has(scope.schema, scope.table):
+            raise NotFoundError(
+                f"no {scope.label} in {session.url}; a policy names a schema or table "
+                "the lake has (check the spelling, or create it first)"
+            )
+        fields = edit(dict(old.fields) if old else {})
+        row = PolicyRow(scope, fields, time.time_ns() // 1000, by)
+        result.append(row)
+        kept = [r for r in rows if r.scope != scope] + ([row] if fields else [])
+        return ChangeSet(
+            base=session.state.head,
+            puts=((POLICY_KEY, encode_rows(kept)),),
+            tables=(POLICY_LABEL,),
+            changes_made=f"maintenance_policy: {scope.label}",
+        )
+
+    retry(lambda: session.commit_under_lock(build), attempts=ATTEMPTS, on=ConflictError)
+    return result[0]
