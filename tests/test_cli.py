@@ -21,6 +21,8 @@ COMMANDS = [
     "sql",
     "maintain",
     "policy",
+    "runs",
+    "audit",
     "protect",
     "unprotect",
     "protected",

@@ -10,7 +10,7 @@ store writer: to lay down the format stamp and the empty head.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -236,20 +236,28 @@ class Lake:
         """A sys record at the log's head without loading the catalog: the
         store's value, then the last write of it in the log tail (one LIST and
         the tail's slots), so reading a status record costs no materialization."""
-        return self._fresh_when_stale(lambda: self._read_sys_once(key))
+        return self.read_sys_many_at_head([key])[key]
 
-    def _read_sys_once(self, key: bytes) -> bytes | None:
+    def read_sys_many_at_head(self, keys: Iterable[bytes]) -> dict[bytes, bytes | None]:
+        """Several sys records at the log's head, the tail read once for all."""
+        wanted = list(dict.fromkeys(keys))
+        return self._fresh_when_stale(lambda: self._read_sys_once(wanted))
+
+    def _read_sys_once(self, keys: list[bytes]) -> dict[bytes, bytes | None]:
         reader = self.reader()
         raw = reader.get(SYS_FOLD)
         if raw is None:
             raise CorruptionError(f"{self.location.url}: the store has no fold cursor")
         seq, head = decode_fold(raw)
-        value = reader.get(key)
+        found = {key: reader.get(key) for key in keys}
         for _, cs in read_tail(self.log, head, seq).applied:
-            value = next((v for k, v in reversed(cs.puts) if k == key), value)
-            if key in cs.deletes:
-                value = None
-        return value
+            for key, value in cs.puts:
+                if key in found:
+                    found[key] = value
+            for key in cs.deletes:
+                if key in found:
+                    found[key] = None
+        return found
 
     def summary(self) -> LogSummary:
         """Head, fold cursor and what the log retains: one view, one LIST."""

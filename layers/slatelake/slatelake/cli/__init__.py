@@ -20,6 +20,7 @@ from typing import NoReturn
 from slatelake import FencedError, SlatelakeError
 from slatelake.cli import (
     health,
+    history,
     holds,
     image,
     index,
@@ -54,7 +55,19 @@ def build_parser() -> argparse.ArgumentParser:
         "credentials and AWS_ENDPOINT_URL from the environment).",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (lake, maintain, policy, holds, store, index, lease, image, transfer, health):
+    for module in (
+        lake,
+        maintain,
+        history,
+        policy,
+        holds,
+        store,
+        index,
+        lease,
+        image,
+        transfer,
+        health,
+    ):
         module.register(sub)
     return parser
 

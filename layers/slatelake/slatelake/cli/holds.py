@@ -54,7 +54,7 @@ def _cmd_protect(args: argparse.Namespace) -> int:
 def _cmd_unprotect(args: argparse.Namespace) -> int:
     from slatelake import maintenance
 
-    change = maintenance.unprotect(args.lake, args.name)
+    change = maintenance.unprotect(args.lake, args.name, by=_who())
     if args.json:
         print_json({"lake": args.lake, "changed": True, "hold": change.hold.to_dict()})
     else:

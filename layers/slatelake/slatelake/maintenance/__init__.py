@@ -22,6 +22,7 @@ from slatelake.errors import (
 from slatelake.maintenance.api import (
     TRIGGERS,
     PolicyView,
+    audit_log,
     break_lease,
     canonical_data_path,
     canonical_lake,
@@ -33,6 +34,7 @@ from slatelake.maintenance.api import (
     protect,
     retention_holds,
     run,
+    runs,
     set_policy,
     status,
     unprotect,
@@ -40,6 +42,7 @@ from slatelake.maintenance.api import (
 )
 from slatelake.maintenance.flight import BreakResult, LeaseRecord
 from slatelake.maintenance.health import HealthPolicy, LakeHealth, TableHealth, health
+from slatelake.maintenance.history import AuditEntry, Page, check_before, check_limit
 from slatelake.maintenance.holds import HoldChange, check_snapshot_id
 from slatelake.maintenance.options import (
     ALIAS_PREFIX,
@@ -71,6 +74,12 @@ from slatelake.store.merge import CompactStoreReport
 SUBSPACES = tuple(s.label for s in Subspace)
 
 __all__ = [
+    "check_limit",
+    "check_before",
+    "runs",
+    "audit_log",
+    "Page",
+    "AuditEntry",
     "unset_policy",
     "set_policy",
     "policies",

@@ -24,9 +24,10 @@ from slatelake.catalog.lake import Lake
 from slatelake.ducklake.guard import data_location
 from slatelake.ducklake.session import Session
 from slatelake.errors import MergeIncompleteError, MisconfigurationError, NotFoundError
-from slatelake.maintenance import flight, holds, policy
+from slatelake.maintenance import flight, history, holds, policy
 from slatelake.maintenance import report as rpt
 from slatelake.maintenance.flight import BreakResult, LeaseRecord, PassLease
+from slatelake.maintenance.history import AuditEntry, Page
 from slatelake.maintenance.holds import HoldChange
 from slatelake.maintenance.options import MaintenanceOptions, bind
 from slatelake.maintenance.policy import Policy, PolicyRow
@@ -150,10 +151,30 @@ def protect(
         return holds.protect(session, snapshot_id, name, note=note, by=by)
 
 
-def unprotect(lake: str | Session, name: object) -> HoldChange:
+def unprotect(lake: str | Session, name: object, *, by: str | None = None) -> HoldChange:
     """Remove the retention hold ``name``; NotFoundError when there is none."""
     with _session(lake) as session:
-        return holds.unprotect(session, name)
+        return holds.unprotect(session, name, by=by)
+
+
+def runs(lake: Target, *, limit: object = 20, before: object = None) -> Page[PassReport]:
+    """The run history, newest first (the last 1000 passes are kept): at
+    most ``limit`` passes with ids below ``before``; ``next_before`` pages on.
+    Read-only; no catalog is loaded."""
+    history.check_limit(limit)  # refused before anything is read
+    history.check_before(before)
+    _require_lake(lake)
+    with Lake.open(location_of(lake).url, read_only=True) as handle:
+        return history.runs(handle, limit, before)
+
+
+def audit_log(lake: Target, *, limit: object = 50, before: object = None) -> Page[AuditEntry]:
+    """Audit entries (policy changes, holds, manual runs), newest first."""
+    history.check_limit(limit)
+    history.check_before(before)
+    _require_lake(lake)
+    with Lake.open(location_of(lake).url, read_only=True) as handle:
+        return history.audit(handle, limit, before)
 
 
 def retention_holds(lake: Target) -> list[Hold]:

@@ -29,6 +29,7 @@ from slatelake.catalog.lake import Lake
 from slatelake.ducklake.session import Session
 from slatelake.errors import ConflictError, MisconfigurationError, NotFoundError, retry
 from slatelake.log.changeset import ChangeSet
+from slatelake.maintenance import history
 from slatelake.store.location import show_input
 
 ATTEMPTS = 3  # head-preserving records landing beside it (status, sweep) can race the slot
@@ -106,13 +107,13 @@ def protect(
             )
         hold = Hold(label, snapshot, text, time.time_ns() // 1000, by)
         result.append(HoldChange(hold, changed=True))
-        return _change([*current, hold], session, f"protect {label}")
+        return _change([*current, hold], session, "hold.protect", by, hold)
 
     retry(lambda: session.commit_under_lock(build), attempts=ATTEMPTS, on=ConflictError)
     return result[0]
 
 
-def unprotect(session: Session, name: object) -> HoldChange:
+def unprotect(session: Session, name: object, by: str | None = None) -> HoldChange:
     """Remove the hold ``name``; NotFoundError naming the holds there are
     when there is none by that name."""
     label = check_name(name)
@@ -129,18 +130,24 @@ def unprotect(session: Session, name: object) -> HoldChange:
                 f"(holds: {names}); list them with slatelake protected LAKE"
             )
         result.append(HoldChange(gone, changed=True))
-        return _change([h for h in current if h.name != label], session, f"unprotect {label}")
+        kept = [h for h in current if h.name != label]
+        return _change(kept, session, "hold.unprotect", by, gone)
 
     retry(lambda: session.commit_under_lock(build), attempts=ATTEMPTS, on=ConflictError)
     return result[0]
 
 
-def _change(new: list[Hold], session: Session, what: str) -> ChangeSet:
+def _change(new: list[Hold], session: Session, kind: str, by: str | None, hold: Hold) -> ChangeSet:
+    """The holds record and its audit entry, in one change set."""
+    puts, deletes = history.audit_writes(
+        lambda key: session.lake.read_sys(session.state, key), kind, by, hold.to_dict()
+    )
     return ChangeSet(
         base=session.state.head,
-        puts=((HOLDS_KEY, encode_holds(new)),),
-        tables=(HOLDS_LABEL,),
-        changes_made=f"retention_holds: {what}",
+        puts=((HOLDS_KEY, encode_holds(new)), *puts),
+        deletes=tuple(deletes),
+        tables=(HOLDS_LABEL, "sys/audit_log"),
+        changes_made=f"retention_holds: {kind} {hold.name}",
     )
 
 

@@ -30,6 +30,7 @@ from slatelake.errors import (
     retry,
 )
 from slatelake.log.changeset import ChangeSet
+from slatelake.maintenance import history
 from slatelake.store import values
 from slatelake.store.keys import Subspace, encode_key
 from slatelake.store.location import show_input
@@ -342,10 +343,18 @@ def _change(
         row = PolicyRow(scope, fields, time.time_ns() // 1000, by)
         result.append(row)
         kept = [r for r in rows if r.scope != scope] + ([row] if fields else [])
+        what = {"scope": asdict(scope), "fields": fields, "before": old.fields if old else {}}
+        puts, deletes = history.audit_writes(
+            lambda key: session.lake.read_sys(session.state, key),
+            "policy.unset" if require_row else "policy.set",
+            by,
+            what,
+        )
         return ChangeSet(
             base=session.state.head,
-            puts=((POLICY_KEY, encode_rows(kept)),),
-            tables=(POLICY_LABEL,),
+            puts=((POLICY_KEY, encode_rows(kept)), *puts),
+            deletes=tuple(deletes),
+            tables=(POLICY_LABEL, "sys/audit_log"),
             changes_made=f"maintenance_policy: {scope.label}",
         )
 

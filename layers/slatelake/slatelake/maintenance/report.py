@@ -69,6 +69,10 @@ class PassReport:
     # The lake's maintenance policy the pass applied, field by field as
     # spelled (None: no enabled policy, the options alone).
     policy: dict[str, str] | None = None
+    # Who asked (the OS user, the Lambda's request id), and the id the run
+    # history keeps it under (set when recorded).
+    by: str | None = None
+    run_id: int | None = None
 
     def add(
         self,
@@ -117,6 +121,8 @@ class PassReport:
             lease_lost=doc.get("lease_lost"),
             partial_reason=doc.get("partial_reason"),
             policy=doc.get("policy"),
+            by=doc.get("by"),
+            run_id=doc.get("run_id"),
             steps=[
                 StepReport(
                     s["step"],

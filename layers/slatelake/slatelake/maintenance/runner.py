@@ -20,6 +20,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import duckdb
@@ -29,13 +30,14 @@ from slatelake.errors import (
     AlreadyRunningError,
     ConflictError,
     MisconfigurationError,
+    OperationLimitError,
     ReadOnlyError,
     SlatelakeError,
     StepFailed,
     retry,
 )
 from slatelake.log.changeset import ChangeSet
-from slatelake.maintenance import holds
+from slatelake.maintenance import history, holds
 from slatelake.maintenance import report as rpt
 from slatelake.maintenance.flight import PassLease, process_lock
 from slatelake.maintenance.options import DUCKLAKE_STEPS, MaintenanceOptions
@@ -252,24 +254,40 @@ def read_window(session: Session) -> rpt.StatusWindow:
 
 
 def record_pass(session: Session, report: PassReport) -> None:
-    """Append to sys/maintenance_status as a head-preserving batch; a window
-    that does not decode is rewritten from what could be read. A failure is
-    logged and never changes the pass outcome."""
+    """Append to sys/maintenance_status, the run history and (a manual run)
+    the audit log, as one head-preserving batch; a window that does not
+    decode is rewritten from what could be read. A failure is logged and
+    never changes the pass outcome."""
 
     def append() -> None:  # on a fresh view each attempt
         session.refresh()
-        window = rpt.decode_window(session.lake.read_sys(session.state, rpt.STATUS_KEY))
+
+        def read(key: bytes) -> bytes | None:
+            return session.lake.read_sys(session.state, key)
+
+        window = rpt.decode_window(read(rpt.STATUS_KEY))
         if window.warning is not None:
             log.warning("%s; rewriting the window with this pass", window.warning)
         report.head_snapshot_id = session.state.head.snapshot_id
         report.head_batch_seq = session.state.head.batch_seq
+        puts, deletes = history.run_writes(read, report)  # sets report.run_id
+        if report.trigger == "manual":
+            what = {"run_id": report.run_id, "status": report.status}
+            more = history.audit_writes(read, "run.manual", report.by, what)
+            puts, deletes = puts + more[0], deletes + more[1]
+        status = (rpt.STATUS_KEY, rpt.encode_window([*window, report]))
         cs = ChangeSet(
             base=session.state.head,
-            puts=((rpt.STATUS_KEY, rpt.encode_window([*window, report])),),
-            tables=("sys/maintenance_status",),
+            puts=(status, *puts),
+            deletes=tuple(deletes),
+            tables=("sys/maintenance_status", "sys/run_history"),
             changes_made="maintenance_status",
         )
-        session.commit_change_set(cs)
+        try:
+            session.commit_change_set(cs)
+        except OperationLimitError as exc:  # a tiny change-set cap: the window comes first
+            log.warning("run history not recorded (%s); recording the status window alone", exc)
+            session.commit_change_set(replace(cs, puts=(status,), deletes=()))
 
     try:
         retry(append, attempts=STATUS_ATTEMPTS, on=ConflictError)
