@@ -311,7 +311,7 @@ def test_the_cli_sets_shows_and_unsets_a_policy(
     row = json.loads(capsys.readouterr().out)["row"]
     assert row["fields"] == {"enabled": True, "retention": 14 * 86400.0}
     assert main(["policy", "set", url, "--table", "s1.b", "--no-compaction"]) == 0
-    assert "table s1.b: compaction=False" in capsys.readouterr().out
+    assert "table s1.b: compaction=false" in capsys.readouterr().out
     assert main(["policy", "show", url, "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["enabled"] is True

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import json
 from typing import Any
 
 from slatelake.cli.arguments import lake_verb
@@ -71,7 +72,7 @@ def _cmd_audit(args: argparse.Namespace) -> int:
     if args.json:
         print_json({"entries": [e.to_dict() for e in page.items], "next_before": page.next_before})
         return 0
-    rows = [(e.id, _when(e.id), e.kind, e.who, e.what) for e in page.items]
+    rows = [(e.id, _when(e.id), e.kind, e.who, json.dumps(e.what)) for e in page.items]
     print_table(("id", "at (UTC)", "kind", "who", "what"), rows)
     if page.next_before is not None:
         print(f"more: --before {page.next_before}")

@@ -38,6 +38,12 @@ def _who() -> str | None:
         return None
 
 
+def _shown(fields: dict[str, Any]) -> str:
+    from slatelake.maintenance import POLICY_FIELDS
+
+    return ", ".join(f"{k}={POLICY_FIELDS[k].show(v)}" for k, v in fields.items())
+
+
 def _given(args: argparse.Namespace) -> dict[str, object]:
     names = [*_BOOLEANS, *_VALUES]
     return {name: getattr(args, name) for name in names if getattr(args, name) is not None}
@@ -52,8 +58,7 @@ def _cmd_set(args: argparse.Namespace) -> int:
     if args.json:
         print_json({"lake": args.lake, "row": row.to_dict()})
     else:
-        fields = ", ".join(f"{k}={v}" for k, v in row.fields.items())
-        print(f"policy for the {row.scope.label}: {fields}")
+        print(f"policy for the {row.scope.label}: {_shown(row.fields)}")
     return 0
 
 
@@ -71,8 +76,7 @@ def _cmd_unset(args: argparse.Namespace) -> int:
     if args.json:
         print_json({"lake": args.lake, "row": row.to_dict()})
     elif row.fields:
-        fields = ", ".join(f"{k}={v}" for k, v in row.fields.items())
-        print(f"policy for the {row.scope.label} now: {fields}")
+        print(f"policy for the {row.scope.label} now: {_shown(row.fields)}")
     else:
         print(f"no policy left for the {row.scope.label}")
     return 0
@@ -87,9 +91,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
         return 0
     state = "enabled" if view.lake["enabled"] else "disabled (nothing runs from the policy)"
     print(f"lake policy {state}")
-    stored = [
-        (r.scope.label, ", ".join(f"{k}={v}" for k, v in r.fields.items())) for r in view.rows
-    ]
+    stored = [(r.scope.label, _shown(r.fields)) for r in view.rows]
     print_table(("scope", "fields set"), stored or [("(none)", "")])
     print()
     fields = list(view.lake.values)
