@@ -94,6 +94,8 @@ def maintain(call: Invocation, seconds_left: Callable[[], float]) -> dict[str, A
             wait_s=wait_s,
             deadline=seconds_left,
             on_progress=lambda message, fields: logger.info(message, extra=fields),
+            operations=call.operations,
+            table=call.table,
         )
     except slatelake.AlreadyRunningError as exc:
         emit_skip(metrics, call.lake)

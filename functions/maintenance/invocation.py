@@ -28,7 +28,7 @@ from aws_lambda_powertools.utilities.data_classes import EventBridgeEvent
 from slatelake import MaintenanceConfigError, MisconfigurationError, maintenance
 
 ACTIONS = ("maintenance", "compact_store", "census", "status")
-EVENT_KEYS = {"action", "trigger", "lake", "data_path", "options", "wait_s"}
+EVENT_KEYS = {"action", "trigger", "lake", "data_path", "options", "wait_s", "operations", "table"}
 # Per action, the options it takes (the CLI's flags, by the same names).
 ACTION_OPTIONS: dict[str, set[str]] = {
     "compact_store": {"subspace", "timeout", "require_completed"},
@@ -57,6 +57,9 @@ class Invocation:
     data_path: str | None
     options: dict[str, Any] = field(default_factory=dict)
     wait_s: float | None = None
+    # A scoped pass: the seed's operation names and "schema.table" (None: all).
+    operations: tuple[str, ...] | None = None
+    table: str | None = None
 
 
 def _scheduled_envelope(event: dict[str, Any]) -> EventBridgeEvent | None:
@@ -142,7 +145,32 @@ def _build(doc: dict[str, Any], env: Mapping[str, str]) -> Invocation:
         _check_maintenance_options(options)
     else:
         options = _action_options(action, options)
-    return Invocation(action, trigger, lake, data_path, options, _wait_s(doc.get("wait_s")))
+    operations, table = _scope(doc, action)
+    return Invocation(
+        action, trigger, lake, data_path, options, _wait_s(doc.get("wait_s")), operations, table
+    )
+
+
+def _scope(doc: dict[str, Any], action: str) -> tuple[tuple[str, ...] | None, str | None]:
+    """The pass's ``operations`` (a list of names or comma-separated text) and
+    ``table`` (``[schema.]table``), checked as ``maintenance.run`` checks them;
+    only the maintenance action takes them."""
+    operations, table = doc.get("operations"), doc.get("table")
+    if operations is None and table is None:
+        return None, None
+    if action != "maintenance":
+        given = [k for k in ("operations", "table") if doc.get(k) is not None]
+        raise InvocationError(
+            f"{' and '.join(given)} scope a maintenance pass; action {action!r} takes neither"
+        )
+    if isinstance(operations, list | str) or operations is None:
+        scope = maintenance.run_scope(operations, table)
+    else:
+        raise InvocationError(
+            f"operations must be a list of names or comma-separated text, not "
+            f"{type(operations).__name__}"
+        )
+    return scope.operations, scope.table_name
 
 
 def _wait_s(value: Any) -> float | None:

@@ -677,3 +677,49 @@ def test_the_first_invocation_of_a_container_counts_a_cold_start(
     assert directive["Namespace"] == settings["POWERTOOLS_METRICS_NAMESPACE"]
     assert docs[0]["function_name"] == context.function_name
     assert docs[0]["service"] == settings["POWERTOOLS_SERVICE_NAME"]
+
+
+def test_the_scoped_sample_event_runs_only_its_operations_on_its_table(
+    app: ModuleType, s3_lake: tuple[str, str, list[str]], env_clean: pytest.MonkeyPatch
+) -> None:
+    lake, data, names = s3_lake
+    before = contents(lake, names)
+    event = {**load_event("manual-scoped.json", lake, data), "table": names[0]}
+    out = app.handler(event, FakeContext())
+    assert out["ok"] is True, out
+    report = out["result"]
+    assert (report["operations"], report["table"]) == (["flush", "merge"], f"main.{names[0]}")
+    steps = {s["step"]: s for s in report["steps"]}
+    assert steps["flush_inlined_data"]["counts"]["rows_flushed"] == 3  # that table's alone
+    assert steps["merge_adjacent_files"]["detail"].endswith("across 1 tables")
+    assert steps["expire_snapshots"]["detail"] == "left out: this run's operations are flush, merge"
+    assert steps["sweep_indexes"]["status"] == SKIPPED
+    assert contents(lake, names) == before
+
+
+@pytest.mark.parametrize(
+    ("scope", "error_type", "words"),
+    [
+        ({"operations": "flush,vacuum"}, "MaintenanceConfigError", "unknown operation 'vacuum'"),
+        ({"operations": {"flush": True}}, "InvocationError", "a list of names"),
+        ({"operations": ["flush", ["merge"]]}, "MaintenanceConfigError", "expected a name"),
+        ({"operations": ["expire"], "table": "t0"}, "MaintenanceConfigError", "cannot be scoped"),
+        ({"table": ["t0"]}, "MaintenanceConfigError", "expected a table name"),
+        ({"action": "status", "table": "t0"}, "InvocationError", "takes neither"),
+    ],
+    ids=["unknown", "object", "nested", "lake-wide-on-table", "table-list", "other-action"],
+)
+def test_a_malformed_scope_in_an_event_is_refused_without_touching_the_lake(
+    app: ModuleType,
+    s3_bucket: str,
+    env_clean: pytest.MonkeyPatch,
+    scope: dict[str, Any],
+    error_type: str,
+    words: str,
+) -> None:
+    lake = f"s3://{s3_bucket}/lakes/untouched"
+    deploy(env_clean, lake)
+    out = app.handler({"lake": lake, **scope}, FakeContext())
+    assert out["ok"] is False
+    assert (out["error"]["type"], words in out["error"]["message"]) == (error_type, True), out
+    assert _objects(s3_bucket, "") == []

@@ -5,6 +5,12 @@ the pass lost its lease to another process), so a cron job or CI step sees
 it. ``status`` never fails on a damaged status record: it prints what could
 be read and a warning on stderr, and the next pass rewrites the record.
 
+``maintain --operations flush,merge --table s.t`` limits a pass to some
+steps and one table (only flush, merge and rewrite take a table);
+``maintain --dry-run`` prints the plan a pass would carry out and writes
+nothing (text: up to 20 entries a step; ``--json``: the report with its
+``plan``, up to 1000 entries a step and their totals).
+
 Both call the maintenance API (``slatelake.maintenance``), as the Lambda
 does. Everything given is checked before the lake is touched: the lake URL,
 data path and wait at argument parsing, the options bound on a bare DuckDB,
@@ -18,13 +24,15 @@ import json
 import sys
 from typing import Any
 
-from slatelake.cli.arguments import data_path, lake_verb, wait_seconds
+from slatelake.cli.arguments import catalog_text, data_path, lake_verb, wait_seconds
 from slatelake.cli.common import parse_kv, print_report
 
 EXIT_STEP_FAILED = 4
+SHOWN = 20  # plan entries printed per step without --json
 EXIT_STATUSES = (
     "exit status: 0 the pass ran (every step ran or was skipped); 1 an error (e.g. "
-    "another pass is running and --wait ran out); 2 a misconfigured option; 3 fenced; "
+    "another pass is running and --wait ran out, or no such --table); 2 a misconfigured "
+    "option, --operations or --table; 3 fenced; "
     "4 a step failed or the pass lost its lease (the report says which)"
 )
 
@@ -33,8 +41,20 @@ def _cmd_maintain(args: argparse.Namespace) -> int:
     from slatelake import maintenance
 
     options = parse_kv(args.option)
-    report = maintenance.run(args.lake, options, data_path=args.data_path, wait_s=args.wait)
+    report = maintenance.run(
+        args.lake,
+        options,
+        data_path=args.data_path,
+        wait_s=args.wait,
+        operations=args.operations,
+        table=args.table,
+        dry_run=args.dry_run,
+    )
+    if report.plan is not None and not args.json:
+        print("dry run: what a pass would do; nothing was written")
     print_report(report, args.json)
+    if report.plan is not None and not args.json:
+        _print_plan(report.plan)
     if not report.failed:
         return 0
     failed = [s.step for s in report.steps if s.status == "failed"]
@@ -45,6 +65,27 @@ def _cmd_maintain(args: argparse.Namespace) -> int:
         why.append(f"the pass stopped, it lost its lease: {report.lease_lost}")
     print(f"slatelake maintain: {'; '.join(why)}", file=sys.stderr)
     return EXIT_STEP_FAILED
+
+
+def _print_plan(plan: dict[str, Any]) -> None:
+    """What a dry run found, step by step, a few entries each."""
+    print("plan:")
+    for step, found in plan.items():
+        items = [_entry(i) for i in found["items"][:SHOWN]]
+        more = found["total"] - len(items)
+        shown = ", ".join(items) + (f" and {more} more" if more > 0 else "")
+        count = found.get("files", found.get("rows", found["total"]))  # a table's share: summed
+        print(f"  {step:<22} {count:>6}  {shown}")
+        if found.get("kept_by_holds"):
+            kept = ", ".join(str(i) for i in found["kept_by_holds"][:SHOWN])
+            print(f"  {'':<22} {'':>6}  kept by retention holds: {kept}")
+
+
+def _entry(item: Any) -> str:
+    if isinstance(item, dict):  # a table's share: {"table": ..., "rows"|"files": n}
+        (what, n), *_ = ((k, v) for k, v in item.items() if k != "table")
+        return f"{item['table']} ({n} {what})"
+    return str(item)
 
 
 def _cmd_status(args: argparse.Namespace) -> int:
@@ -88,6 +129,27 @@ def register(sub: Any) -> None:
         default=60.0,
         metavar="DURATION",
         help="wait this long for a pass already running, e.g. 90s or 2m (default 60s)",
+    )
+    p.add_argument(
+        "--operations",
+        metavar="OPS",
+        type=catalog_text,
+        help="run only these steps of the configured pass, comma-separated: flush, expire, "
+        "merge, rewrite, cleanup, orphans (each at most once); the sweeps and the store "
+        "merge are then skipped",
+    )
+    p.add_argument(
+        "--table",
+        metavar="[SCHEMA.]TABLE",
+        type=catalog_text,
+        help="scope the pass to one table (a bare name means schema main); only flush, merge "
+        "and rewrite run, the lake-wide steps are skipped",
+    )
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the plan the pass would carry out (snapshots to expire and those kept by "
+        "holds, files to merge, rewrite and delete, orphans) and write nothing",
     )
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p = lake_verb(

@@ -327,6 +327,19 @@ class CommitFlow:
         ).fetchall()
         return [(str(a), str(b)) for a, b in rows]
 
+    def catalog_file_bytes(self) -> int:
+        """Bytes of every data and delete file the catalog lists (live or kept
+        by history); files scheduled for deletion are no longer counted, as
+        DuckLake drops their sizes when it schedules them."""
+        return int(
+            self._aux.execute(
+                f"SELECT (SELECT coalesce(sum(file_size_bytes), 0) "
+                f"FROM {ident(META_DB)}.ducklake_data_file) + "
+                f"(SELECT coalesce(sum(file_size_bytes), 0) "
+                f"FROM {ident(META_DB)}.ducklake_delete_file)"
+            ).fetchone()[0]
+        )
+
     def held_files_scheduled(self, snapshot_ids: Iterable[int]) -> list[str]:
         """Paths of files scheduled for deletion that one of ``snapshot_ids``
         still references (a data or delete file live at that snapshot): none

@@ -134,3 +134,8 @@ __all__ = [
     "unprotect",
     "value_text",
 ]
+
+# Scoped runs: the seed's operation names and the parser every surface shares.
+from slatelake.maintenance.steps import OPERATIONS, RunScope, run_scope  # noqa: E402
+
+__all__ += ["OPERATIONS", "RunScope", "run_scope"]

@@ -34,6 +34,7 @@ from slatelake.maintenance.policy import Policy, PolicyRow
 from slatelake.maintenance.progress import Sink
 from slatelake.maintenance.report import PassReport, StatusWindow
 from slatelake.maintenance.runner import run_pass
+from slatelake.maintenance.steps import run_scope
 from slatelake.store import merge
 from slatelake.store.census import CensusRequest, StoreCensus, store_census
 from slatelake.store.db import store_exists
@@ -56,6 +57,9 @@ def run(
     deadline: Callable[[], float] | None = None,
     stop: threading.Event | None = None,
     on_progress: Sink | None = None,
+    operations: Iterable[str] | str | None = None,
+    table: str | None = None,
+    dry_run: bool = False,
 ) -> PassReport:
     """Run one pass (RFC 0021) and return its report.
 
@@ -64,9 +68,17 @@ def run(
     then runs the pass itself. ``options`` are the ``MAINTENANCE_*`` settings
     (None: the session's own, else nothing configured). ``wait_s``: how long
     to wait for a pass already running; ``deadline`` returns the seconds left
-    to work, and at zero the pass stops between steps and tables."""
+    to work, and at zero the pass stops between steps and tables.
+
+    ``operations`` limits the pass to some of flush, expire, merge, rewrite,
+    cleanup, orphans (a list or comma-separated text; what the options or
+    the lake's policy enable, no more), ``table`` (``[SCHEMA.]TABLE``) to one
+    table, where only flush, merge and rewrite run; a scoped run skips the
+    sweeps and the store merge. ``dry_run``: return the plan (``report.plan``,
+    steps marked ``dry_run``) and write nothing; a URL is opened read-only."""
     if trigger not in TRIGGERS:
         raise MisconfigurationError(f"trigger {trigger!r}: expected one of {', '.join(TRIGGERS)}")
+    scope = run_scope(operations, table)
     if isinstance(options, MaintenanceOptions):
         bound = options
     elif options is None and isinstance(lake, Session):
@@ -79,9 +91,15 @@ def run(
         "deadline": deadline,
         "stop": stop,
         "on_progress": on_progress,
+        "scope": scope,
+        "dry_run": bool(dry_run),
     }
     if isinstance(lake, Session):
         return run_pass(lake, bound, **kwargs)
+    if dry_run:
+        _require_lake(lake)  # a plan never creates a lake
+        with Session(lake, read_only=True) as session:
+            return run_pass(session, bound, **kwargs)
     with Session(lake, data_path=data_path) as session:
         return run_pass(session, bound, **kwargs)
 

@@ -6,7 +6,8 @@ A report is what every surface prints (CLI ``--json``, Python, the Lambda):
 against, and one row per step in the RFC's order, each ``ran``, ``skipped``
 or ``failed`` with a ``detail`` saying what happened or why not, its
 ``counts`` and ``seconds``, and ``dry_run`` when it only said what it would
-do; ``lease_lost`` says why a pass stopped when
+do; ``operations`` and ``table`` the scope of a manual run that was
+limited, and ``plan`` what a dry run found; ``lease_lost`` says why a pass stopped when
 another process took its lease (such a pass records nothing). ``status``
 sums it up: ``failed``, ``partial`` (``partial_reason``: the retention
 fail-safe skipped deletion; or work is pending) or ``succeeded``.
@@ -69,6 +70,13 @@ class PassReport:
     # The lake's maintenance policy the pass applied, field by field as
     # spelled (None: no enabled policy, the options alone).
     policy: dict[str, str] | None = None
+    # A manual run's scope: the operations it was limited to (the seed's
+    # names, None: all) and the one table it worked on (None: the lake).
+    operations: list[str] | None = None
+    table: str | None = None
+    # A dry run's plan, step -> {"total", "items", "truncated", ...} (None:
+    # the pass ran; maintenance/dry_run.py says what each step lists).
+    plan: dict[str, Any] | None = None
     # Who asked (the OS user, the Lambda's request id), and the id the run
     # history keeps it under (set when recorded).
     by: str | None = None
@@ -121,6 +129,9 @@ class PassReport:
             lease_lost=doc.get("lease_lost"),
             partial_reason=doc.get("partial_reason"),
             policy=doc.get("policy"),
+            operations=None if doc.get("operations") is None else list(doc["operations"]),
+            table=doc.get("table"),
+            plan=doc.get("plan"),
             by=doc.get("by"),
             run_id=doc.get("run_id"),
             steps=[

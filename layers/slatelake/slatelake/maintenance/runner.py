@@ -12,6 +12,12 @@ report is appended to the durable status window; a window that does not
 decode is rewritten (with a warning), never left to block every later record.
 A pass refuses to run on a connection inside an explicit transaction, however
 it was opened (``session.transaction()`` or a raw ``BEGIN``).
+
+A scoped run (``RunScope``, steps.py) does only the operations asked, on
+one table if asked: the steps left out are reported skipped, saying why,
+and so are the sweeps and the store merge. A dry run (dry_run.py) plans the
+same steps and writes nothing: no lease, no status record, no slot; a
+read-only session will do.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ from slatelake.errors import (
     AlreadyRunningError,
     ConflictError,
     MisconfigurationError,
+    NotFoundError,
     OperationLimitError,
     ReadOnlyError,
     SlatelakeError,
@@ -39,13 +46,14 @@ from slatelake.errors import (
 from slatelake.log.changeset import ChangeSet
 from slatelake.maintenance import history, holds
 from slatelake.maintenance import report as rpt
+from slatelake.maintenance.dry_run import Planner
 from slatelake.maintenance.flight import PassLease, process_lock
-from slatelake.maintenance.options import DUCKLAKE_STEPS, MaintenanceOptions
+from slatelake.maintenance.options import DUCKLAKE_STEPS, STEPS, MaintenanceOptions
 from slatelake.maintenance.policy import POLICY_KEY, decode_rows, lake_enabled
 from slatelake.maintenance.policy_plan import describe, plan
 from slatelake.maintenance.progress import Progress, Sink
 from slatelake.maintenance.report import FAILED, RAN, SKIPPED, PassReport
-from slatelake.maintenance.steps import StepOutcome, Steps, TableName
+from slatelake.maintenance.steps import RunScope, StepOutcome, Steps, TableName
 from slatelake.maintenance.store_step import run_compact_store
 from slatelake.maintenance.sweep_steps import run_sweep_steps
 
@@ -62,13 +70,25 @@ def run_pass(
     stop: threading.Event | None = None,
     deadline: Callable[[], float] | None = None,
     on_progress: Sink | None = None,
+    scope: RunScope | None = None,
+    dry_run: bool = False,
 ) -> PassReport:
     """Run one pass. ``wait_s``: how long to wait for a running pass (manual
     triggers wait; scheduled ticks pass 0 and skip). ``deadline`` returns the
     seconds left to work (the Lambda's remaining time less its reserve for
     reporting); at zero the pass stops between steps and tables and leaves
-    work pending."""
+    work pending. ``scope``: the operations and table a manual run asked
+    for; ``dry_run``: plan only, taking neither the lock nor the lease."""
+    scope = scope or RunScope()
+    progress = Progress(options.progress, sink=on_progress)
+    if dry_run:
+        refuse_in_transaction(session)
+        require_table(session, scope)
+        return _Pass(
+            session, options, trigger, stop or threading.Event(), deadline, progress, None, scope
+        ).run()
     refuse_unless_autocommit(session)
+    require_table(session, scope)
     lock = process_lock(session.lake.location.url)
     acquired = lock.acquire(timeout=wait_s) if wait_s > 0 else lock.acquire(blocking=False)
     if not acquired:
@@ -78,14 +98,33 @@ def run_pass(
         lease.acquire(wait_s)
         try:
             lease.start_heartbeat()
-            progress = Progress(options.progress, sink=on_progress)
             return _Pass(
-                session, options, trigger, stop or threading.Event(), deadline, progress, lease
-            ).run()
+                session, options, trigger, stop or threading.Event(), deadline, progress, lease,
+                scope,
+            ).run()  # fmt: skip
         finally:
             lease.release()
     finally:
         lock.release()
+
+
+def require_table(session: Session, scope: RunScope) -> None:
+    """A table-scoped run names a live table of the lake, or nothing runs."""
+    if scope.table is None:
+        return
+    session.refresh()
+    if not session.catalog_has(*scope.table):
+        raise NotFoundError(
+            f"no table {scope.table_name} in the lake at {session.url}; a bare name means "
+            "schema main (SHOW ALL TABLES lists them)"
+        )
+
+
+def refuse_in_transaction(session: Session) -> None:
+    if session.in_transaction or in_explicit_transaction(session.con):
+        raise MisconfigurationError(
+            "maintenance refuses to run inside an explicit transaction; commit or roll back first"
+        )
 
 
 def refuse_unless_autocommit(session: Session) -> None:
@@ -94,10 +133,7 @@ def refuse_unless_autocommit(session: Session) -> None:
     ROLLBACK undoing the status record) or wait on the caller."""
     if session.read_only:
         raise ReadOnlyError("a read-only session never runs maintenance; reconnect read-write")
-    if session.in_transaction or in_explicit_transaction(session.con):
-        raise MisconfigurationError(
-            "maintenance refuses to run inside an explicit transaction; commit or roll back first"
-        )
+    refuse_in_transaction(session)
 
 
 def in_explicit_transaction(con: Any) -> bool:
@@ -123,21 +159,33 @@ class _Pass:
         stop: threading.Event,
         deadline: Callable[[], float] | None,
         progress: Progress,
-        lease: PassLease,
+        lease: PassLease | None,
+        scope: RunScope,
     ) -> None:
+        """``lease`` None: a dry run, which plans instead of running."""
         self.session = session
         self.options = options
         self.stop = stop
         self.deadline = deadline
         self.progress = progress
         self.lease = lease
-        self.report = PassReport(trigger=trigger)
+        self.scope = scope
+        self.report = PassReport(
+            trigger=trigger,
+            operations=None if scope.operations is None else list(scope.operations),
+            table=scope.table_name,
+            plan=None if lease is not None else {},
+        )
         self.steps = Steps(session, stop, self.progress, self._out_of_time)
+        self.steps.only = scope.table
+        self.planner = None if self.report.plan is None else Planner(
+            session, self.steps, self.report.plan
+        )  # fmt: skip
         self._blocked: tuple[str | None] | None = None  # the fail-safe's answer, once asked
 
     def _out_of_time(self) -> str | None:
         """Checked at every step, table and batch boundary."""
-        if self.lease.lost is not None:
+        if self.lease is not None and self.lease.lost is not None:
             return "the pass lost its maintenance lease"
         if self.stop.is_set():
             return "shutdown requested"
@@ -165,12 +213,20 @@ class _Pass:
         deferred: set[TableName] = set()
         report = self.report
         t_pass = time.monotonic()
-        self.progress(f"pass start ({report.trigger})")
+        what = " dry run" if self.planner is not None else ""
+        scoped = f", {self._scope_text()}" if self.scope.scoped else ""
+        self.progress(f"pass{what} start ({report.trigger}{scoped})")
         self._apply_policy()
         for step in DUCKLAKE_STEPS:
             cfg = self.options.steps[step]
+            left_out = self.scope.left_out(step)
+            if left_out is not None:
+                report.add(step, SKIPPED, left_out)
+                continue
             if not cfg.enabled:
-                report.add(step, SKIPPED, "not configured")
+                named = self.scope.operations is not None
+                why = "; named in the operations, but no option or policy enables it"
+                report.add(step, SKIPPED, "not configured" + (why if named else ""))
                 continue
             if failed is not None:
                 report.add(step, SKIPPED, f"not attempted because {failed} failed")
@@ -192,7 +248,10 @@ class _Pass:
             self.progress(f"step {step} start")
             t0 = time.monotonic()
             try:
-                outcome = self._run_step(step, deferred)
+                if self.planner is not None:
+                    outcome = self.planner(step, cfg)
+                else:
+                    outcome = self._run_step(step, deferred)
             except StepFailed as exc:
                 report.add(step, FAILED, str(exc))
                 report.work_pending = report.work_pending or exc.pending
@@ -211,11 +270,14 @@ class _Pass:
                 f"step {step} end after {time.monotonic() - t0:.2f}s: "
                 f"{report.steps[-1].status} ({report.steps[-1].detail})"
             )
-        run_sweep_steps(self.session, self.options, self.progress, report, self._out_of_time)
-        run_compact_store(self.session, self.options, self.progress, report, self._out_of_time)
+        if self.planner is not None:
+            self.planner.close()
+        self._sweeps_and_store_merge()
         self.progress(f"pass end: work_pending={report.work_pending}")
         report.seconds = round(time.monotonic() - t_pass, 3)
         report.rss_hwm_mb = round(self.progress.high_water, 1)
+        if self.lease is None:
+            return report  # a dry run records nothing
         if self.lease.lost is not None:
             report.lease_lost = self.lease.lost
             report.work_pending = True
@@ -223,6 +285,25 @@ class _Pass:
             return report
         record_pass(self.session, report)
         return report
+
+    def _scope_text(self) -> str:
+        ops = "all" if self.scope.operations is None else ",".join(self.scope.operations)
+        table = f", table {self.scope.table_name}" if self.scope.table else ""
+        return f"operations {ops}{table}"
+
+    def _sweeps_and_store_merge(self) -> None:
+        """Steps 7, 7b, 7c and 8, unless the run is scoped (a manual scoped
+        run does only what it asked) or a dry run (they have none)."""
+        why = self.scope.left_out_of_sweeps()
+        if why is None and self.planner is not None:
+            why = "not planned: the sweeps and the store merge have no dry run"
+        if why is not None:
+            for step in STEPS[len(DUCKLAKE_STEPS) :]:
+                self.report.add(step, SKIPPED, why, dry_run=self.planner is not None)
+            return
+        opts, report = self.options, self.report
+        run_sweep_steps(self.session, opts, self.progress, report, self._out_of_time)
+        run_compact_store(self.session, opts, self.progress, report, self._out_of_time)
 
     def _cleanup_blocked(self) -> str | None:
         """The retention fail-safe, asked once per pass before the first

@@ -9,6 +9,10 @@ dry run, then expires at most 64 per transaction, oldest first, halving on
 the operation-limit refusal. A dry run (expiry, cleanup, orphans) reports
 what it would do, marked as such, and counts nothing as done.
 
+A run may be scoped (``RunScope``): to some operations (the seed's names,
+``OPERATIONS``) and to one table, under which the per-table steps (flush,
+merge, rewrite) call only that table and the lake-wide ones do not run.
+
 Options arrive typed (options.py parsed them at bind); every name and value
 reaches SQL through ``ident``/``literal`` or as a rendered typed value. An
 interval ``older_than`` is a TIMESTAMPTZ computed in UTC, so the window is
@@ -18,7 +22,7 @@ the same on every host whatever its time zone.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -30,12 +34,14 @@ from slatelake.errors import (
     Backoff,
     ConflictError,
     HeldSnapshotError,
+    MaintenanceConfigError,
     OperationLimitError,
     StepFailed,
     retry,
 )
 from slatelake.maintenance import holds
 from slatelake.maintenance.options import Instant, Interval, StepConfig, Value, Versions
+from slatelake.store.location import show_input
 
 T = TypeVar("T")
 # A recognized conflict reruns the call: 3 attempts, waiting 100 ms then 200 ms.
@@ -43,6 +49,115 @@ RETRY_ATTEMPTS = 3
 RETRY_BACKOFF = Backoff(first_s=0.1, factor=2.0, cap_s=0.2, jitter=0.0)
 EXPIRE_BATCH = 64
 TableName = tuple[str, str]  # (schema, table)
+# The seed's operation names for the six DuckLake steps, in the pass's order.
+OPERATIONS = {
+    "expire": "expire_snapshots",
+    "flush": "flush_inlined_data",
+    "merge": "merge_adjacent_files",
+    "rewrite": "rewrite_data_files",
+    "cleanup": "cleanup_old_files",
+    "orphans": "delete_orphaned_files",
+}
+# DuckLake's functions take a table for these; the others act on the whole lake.
+TABLE_SAFE = ("flush", "merge", "rewrite")
+DEFAULT_SCHEMA = "main"
+
+
+@dataclass(frozen=True)
+class RunScope:
+    """What a manual run was asked to do: ``operations`` (seed names, in the
+    pass's order; None: every configured step) and ``table`` (None: the lake).
+    A scoped run does only what was asked: the sweeps and the store merge,
+    lake-wide and not operations of the seed's, run only in an unscoped pass."""
+
+    operations: tuple[str, ...] | None = None
+    table: TableName | None = None
+
+    @property
+    def scoped(self) -> bool:
+        return self.operations is not None or self.table is not None
+
+    @property
+    def table_name(self) -> str | None:
+        return None if self.table is None else f"{self.table[0]}.{self.table[1]}"
+
+    def left_out(self, step: str) -> str | None:
+        """Why this scope leaves a DuckLake step out (None: it may run)."""
+        name = next(op for op, s in OPERATIONS.items() if s == step)
+        if self.operations is not None and name not in self.operations:
+            return f"left out: this run's operations are {', '.join(self.operations)}"
+        if self.table is not None and name not in TABLE_SAFE:
+            return f"lake-wide; this run is scoped to table {self.table_name}"
+        return None
+
+    def left_out_of_sweeps(self) -> str | None:
+        """Why the sweeps and the store merge do not run (None: they run)."""
+        if self.operations is not None:
+            return f"left out: this run's operations are {', '.join(self.operations)}"
+        if self.table is not None:
+            return f"lake-wide; this run is scoped to table {self.table_name}"
+        return None
+
+
+def run_scope(operations: Iterable[str] | str | None, table: str | None) -> RunScope:
+    """A run's scope from outside input, checked before any lake is touched.
+    ``operations``: names from OPERATIONS, a list or comma-separated text,
+    each at most once; ``table``: ``[SCHEMA.]TABLE`` (a bare name means
+    schema ``main``). Under a table scope a lake-wide operation named
+    explicitly is refused: it cannot be scoped, and dropping it silently
+    would do less than was asked."""
+    ops = None if operations is None else _operations(operations)
+    scoped = None if table is None else _table(table)
+    if scoped is not None and ops is not None:
+        wide = [op for op in ops if op not in TABLE_SAFE]
+        if wide:
+            raise MaintenanceConfigError(
+                f"operations {', '.join(wide)} act on the whole lake and cannot be scoped to "
+                f"table {scoped[0]}.{scoped[1]}; a table-scoped run takes only "
+                f"{', '.join(TABLE_SAFE)}: drop them, or drop the table"
+            )
+    return RunScope(ops, scoped)
+
+
+def _operations(value: Iterable[str] | str) -> tuple[str, ...]:
+    valid = ", ".join(OPERATIONS)
+    items = value.split(",") if isinstance(value, str) else value
+    if isinstance(items, bytes | dict) or not isinstance(items, Iterable):
+        raise MaintenanceConfigError(
+            f"operations {show_input(value)}: expected names from {valid}, as a list or "
+            "comma-separated text"
+        )
+    seen: list[str] = []
+    for item in items:
+        if not isinstance(item, str):
+            raise MaintenanceConfigError(
+                f"operation {show_input(item)}: expected a name, one of {valid}"
+            )
+        name = item.strip(" \t")
+        if name not in OPERATIONS:
+            raise MaintenanceConfigError(
+                f"unknown operation {show_input(item)}; the operations are {valid}"
+            )
+        if name in seen:
+            raise MaintenanceConfigError(f"operation {name} is given twice; give it once")
+        seen.append(name)
+    if not seen:
+        raise MaintenanceConfigError(f"no operations given; name one or more of {valid}")
+    return tuple(op for op in OPERATIONS if op in seen)
+
+
+def _table(value: object) -> TableName:
+    text = value if isinstance(value, str) else ""
+    bad = not text or "\x00" in text or any(0xD800 <= ord(ch) <= 0xDFFF for ch in text)
+    schema, dot, name = text.partition(".")
+    if not dot:
+        schema, name = DEFAULT_SCHEMA, schema
+    if bad or not schema or not name:
+        raise MaintenanceConfigError(
+            f"table {show_input(value)}: expected a table name, schema-qualified or not "
+            "(orders, s1.orders)"
+        )
+    return schema, name
 
 
 @dataclass
@@ -79,6 +194,8 @@ class Steps:
         self.lake = session.alias
         # step -> table -> its own configuration (a lake policy that differs by table)
         self.per_table: dict[str, dict[TableName, StepConfig]] = {}
+        # The one table a scoped run works on (None: every table).
+        self.only: TableName | None = None
 
     # -- plumbing ------------------------------------------------------------
     @staticmethod
@@ -108,6 +225,29 @@ class Steps:
         args: dict[str, Value],
         scope: TableName | None = None,
     ) -> list[tuple[Any, ...]]:
+        sql = self.statement(function, columns, args, scope)
+        return self.session.sql(sql, writes=True).fetchall()
+
+    def dry_call(
+        self, function: str, columns: tuple[str, ...], args: dict[str, Value]
+    ) -> list[tuple[Any, ...]]:
+        """A DuckLake call with ``dry_run => true`` on a cursor of its own: the
+        session's write path would take the commit lock (a slot) for any
+        ``ducklake_`` call, and a dry run writes nothing."""
+        sql = self.statement(function, columns, {**args, "dry_run": True})
+        con = self.session.con.cursor()
+        try:
+            return con.execute(sql).fetchall()
+        finally:
+            con.close()
+
+    def statement(
+        self,
+        function: str,
+        columns: tuple[str, ...],
+        args: dict[str, Value],
+        scope: TableName | None = None,
+    ) -> str:
         parts = [literal(self.lake)]
         if scope is not None and function in ("merge_adjacent_files", "rewrite_data_files"):
             parts += [literal(scope[1]), f"{ident('schema')} => {literal(scope[0])}"]
@@ -116,8 +256,7 @@ class Steps:
             parts.append(f"{ident('schema_name')} => {literal(scope[0])}")
         parts += [f"{ident(k)} => {self.render(v)}" for k, v in args.items()]
         select = ", ".join(ident(c) for c in columns)
-        sql = f"SELECT {select} FROM {ident('ducklake_' + function)}({', '.join(parts)})"
-        return self.session.sql(sql, writes=True).fetchall()
+        return f"SELECT {select} FROM {ident('ducklake_' + function)}({', '.join(parts)})"
 
     def with_retry(self, what: str, fn: Callable[[], T]) -> T:
         """``fn`` rerun on a conflict: ours (ConflictError) or DuckLake's own (a
@@ -261,7 +400,7 @@ class Steps:
         cols = ("files_processed", "files_created")
         capped = "max_compacted_files" in args
         own = self.per_table.get(step)
-        if not per_table and not own:
+        if not per_table and not own and self.only is None:
             rows = self.with_retry(step, lambda: self.call(step, cols, args))
             processed = sum(int(r[0]) for r in rows)
             created = sum(int(r[1]) for r in rows)
@@ -312,10 +451,12 @@ class Steps:
         return StepOutcome(f"deleted {len(rows)} files", counts={"files_deleted": len(rows)})
 
     def _tables_for(self, step: str, skip: set[TableName]) -> list[TableName]:
-        """The tables a per-table step calls, less the deferred ones and, under
-        a policy that differs by table, those whose policy leaves it off."""
+        """The tables a per-table step calls (the scoped one alone, if any),
+        less the deferred ones and, under a policy that differs by table,
+        those whose policy leaves it off."""
         own = self.per_table.get(step)
-        tables = [t for t in self.tables() if t not in skip]
+        everything = self.tables() if self.only is None else [self.only]
+        tables = [t for t in everything if t not in skip]
         if not own:
             return tables
         off = [t for t in tables if t in own and not own[t].enabled]

@@ -1,0 +1,355 @@
+"""A dry run: the plan a pass would carry out, step by step, writing nothing.
+
+Where DuckLake has a dry run of its own it is what answers: expiry (less
+the snapshots retention holds keep, as the pass subtracts them), cleanup
+and orphan deletion, each called with ``dry_run => true`` on a cursor of the
+session's DuckDB (the session's write path would take the commit lock, a
+slot, for any DuckLake call). The pinned extension has no dry run for flush,
+merge or rewrite (``duckdb_functions()`` lists none), so those come from the
+catalog: inlined rows per table and files whose deleted share reaches the
+threshold (the call's, else the lake's, else DuckLake's 0.95) from
+``maintenance.health``; the files merge would replace, by path, from one
+query making health's merge choice file by file (small files without
+deletes, two or more sharing schema version and partition; a test pins that
+the two agree). ``max_compacted_files`` caps are not modelled.
+
+Cleanup in a real pass also deletes what the pass itself scheduled, when its
+window reaches the moment it ran (``cleanup_all``, an ``older_than`` of zero
+or a point in time from now on): what expiry frees (a file no longer live
+with no snapshot left in its [begin, end) range once the planned snapshots
+are gone, and the delete files of such a data file) and what merge replaced
+(DuckLake's merge keeps time travel through the merged file, so it schedules
+the files it replaced at once). The plan adds both. An ``older_than``
+window counts from each call's now(), so a snapshot or file crossing it
+between the dry run and the pass makes the two differ; a point in time does
+not.
+
+``plan`` is JSON-ready: step -> {"total", "items" (the first PLAN_LIMIT),
+"truncated"} with snapshot ids (expiry, plus ``kept_by_holds``), file paths
+(cleanup, plus ``scheduled_by_expiry`` and ``scheduled_by_merge``; orphans)
+or per-table entries ({"table", "rows"}: flush; {"table", "files"}:
+rewrite; {"table", "files", "paths"}: merge), the per-table steps with their
+sum (``rows``, ``files``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from slatelake.ducklake.commit_flow import META_DB
+from slatelake.ducklake.session import Session
+from slatelake.ducklake.sql import ident
+from slatelake.maintenance import holds
+from slatelake.maintenance.health import (
+    DUCKLAKE_DEFAULT_TARGET_FILE_SIZE,
+    HealthPolicy,
+    TableHealth,
+    _inlined,
+    health,
+)
+from slatelake.maintenance.options import Instant, Interval, StepConfig
+from slatelake.maintenance.steps import StepOutcome, Steps, TableName
+
+PLAN_LIMIT = 1000
+# DuckLake's rewrite_delete_threshold when neither the call nor the lake sets
+# one (the pinned extension's default).
+DUCKLAKE_REWRITE_DELETE_THRESHOLD = 0.95
+
+
+def bounded(items: list[Any], **extra: Any) -> dict[str, Any]:
+    return {
+        "total": len(items),
+        "items": items[:PLAN_LIMIT],
+        "truncated": len(items) > PLAN_LIMIT,
+        **extra,
+    }
+
+
+class Planner:
+    """Plans each step of a dry run into ``plan``, in the pass's order (what
+    expiry would expire is what cleanup's prediction needs)."""
+
+    def __init__(self, session: Session, steps: Steps, plan: dict[str, Any]) -> None:
+        self.session = session
+        self.steps = steps
+        self.plan = plan
+        self.expiring: list[int] = []  # what expiry would expire
+        self.merging: list[tuple[str, str]] = []  # (table, path) merge would replace
+        self._con: Any = None
+        self._health: dict[tuple[int | None, float], dict[TableName, TableHealth]] = {}
+
+    def __call__(self, step: str, cfg: StepConfig) -> StepOutcome:
+        if step == "expire_snapshots":
+            return self.expire(cfg)
+        if step == "flush_inlined_data":
+            return self.flush(cfg)
+        if step in ("merge_adjacent_files", "rewrite_data_files"):
+            return self.compact(step, cfg)
+        return self.cleanup(step, cfg)
+
+    def expire(self, cfg: StepConfig) -> StepOutcome:
+        self.session.refresh()
+        args = {k: v for k, v in cfg.params.items() if k != "dry_run"}
+        rows = self.steps.dry_call("expire_snapshots", ("snapshot_id",), args)
+        held = holds.held(self.session)
+        chosen = sorted(int(r[0]) for r in rows)
+        self.expiring = [i for i in chosen if i not in held]
+        kept = [i for i in chosen if i in held]
+        self.plan["expire_snapshots"] = bounded(self.expiring, kept_by_holds=kept[:PLAN_LIMIT])
+        shown = f"; {len(kept)} kept by retention holds" if kept else ""
+        return _dry(f"would expire {len(self.expiring)} snapshots{shown}")
+
+    def flush(self, cfg: StepConfig) -> StepOutcome:
+        figures = self._figures(cfg)
+        items = [
+            {"table": _name(t), "rows": figures[t].inlined_rows}
+            for t in self.steps._tables_for("flush_inlined_data", set())
+            if t in figures and figures[t].inlined_rows > 0
+        ]
+        rows = sum(i["rows"] for i in items)
+        self.plan["flush_inlined_data"] = bounded(items, rows=rows)
+        return _dry(f"would flush {rows} inlined rows from {len(items)} tables")
+
+    def compact(self, step: str, cfg: StepConfig) -> StepOutcome:
+        if step == "merge_adjacent_files":
+            self.merging = self._merged_away(cfg)
+            by_table: dict[str, list[str]] = {}
+            for table, path in self.merging:
+                by_table.setdefault(table, []).append(path)
+            items = [
+                {"table": t, "files": len(paths), "paths": paths[:PLAN_LIMIT]}
+                for t, paths in by_table.items()
+            ]
+            files = len(self.merging)
+            self.plan[step] = bounded(items, files=files)
+            return _dry(f"would merge {files} files in {len(items)} tables")
+        own = self.steps.per_table.get(step) or {}
+        items = []
+        for table in self.steps._tables_for(step, set()):
+            figures = self._figures(own.get(table, cfg))
+            found = figures[table].rewrite_files if table in figures else 0
+            if found:
+                items.append({"table": _name(table), "files": found})
+        files = sum(i["files"] for i in items)
+        self.plan[step] = bounded(items, files=files)
+        return _dry(f"would rewrite {files} files in {len(items)} tables")
+
+    def cleanup(self, step: str, cfg: StepConfig) -> StepOutcome:
+        args = {k: v for k, v in cfg.params.items() if k != "dry_run"}
+        paths = sorted({str(r[0]) for r in self.steps.dry_call(step, ("path",), args)})
+        if step == "delete_orphaned_files":
+            self.plan[step] = bounded(paths)
+            return _dry(f"would delete {len(paths)} orphaned files")
+        expired: list[str] = []
+        merged: list[str] = []
+        if _reaches_now(args):
+            expired = sorted(set(self._freed_by_expiry()) - set(paths)) if self.expiring else []
+            merged = sorted({p for _, p in self.merging} - set(paths) - set(expired))
+        paths = sorted([*paths, *expired, *merged])
+        self.plan[step] = bounded(
+            paths, scheduled_by_expiry=len(expired), scheduled_by_merge=len(merged)
+        )
+        also = [f"{n} of them scheduled by this pass's {w}" for n, w in
+                ((len(expired), "expiry"), (len(merged), "merge")) if n]  # fmt: skip
+        return _dry(f"would delete {len(paths)} files" + "".join(f"; {a}" for a in also))
+
+    # -- catalog reads -----------------------------------------------------------
+    def _figures(self, cfg: StepConfig) -> dict[TableName, TableHealth]:
+        """Each live table's health figures under a step's parameters (read
+        once per distinct target size and threshold)."""
+        size = cfg.params.get("max_file_size")
+        share = cfg.params.get("delete_threshold")
+        key = (
+            None if size is None else int(size),
+            float(share) if share is not None else self._lake_threshold(),
+        )
+        if key not in self._health:
+            policy = HealthPolicy(target_file_size=key[0], rewrite_delete_threshold=key[1])
+            found = health(self.session, policy)
+            self._health[key] = {(t.schema, t.table): t for t in found.tables}
+        return self._health[key]
+
+    def _lake_threshold(self) -> float:
+        """The lake's own rewrite_delete_threshold (DuckLake's option), else its default."""
+        row = (
+            self._cursor()
+            .execute(
+                f"SELECT TRY_CAST(value AS DOUBLE) FROM {ident(META_DB)}.ducklake_metadata "
+                "WHERE key = 'rewrite_delete_threshold' AND scope IS NULL"
+            )
+            .fetchone()
+        )
+        if row is None or row[0] is None:
+            return DUCKLAKE_REWRITE_DELETE_THRESHOLD
+        return min(1.0, max(0.0, float(row[0])))
+
+    def _merged_away(self, cfg: StepConfig) -> list[tuple[str, str]]:
+        """Paths of the files merge would replace: DuckLake's merge keeps time
+        travel through the merged file, so it schedules what it replaced for
+        deletion at once (and a cleanup reaching now deletes it in the pass)."""
+        size = cfg.params.get("max_file_size")
+        floor = cfg.params.get("min_file_size")
+        tables = self.steps._tables_for("merge_adjacent_files", set())
+        own = self.steps.per_table.get("merge_adjacent_files") or {}
+        _, inlined_deletes = _inlined(self._cursor())
+        sql = f"""
+        WITH live AS (
+            SELECT t.table_id, t.schema_id, s.schema_name, t.table_name
+            FROM {ident(META_DB)}.ducklake_table t
+            JOIN {ident(META_DB)}.ducklake_schema s
+              ON s.schema_id = t.schema_id AND s.end_snapshot IS NULL
+            WHERE t.end_snapshot IS NULL
+        ), opts AS (
+            SELECT scope, scope_id, TRY_CAST(value AS BIGINT) AS v
+            FROM {ident(META_DB)}.ducklake_metadata WHERE key = 'target_file_size'
+        ), targets AS (
+            SELECT l.*, COALESCE(
+                (SELECT max(v) FROM opts WHERE scope = 'table' AND scope_id = l.table_id),
+                (SELECT max(v) FROM opts WHERE scope = 'schema' AND scope_id = l.schema_id),
+                (SELECT max(v) FROM opts WHERE scope IS NULL),
+                CAST(? AS BIGINT)) AS target
+            FROM live l
+        ), parts AS (
+            SELECT data_file_id, list(partition_value ORDER BY partition_key_index) AS vals
+            FROM {ident(META_DB)}.ducklake_file_partition_value GROUP BY data_file_id
+        ), files AS (
+            SELECT tg.schema_name, tg.table_name, tg.target, d.*, p.vals,
+                   (SELECT max(sv.schema_version) FROM {ident(META_DB)}.ducklake_schema_versions sv
+                    WHERE sv.table_id = d.table_id AND sv.begin_snapshot <= d.begin_snapshot)
+                       AS schema_version
+            FROM {ident(META_DB)}.ducklake_data_file d
+            JOIN targets tg ON tg.table_id = d.table_id
+            LEFT JOIN parts p ON p.data_file_id = d.data_file_id
+            WHERE d.end_snapshot IS NULL
+              AND d.data_file_id NOT IN (
+                  SELECT data_file_id FROM {ident(META_DB)}.ducklake_delete_file)
+              AND NOT list_contains(CAST(? AS BIGINT[]), d.data_file_id)
+        )
+        SELECT schema_name, table_name, table_id, path, path_is_relative,
+               target, file_size_bytes, schema_version, partition_id, vals
+        FROM files
+        """
+        rows = (
+            self._cursor()
+            .execute(sql, [DUCKLAKE_DEFAULT_TARGET_FILE_SIZE, list(inlined_deletes)])
+            .fetchall()
+        )
+        groups: dict[tuple[Any, ...], list[str]] = {}
+        full = self._paths()
+        for schema, table, tid, path, rel, target, nbytes, version, partition, vals in rows:
+            path = full(tid, path, rel)
+            mine = own.get((schema, table), cfg).params if own else cfg.params
+            limit = mine.get("max_file_size", size) or target
+            low = mine.get("min_file_size", floor) or 0
+            if (schema, table) in tables and low <= nbytes < limit:
+                key = (schema, table, version, partition, tuple(vals or ()))
+                groups.setdefault(key, []).append(str(path))
+        return sorted(
+            (f"{k[0]}.{k[1]}", p) for k, paths in groups.items() if len(paths) >= 2 for p in paths
+        )
+
+    def _paths(self) -> Callable[[int, str, bool], str]:
+        """A file's path as DuckLake's cleanup prints it: the data path, then
+        its schema's and its table's paths, then its own, each relative to the
+        one before unless it says otherwise (the newest spelling of each)."""
+        con = self._cursor()
+        (root,) = con.execute(
+            f"SELECT value FROM {ident(META_DB)}.ducklake_metadata "
+            "WHERE key = 'data_path' AND scope IS NULL"
+        ).fetchone() or ("",)
+        schemas = {
+            int(i): (str(p or ""), bool(r))
+            for i, p, r in con.execute(
+                "SELECT schema_id, arg_max(path, begin_snapshot), "
+                f"arg_max(path_is_relative, begin_snapshot) FROM {ident(META_DB)}.ducklake_schema "
+                "GROUP BY schema_id"
+            ).fetchall()
+        }
+        tables = {
+            int(i): (int(sid), str(p or ""), bool(r))
+            for i, sid, p, r in con.execute(
+                "SELECT table_id, arg_max(schema_id, begin_snapshot), "
+                "arg_max(path, begin_snapshot), "
+                f"arg_max(path_is_relative, begin_snapshot) FROM {ident(META_DB)}.ducklake_table "
+                "GROUP BY table_id"
+            ).fetchall()
+        }
+
+        def full(table_id: int, path: str, relative: bool) -> str:
+            if not relative:
+                return str(path)
+            sid, tpath, trel = tables.get(int(table_id), (-1, "", True))
+            if not trel:
+                return tpath + path
+            spath, srel = schemas.get(sid, ("", True))
+            return (spath if not srel else str(root or "") + spath) + tpath + path
+
+        return full
+
+    def _cursor(self) -> Any:
+        """A connection of its own on the session's DuckDB (as health reads)."""
+        if self._con is None:
+            self._con = self.session.con.cursor()
+        return self._con
+
+    def close(self) -> None:
+        if self._con is not None:
+            self._con.close()
+            self._con = None
+
+    def _freed_by_expiry(self) -> list[str]:
+        """Paths of the files expiring ``self.expiring`` would schedule for
+        deletion, spelled as DuckLake's cleanup spells them."""
+        sql = f"""
+        WITH kept AS (
+            SELECT snapshot_id FROM {ident(META_DB)}.ducklake_snapshot
+            WHERE NOT list_contains(CAST(? AS BIGINT[]), snapshot_id)
+        ), data AS (
+            SELECT data_file_id, table_id, path, path_is_relative
+            FROM {ident(META_DB)}.ducklake_data_file d
+            WHERE end_snapshot IS NOT NULL AND NOT EXISTS (
+                SELECT 1 FROM kept k
+                WHERE k.snapshot_id >= d.begin_snapshot AND k.snapshot_id < d.end_snapshot)
+        ), dels AS (
+            SELECT table_id, path, path_is_relative FROM {ident(META_DB)}.ducklake_delete_file d
+            WHERE d.data_file_id IN (SELECT data_file_id FROM data)
+               OR (d.end_snapshot IS NOT NULL AND NOT EXISTS (
+                   SELECT 1 FROM kept k
+                   WHERE k.snapshot_id >= d.begin_snapshot AND k.snapshot_id < d.end_snapshot))
+        ), freed AS (
+            SELECT table_id, path, path_is_relative FROM data
+            UNION ALL SELECT * FROM dels
+        )
+        SELECT DISTINCT table_id, path, path_is_relative FROM freed
+        """
+        full = self._paths()
+        rows = self._cursor().execute(sql, [self.expiring]).fetchall()
+        return [full(*r) for r in rows]
+        return [str(r[0]) for r in rows]
+
+
+def _reaches_now(args: dict[str, Any]) -> bool:
+    """Whether cleanup's window takes files scheduled during this very pass."""
+    if args.get("cleanup_all") is True:
+        return True
+    older = args.get("older_than")
+    if isinstance(older, Interval):
+        return older.seconds == 0
+    return isinstance(older, Instant) and _future(older)
+
+
+def _future(instant: Instant) -> bool:
+    try:
+        return datetime.fromisoformat(instant.utc) >= datetime.now(UTC)
+    except ValueError:  # a spelling Python does not read: assume it does not reach now
+        return False
+
+
+def _name(table: TableName) -> str:
+    return f"{table[0]}.{table[1]}"
+
+
+def _dry(detail: str) -> StepOutcome:
+    return StepOutcome(f"{detail} (dry run)", dry_run=True)
