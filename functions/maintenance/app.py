@@ -96,6 +96,7 @@ def maintain(call: Invocation, seconds_left: Callable[[], float]) -> dict[str, A
             on_progress=lambda message, fields: logger.info(message, extra=fields),
             operations=call.operations,
             table=call.table,
+            by=f"lambda:{logger.get_correlation_id()}",
         )
     except slatelake.AlreadyRunningError as exc:
         emit_skip(metrics, call.lake)

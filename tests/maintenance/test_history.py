@@ -88,18 +88,24 @@ def test_the_audit_log_records_each_kind_of_change_with_who(lake: str) -> None:
     maintenance.unset_policy(lake, ["cleanup_grace"], table="t", by="bob")
     maintenance.protect(lake, 1, "keep", by="carol")
     maintenance.unprotect(lake, "keep", by="carol")
-    manual = maintenance.run(lake, FLUSH)
+    manual = maintenance.run(lake, FLUSH, operations="flush", table="t", by="erin")
     maintenance.run(lake, FLUSH, trigger="scheduled")  # a scheduled pass is history, not audit
     entries = maintenance.audit_log(lake).items
     assert [(e.kind, e.who) for e in entries] == [
-        ("run.manual", None),
+        ("run.manual", "erin"),
         ("hold.unprotect", "carol"),
         ("hold.protect", "carol"),
         ("policy.unset", "bob"),
         ("policy.set", "alice"),
         ("policy.set", "alice"),
     ]
-    assert entries[0].what == {"run_id": manual.run_id, "status": "succeeded"}
+    assert entries[0].what == {
+        "run_id": manual.run_id,
+        "status": "succeeded",
+        "operations": ["flush"],
+        "table": "main.t",
+    }
+    assert maintenance.runs(lake, limit=2).items[1].by == "erin"
     assert entries[2].what["snapshot_id"] == 1 and entries[2].what["name"] == "keep"
     assert entries[3].what["scope"] == {"kind": "table", "schema": "main", "table": "t"}
     assert entries[3].what["before"] == {"cleanup_grace": 2 * 86400.0}

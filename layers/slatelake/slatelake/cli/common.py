@@ -4,6 +4,7 @@ report and table printing."""
 from __future__ import annotations
 
 import argparse
+import getpass
 import json
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -18,6 +19,14 @@ def add_lake_command(sub: Any, name: str, func: Handler, help_: str) -> argparse
     p.set_defaults(func=func)
     p.add_argument("lake", metavar="LAKE", help="lake URL")
     return p
+
+
+def caller() -> str | None:
+    """Who runs the command, for the audit log: the OS user, when the uid has a name."""
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no name for this uid (a bare container)
+        return None
 
 
 def parse_kv(pairs: list[str] | None) -> dict[str, str]:

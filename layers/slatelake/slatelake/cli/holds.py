@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import getpass
 from typing import Any
 
 from slatelake.cli.arguments import catalog_text, lake_verb
-from slatelake.cli.common import print_json, print_table
+from slatelake.cli.common import caller, print_json, print_table
 
 
 def snapshot_id(text: str) -> int:
@@ -26,13 +25,6 @@ def snapshot_id(text: str) -> int:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def _who() -> str | None:
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):  # no name for this uid (a bare container)
-        return None
-
-
 def _when(us: int) -> str:
     return dt.datetime.fromtimestamp(us / 1e6, dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
@@ -40,7 +32,7 @@ def _when(us: int) -> str:
 def _cmd_protect(args: argparse.Namespace) -> int:
     from slatelake import maintenance
 
-    change = maintenance.protect(args.lake, args.snapshot, args.name, note=args.note, by=_who())
+    change = maintenance.protect(args.lake, args.snapshot, args.name, note=args.note, by=caller())
     hold = change.hold
     if args.json:
         print_json({"lake": args.lake, "changed": change.changed, "hold": hold.to_dict()})
@@ -54,7 +46,7 @@ def _cmd_protect(args: argparse.Namespace) -> int:
 def _cmd_unprotect(args: argparse.Namespace) -> int:
     from slatelake import maintenance
 
-    change = maintenance.unprotect(args.lake, args.name, by=_who())
+    change = maintenance.unprotect(args.lake, args.name, by=caller())
     if args.json:
         print_json({"lake": args.lake, "changed": True, "hold": change.hold.to_dict()})
     else:

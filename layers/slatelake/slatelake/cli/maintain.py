@@ -25,7 +25,7 @@ import sys
 from typing import Any
 
 from slatelake.cli.arguments import catalog_text, data_path, lake_verb, wait_seconds
-from slatelake.cli.common import parse_kv, print_report
+from slatelake.cli.common import caller, parse_kv, print_report
 
 EXIT_STEP_FAILED = 4
 SHOWN = 20  # plan entries printed per step without --json
@@ -49,6 +49,7 @@ def _cmd_maintain(args: argparse.Namespace) -> int:
         operations=args.operations,
         table=args.table,
         dry_run=args.dry_run,
+        by=caller(),
     )
     if report.plan is not None and not args.json:
         print("dry run: what a pass would do; nothing was written")

@@ -9,11 +9,10 @@ enabled (``policy set LAKE --enabled``).
 from __future__ import annotations
 
 import argparse
-import getpass
 from typing import Any
 
 from slatelake.cli.arguments import catalog_text, lake_url
-from slatelake.cli.common import print_json, print_table
+from slatelake.cli.common import caller, print_json, print_table
 
 # flag -> (field, help); booleans take --X / --no-X
 _BOOLEANS = {
@@ -31,13 +30,6 @@ _VALUES = {
 }
 
 
-def _who() -> str | None:
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):
-        return None
-
-
 def _shown(fields: dict[str, Any]) -> str:
     from slatelake.maintenance import POLICY_FIELDS
 
@@ -53,7 +45,7 @@ def _cmd_set(args: argparse.Namespace) -> int:
     from slatelake import maintenance
 
     row = maintenance.set_policy(
-        args.lake, _given(args), schema=args.schema, table=args.table, by=_who()
+        args.lake, _given(args), schema=args.schema, table=args.table, by=caller()
     )
     if args.json:
         print_json({"lake": args.lake, "row": row.to_dict()})
@@ -71,7 +63,7 @@ def _cmd_unset(args: argparse.Namespace) -> int:
         )
     names = None if args.all else args.fields
     row = maintenance.unset_policy(
-        args.lake, names, schema=args.schema, table=args.table, by=_who()
+        args.lake, names, schema=args.schema, table=args.table, by=caller()
     )
     if args.json:
         print_json({"lake": args.lake, "row": row.to_dict()})

@@ -60,6 +60,7 @@ def run(
     operations: Iterable[str] | str | None = None,
     table: str | None = None,
     dry_run: bool = False,
+    by: str | None = None,
 ) -> PassReport:
     """Run one pass (RFC 0021) and return its report.
 
@@ -75,7 +76,8 @@ def run(
     the lake's policy enable, no more), ``table`` (``[SCHEMA.]TABLE``) to one
     table, where only flush, merge and rewrite run; a scoped run skips the
     sweeps and the store merge. ``dry_run``: return the plan (``report.plan``,
-    steps marked ``dry_run``) and write nothing; a URL is opened read-only."""
+    steps marked ``dry_run``) and write nothing; a URL is opened read-only.
+    ``by`` names who asked (the history and audit log keep it)."""
     if trigger not in TRIGGERS:
         raise MisconfigurationError(f"trigger {trigger!r}: expected one of {', '.join(TRIGGERS)}")
     scope = run_scope(operations, table)
@@ -93,6 +95,7 @@ def run(
         "on_progress": on_progress,
         "scope": scope,
         "dry_run": bool(dry_run),
+        "by": by,
     }
     if isinstance(lake, Session):
         return run_pass(lake, bound, **kwargs)

@@ -72,6 +72,7 @@ def run_pass(
     on_progress: Sink | None = None,
     scope: RunScope | None = None,
     dry_run: bool = False,
+    by: str | None = None,
 ) -> PassReport:
     """Run one pass. ``wait_s``: how long to wait for a running pass (manual
     triggers wait; scheduled ticks pass 0 and skip). ``deadline`` returns the
@@ -85,8 +86,9 @@ def run_pass(
         refuse_in_transaction(session)
         require_table(session, scope)
         return _Pass(
-            session, options, trigger, stop or threading.Event(), deadline, progress, None, scope
-        ).run()
+            session, options, trigger, stop or threading.Event(), deadline, progress, None, scope,
+            by,
+        ).run()  # fmt: skip
     refuse_unless_autocommit(session)
     require_table(session, scope)
     lock = process_lock(session.lake.location.url)
@@ -100,7 +102,7 @@ def run_pass(
             lease.start_heartbeat()
             return _Pass(
                 session, options, trigger, stop or threading.Event(), deadline, progress, lease,
-                scope,
+                scope, by,
             ).run()  # fmt: skip
         finally:
             lease.release()
@@ -161,6 +163,7 @@ class _Pass:
         progress: Progress,
         lease: PassLease | None,
         scope: RunScope,
+        by: str | None = None,
     ) -> None:
         """``lease`` None: a dry run, which plans instead of running."""
         self.session = session
@@ -175,6 +178,7 @@ class _Pass:
             operations=None if scope.operations is None else list(scope.operations),
             table=scope.table_name,
             plan=None if lease is not None else {},
+            by=by,
         )
         self.steps = Steps(session, stop, self.progress, self._out_of_time)
         self.steps.only = scope.table
@@ -353,7 +357,12 @@ def record_pass(session: Session, report: PassReport) -> None:
         report.head_batch_seq = session.state.head.batch_seq
         puts, deletes = history.run_writes(read, report)  # sets report.run_id
         if report.trigger == "manual":
-            what = {"run_id": report.run_id, "status": report.status}
+            what = {
+                "run_id": report.run_id,
+                "status": report.status,
+                "operations": report.operations,
+                "table": report.table,
+            }
             more = history.audit_writes(read, "run.manual", report.by, what)
             puts, deletes = puts + more[0], deletes + more[1]
         status = (rpt.STATUS_KEY, rpt.encode_window([*window, report]))
