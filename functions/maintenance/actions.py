@@ -1,4 +1,4 @@
-"""The invocations other than the pass: status, census and compact_store.
+"""The invocations other than the pass: status, census, compact_store and threshold.
 
 Each answers what the CLI prints with ``--json`` for the same verb. A lake
 that does not exist is named, never created. ``seconds_left`` is the
@@ -12,7 +12,8 @@ from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
 from invocation import Invocation
-from telemetry import emit_store_merge
+from telemetry import emit_store_merge, emit_threshold
+from warm import WarmSession
 
 import slatelake
 from slatelake import maintenance
@@ -67,3 +68,27 @@ def compact_store(call: Invocation, seconds_left: Callable[[], float]) -> dict[s
 def _count(call: Invocation, report: maintenance.CompactStoreReport) -> None:
     logger.info("store merge", extra={"outcome": report.outcome, "summary": report.summary()})
     emit_store_merge(metrics, call.lake, report.outcome)
+
+
+class ThresholdFailedError(slatelake.SlatelakeError):
+    """A threshold run failed: a scheduled tick raises it after its metrics."""
+
+
+def threshold(
+    call: Invocation, seconds_left: Callable[[], float], warm: WarmSession
+) -> dict[str, Any]:
+    """The threshold trigger (its own schedule, between cadence passes): each
+    table with enough small files gets a run of flush, merge and rewrite, on
+    the pass's warm session."""
+    found = maintenance.run_threshold(
+        warm.get(require_lake(call), call.data_path),
+        deadline=seconds_left,
+        on_progress=lambda message, fields: logger.info(message, extra=fields),
+        by=f"lambda:{logger.get_correlation_id()}",
+    )
+    emit_threshold(metrics, call.lake, found)
+    logger.info("threshold check", extra={"due": len(found.due), "ran": len(found.runs)})
+    if found.failed and call.trigger == "scheduled":
+        failed = [r.table for r in found.runs if r.failed]
+        raise ThresholdFailedError(f"threshold runs failed on {', '.join(map(str, failed))}")
+    return {"result": found.to_dict()}

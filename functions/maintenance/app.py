@@ -125,4 +125,5 @@ ACTIONS = {
     "status": actions.status,
     "census": actions.census,
     "compact_store": actions.compact_store,
+    "threshold": functools.partial(actions.threshold, warm=warm),
 }

@@ -27,13 +27,17 @@ from aws_lambda_powertools.utilities.data_classes import EventBridgeEvent
 
 from slatelake import MaintenanceConfigError, MisconfigurationError, maintenance
 
-ACTIONS = ("maintenance", "compact_store", "census", "status")
+ACTIONS = ("maintenance", "compact_store", "census", "status", "threshold")
+SCHEDULED_ACTIONS = ("maintenance", "threshold")
+# A run's "threshold" trigger is the threshold action's own, never an event's.
+EVENT_TRIGGERS = ("manual", "scheduled")
 EVENT_KEYS = {"action", "trigger", "lake", "data_path", "options", "wait_s", "operations", "table"}
 # Per action, the options it takes (the CLI's flags, by the same names).
 ACTION_OPTIONS: dict[str, set[str]] = {
     "compact_store": {"subspace", "timeout", "require_completed"},
     "census": {"live"},
     "status": set(),
+    "threshold": set(),
 }
 ENV_LAKE, ENV_DATA_PATH = "SLATELAKE_LAKE", "SLATELAKE_DATA_PATH"
 ENV_ALLOWED_LAKES = "SLATELAKE_ALLOWED_LAKES"
@@ -114,17 +118,19 @@ def _build(doc: dict[str, Any], env: Mapping[str, str]) -> Invocation:
             + ", ".join(sorted(EVENT_KEYS))
         )
     trigger = doc.get("trigger", "manual")
-    if trigger not in maintenance.TRIGGERS:
+    if trigger not in EVENT_TRIGGERS:
         raise InvocationError(
-            f"trigger {show_input(trigger)} is not one of {', '.join(maintenance.TRIGGERS)}"
+            f"trigger {show_input(trigger)} is not one of {', '.join(EVENT_TRIGGERS)}"
         )
     action = doc.get("action", "maintenance")
     if action not in ACTIONS:
         raise InvocationError(
             f"unknown action {show_input(action)}; expected one of {', '.join(ACTIONS)}"
         )
-    if trigger == "scheduled" and action != "maintenance":
-        raise InvocationError(f"a scheduled event runs the maintenance pass, not {action!r}")
+    if trigger == "scheduled" and action not in SCHEDULED_ACTIONS:
+        raise InvocationError(
+            f"a scheduled event runs the maintenance pass or the threshold check, not {action!r}"
+        )
     if doc.get("lake") is not None and not isinstance(doc["lake"], str):
         # Not "absent": a 0, false or [] must not fall back to the stack's lake.
         raise InvocationError(f"lake must be a string, not {type(doc['lake']).__name__}")

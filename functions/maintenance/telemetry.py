@@ -30,6 +30,9 @@ LAKE_REFUSED = "LakeRefused"
 WORK_PENDING = "WorkPending"
 PASS_DURATION = "PassDuration"
 RSS_HIGH_WATER = "RssHighWater"
+# The threshold action: tables due a run, and the runs made
+THRESHOLD_DUE = "ThresholdDue"
+THRESHOLD_RUNS = "ThresholdRuns"
 # The compact_store action (merges submitted outside a pass)
 STORE_MERGE_PENDING = "StoreMergePending"
 STORE_MERGE_FAILED = "StoreMergeFailed"
@@ -67,6 +70,20 @@ def emit_pass(metrics: Metrics, lake: str, report: maintenance.PassReport) -> No
         values += [(metric_name(k), MetricUnit.Count, v) for k, v in step.counts.items()]
         for name, unit, value in values:
             _single(metrics, name, unit, value, dims)
+
+
+def emit_threshold(metrics: Metrics, lake: str, found: maintenance.ThresholdReport) -> None:
+    """A threshold check: how many tables were due and run, failures, and
+    each run's step counts (dimension Step, as a pass's)."""
+    metrics.add_dimension(name="Lake", value=lake)
+    metrics.add_metric(name=THRESHOLD_DUE, unit=MetricUnit.Count, value=len(found.due))
+    metrics.add_metric(name=THRESHOLD_RUNS, unit=MetricUnit.Count, value=len(found.runs))
+    metrics.add_metric(name=PASS_FAILED, unit=MetricUnit.Count, value=int(found.failed))
+    for report in found.runs:
+        for step in report.steps:
+            for name, value in step.counts.items():
+                dims = {"Lake": lake, "Step": step.step}
+                _single(metrics, metric_name(name), MetricUnit.Count, value, dims)
 
 
 def emit_crash(metrics: Metrics, lake: str | None) -> None:

@@ -723,3 +723,44 @@ def test_a_malformed_scope_in_an_event_is_refused_without_touching_the_lake(
     assert out["ok"] is False
     assert (out["error"]["type"], words in out["error"]["message"]) == (error_type, True), out
     assert _objects(s3_bucket, "") == []
+
+
+def test_a_scheduled_tick_without_options_follows_the_lakes_policy(
+    app: ModuleType, s3_lake: tuple[str, str, list[str]]
+) -> None:
+    lake, data, names = s3_lake
+    before = contents(lake, names)
+    event = load_event("scheduled-policy.json", lake, data)
+    quiet = app.handler(event, FakeContext())["result"]  # no enabled policy: nothing moves
+    assert quiet["policy"] is None
+    assert {s["step"]: s["status"] for s in quiet["steps"]}["expire_snapshots"] == SKIPPED
+    maintenance.set_policy(lake, {"enabled": "true", "retention": "0s", "compaction": "false"})
+    ran = app.handler(event, FakeContext())["result"]
+    assert ran["policy"]["enabled"] == "true" and ran["policy"]["retention"] == "0ms"
+    steps = {s["step"]: s for s in ran["steps"]}
+    assert steps["expire_snapshots"]["counts"]["snapshots_expired"] > 0
+    assert steps["flush_inlined_data"]["counts"]["rows_flushed"] == 3 * len(names)
+    assert steps["merge_adjacent_files"]["status"] == SKIPPED
+    assert contents(lake, names) == before
+
+
+def test_the_threshold_schedule_gives_each_due_table_a_run_of_its_own(
+    app: ModuleType, s3_lake: tuple[str, str, list[str]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    lake, data, names = s3_lake
+    before = contents(lake, names)
+    maintenance.set_policy(lake, {"enabled": "true", "small_file_min_count": "2"})
+    capsys.readouterr()
+    out = app.handler(load_event("scheduled-threshold.json", lake, data), FakeContext())
+    assert out["ok"] is True and out["action"] == "threshold", out
+    due = [f"{d['schema']}.{d['table']}" for d in out["result"]["due"]]
+    runs = out["result"]["runs"]
+    assert due and [r["table"] for r in runs] == due
+    assert {r["trigger"] for r in runs} == {"threshold"}
+    assert all(r["by"].startswith("lambda:") for r in runs)
+    for run in runs:
+        skipped = {s["step"] for s in run["steps"] if s["status"] == SKIPPED}
+        assert {"expire_snapshots", "cleanup_old_files", "delete_orphaned_files"} <= skipped
+    emitted = emf_lines(capsys.readouterr().out)
+    assert [d["ThresholdRuns"] for d in emitted if "ThresholdRuns" in d] == [[float(len(runs))]]
+    assert contents(lake, names) == before

@@ -40,6 +40,8 @@ EXIT_STATUSES = (
 def _cmd_maintain(args: argparse.Namespace) -> int:
     from slatelake import maintenance
 
+    if args.threshold:
+        return _threshold(args)
     options = parse_kv(args.option)
     report = maintenance.run(
         args.lake,
@@ -66,6 +68,38 @@ def _cmd_maintain(args: argparse.Namespace) -> int:
         why.append(f"the pass stopped, it lost its lease: {report.lease_lost}")
     print(f"slatelake maintain: {'; '.join(why)}", file=sys.stderr)
     return EXIT_STEP_FAILED
+
+
+def _threshold(args: argparse.Namespace) -> int:
+    """The threshold trigger: a run per table whose small files call for one."""
+    from slatelake import MaintenanceConfigError, maintenance
+
+    given = [
+        flag
+        for flag, value in (
+            ("--option", args.option),
+            ("--operations", args.operations),
+            ("--table", args.table),
+            ("--dry-run", args.dry_run),
+        )
+        if value
+    ]
+    if given:
+        raise MaintenanceConfigError(
+            "--threshold takes its steps and tables from the lake's policy; "
+            f"drop {', '.join(given)}"
+        )
+    found = maintenance.run_threshold(args.lake, wait_s=args.wait, by=caller())
+    if args.json:
+        print(json.dumps(found.to_dict()))
+    elif not found.due:
+        print("no table is due a threshold run (or the lake's policy is not enabled)")
+    for due, report in zip(found.due, found.runs, strict=False) if not args.json else []:
+        print(f"{due.name}: {due.small_files} small files (policy: {due.min_count})")
+        print_report(report, False)
+    if found.stopped and not args.json:
+        print(f"stopped: {found.stopped}")
+    return EXIT_STEP_FAILED if found.failed else 0
 
 
 def _print_plan(plan: dict[str, Any]) -> None:
@@ -151,6 +185,13 @@ def register(sub: Any) -> None:
         action="store_true",
         help="print the plan the pass would carry out (snapshots to expire and those kept by "
         "holds, files to merge, rewrite and delete, orphans) and write nothing",
+    )
+    p.add_argument(
+        "--threshold",
+        action="store_true",
+        help="the threshold trigger: give each table with at least its policy's "
+        "small_file_min_count small files a run of flush, merge and rewrite on that table "
+        "only (needs an enabled lake policy; takes no other step or scope flags)",
     )
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p = lake_verb(

@@ -34,6 +34,7 @@ from slatelake.maintenance.api import (
     protect,
     retention_holds,
     run,
+    run_threshold,
     runs,
     set_policy,
     status,
@@ -64,6 +65,7 @@ from slatelake.maintenance.report import (
     StatusWindow,
     StepReport,
 )
+from slatelake.maintenance.threshold import DueTable, ThresholdReport
 from slatelake.store.census import StoreCensus
 from slatelake.store.db import deadline as store_deadline
 from slatelake.store.keys import Subspace
@@ -74,6 +76,9 @@ from slatelake.store.merge import CompactStoreReport
 SUBSPACES = tuple(s.label for s in Subspace)
 
 __all__ = [
+    "run_threshold",
+    "ThresholdReport",
+    "DueTable",
     "check_limit",
     "check_before",
     "runs",

@@ -24,7 +24,7 @@ from slatelake.catalog.lake import Lake
 from slatelake.ducklake.guard import data_location
 from slatelake.ducklake.session import Session
 from slatelake.errors import MergeIncompleteError, MisconfigurationError, NotFoundError
-from slatelake.maintenance import flight, history, holds, policy
+from slatelake.maintenance import flight, history, holds, policy, threshold
 from slatelake.maintenance import report as rpt
 from slatelake.maintenance.flight import BreakResult, LeaseRecord, PassLease
 from slatelake.maintenance.history import AuditEntry, Page
@@ -35,6 +35,7 @@ from slatelake.maintenance.progress import Sink
 from slatelake.maintenance.report import PassReport, StatusWindow
 from slatelake.maintenance.runner import run_pass
 from slatelake.maintenance.steps import run_scope
+from slatelake.maintenance.threshold import ThresholdReport
 from slatelake.store import merge
 from slatelake.store.census import CensusRequest, StoreCensus, store_census
 from slatelake.store.db import store_exists
@@ -42,7 +43,7 @@ from slatelake.store.location import LakeLocation, Located, location_of
 from slatelake.store.merge import CompactStoreReport, CompactStoreRequest
 
 log = logging.getLogger("slatelake.maintenance")
-TRIGGERS = ("manual", "scheduled")
+TRIGGERS = ("manual", "scheduled", "threshold")
 
 Target = str | LakeLocation | Located
 
@@ -105,6 +106,25 @@ def run(
             return run_pass(session, bound, **kwargs)
     with Session(lake, data_path=data_path) as session:
         return run_pass(session, bound, **kwargs)
+
+
+def run_threshold(
+    lake: str | Session,
+    *,
+    wait_s: float = 0.0,
+    deadline: Callable[[], float] | None = None,
+    stop: threading.Event | None = None,
+    on_progress: Sink | None = None,
+    by: str | None = None,
+) -> ThresholdReport:
+    """The threshold trigger: find the tables with at least their policy's
+    ``small_file_min_count`` files under the target size (catalog reads
+    only) and give each a run of its own of flush, merge and rewrite. A lake
+    without an enabled policy has none due."""
+    with _session(lake) as session:
+        return threshold.run_due(
+            session, wait_s=wait_s, deadline=deadline, stop=stop, on_progress=on_progress, by=by
+        )
 
 
 def status(lake: Target) -> StatusWindow:

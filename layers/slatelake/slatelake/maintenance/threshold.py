@@ -11,14 +11,22 @@ own setting per table); the count is each table's own.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+import threading
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from slatelake.ducklake.session import Session
 from slatelake.maintenance.health import HealthPolicy, health
+from slatelake.maintenance.options import bind
 from slatelake.maintenance.policy import AUTO, POLICY_KEY, decode_rows, lake_enabled, resolve
+from slatelake.maintenance.progress import Sink
+from slatelake.maintenance.report import PassReport
+from slatelake.maintenance.runner import run_pass
+from slatelake.maintenance.steps import RunScope
 
 OPERATIONS = ("flush", "merge", "rewrite")
+TRIGGER = "threshold"
 
 
 @dataclass(frozen=True)
@@ -53,3 +61,60 @@ def due_tables(session: Session) -> list[DueTable]:
         if policy["enabled"] and policy["compaction"] and table.small_files >= wanted:
             due.append(DueTable(table.schema, table.table, table.small_files, wanted))
     return due
+
+
+@dataclass
+class ThresholdReport:
+    """What a threshold check found and did: the due tables, one pass report
+    per table it ran (trigger ``threshold``), and why it stopped early, if it did."""
+
+    due: list[DueTable]
+    runs: list[PassReport] = field(default_factory=list)
+    stopped: str | None = None
+
+    @property
+    def failed(self) -> bool:
+        return any(r.failed for r in self.runs)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "due": [d.to_dict() for d in self.due],
+            "runs": [r.to_dict() for r in self.runs],
+            "stopped": self.stopped,
+        }
+
+
+def run_due(
+    session: Session,
+    *,
+    wait_s: float = 0.0,
+    deadline: Callable[[], float] | None = None,
+    stop: threading.Event | None = None,
+    on_progress: Sink | None = None,
+    by: str | None = None,
+) -> ThresholdReport:
+    """Check, then give each due table its own run of flush, merge and
+    rewrite (what the lake's policy enables for it; nothing lake-wide)."""
+    report = ThresholdReport(due_tables(session))
+    for table in report.due:
+        if stop is not None and stop.is_set():
+            report.stopped = "shutdown requested"
+        elif deadline is not None and deadline() <= 0:
+            report.stopped = "the invocation deadline is near"
+        if report.stopped is not None:
+            break
+        scope = RunScope(operations=OPERATIONS, table=(table.schema, table.table))
+        report.runs.append(
+            run_pass(
+                session,
+                bind({}),
+                trigger=TRIGGER,
+                wait_s=wait_s,
+                stop=stop,
+                deadline=deadline,
+                on_progress=on_progress,
+                scope=scope,
+                by=by,
+            )
+        )
+    return report
