@@ -29,6 +29,9 @@ PASS_PARTIAL = "PassPartial"
 LAKE_REFUSED = "LakeRefused"
 WORK_PENDING = "WorkPending"
 PASS_DURATION = "PassDuration"
+# Bytes a pass reclaimed: from the catalog (before less after), from storage (deleted)
+CATALOG_BYTES_RECLAIMED = "CatalogBytesReclaimed"
+BYTES_DELETED = "BytesDeleted"
 RSS_HIGH_WATER = "RssHighWater"
 # The threshold action: tables due a run, and the runs made
 THRESHOLD_DUE = "ThresholdDue"
@@ -59,6 +62,12 @@ def emit_pass(metrics: Metrics, lake: str, report: maintenance.PassReport) -> No
     metrics.add_metric(name=WORK_PENDING, unit=MetricUnit.Count, value=int(report.work_pending))
     metrics.add_metric(name=PASS_DURATION, unit=MetricUnit.Seconds, value=report.seconds)
     metrics.add_metric(name=RSS_HIGH_WATER, unit=MetricUnit.Megabytes, value=report.rss_hwm_mb)
+    for name, value in (
+        (CATALOG_BYTES_RECLAIMED, report.catalog_bytes_reclaimed),
+        (BYTES_DELETED, report.bytes_deleted),
+    ):
+        if value is not None:
+            metrics.add_metric(name=name, unit=MetricUnit.Bytes, value=value)
     for step in report.steps:
         dims = {"Lake": lake, "Step": step.step}
         values: list[tuple[str, MetricUnit, float]] = [
@@ -67,7 +76,7 @@ def emit_pass(metrics: Metrics, lake: str, report: maintenance.PassReport) -> No
         ]
         if step.status != maintenance.SKIPPED:
             values.append((STEP_DURATION, MetricUnit.Seconds, step.seconds))
-        values += [(metric_name(k), MetricUnit.Count, v) for k, v in step.counts.items()]
+        values += [(metric_name(k), _unit(k), v) for k, v in step.counts.items()]
         for name, unit, value in values:
             _single(metrics, name, unit, value, dims)
 
@@ -84,6 +93,10 @@ def emit_threshold(metrics: Metrics, lake: str, found: maintenance.ThresholdRepo
             for name, value in step.counts.items():
                 dims = {"Lake": lake, "Step": step.step}
                 _single(metrics, metric_name(name), MetricUnit.Count, value, dims)
+
+
+def _unit(count: str) -> MetricUnit:
+    return MetricUnit.Bytes if count.startswith("bytes_") else MetricUnit.Count
 
 
 def emit_crash(metrics: Metrics, lake: str | None) -> None:

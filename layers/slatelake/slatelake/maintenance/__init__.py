@@ -65,6 +65,7 @@ from slatelake.maintenance.report import (
     StatusWindow,
     StepReport,
 )
+from slatelake.maintenance.scope import OPERATIONS, RunScope, run_scope
 from slatelake.maintenance.threshold import DueTable, ThresholdReport
 from slatelake.store.census import StoreCensus
 from slatelake.store.db import deadline as store_deadline
@@ -76,6 +77,9 @@ from slatelake.store.merge import CompactStoreReport
 SUBSPACES = tuple(s.label for s in Subspace)
 
 __all__ = [
+    "run_scope",
+    "RunScope",
+    "OPERATIONS",
     "run_threshold",
     "ThresholdReport",
     "DueTable",
@@ -139,8 +143,3 @@ __all__ = [
     "unprotect",
     "value_text",
 ]
-
-# Scoped runs: the seed's operation names and the parser every surface shares.
-from slatelake.maintenance.steps import OPERATIONS, RunScope, run_scope  # noqa: E402
-
-__all__ += ["OPERATIONS", "RunScope", "run_scope"]

@@ -34,7 +34,7 @@ from slatelake.maintenance.policy import Policy, PolicyRow
 from slatelake.maintenance.progress import Sink
 from slatelake.maintenance.report import PassReport, StatusWindow
 from slatelake.maintenance.runner import run_pass
-from slatelake.maintenance.steps import run_scope
+from slatelake.maintenance.scope import run_scope
 from slatelake.maintenance.threshold import ThresholdReport
 from slatelake.store import merge
 from slatelake.store.census import CensusRequest, StoreCensus, store_census

@@ -81,6 +81,11 @@ class PassReport:
     # history keeps it under (set when recorded).
     by: str | None = None
     run_id: int | None = None
+    # Bytes reclaimed: the catalog's data and delete file bytes before the
+    # pass less after it, and the bytes cleanup removed from storage (None:
+    # not measured, e.g. nothing was deleted or a dry run).
+    catalog_bytes_reclaimed: int | None = None
+    bytes_deleted: int | None = None
 
     def add(
         self,
@@ -134,6 +139,8 @@ class PassReport:
             plan=doc.get("plan"),
             by=doc.get("by"),
             run_id=doc.get("run_id"),
+            catalog_bytes_reclaimed=doc.get("catalog_bytes_reclaimed"),
+            bytes_deleted=doc.get("bytes_deleted"),
             steps=[
                 StepReport(
                     s["step"],

@@ -53,7 +53,8 @@ from slatelake.maintenance.policy import POLICY_KEY, decode_rows, lake_enabled
 from slatelake.maintenance.policy_plan import describe, plan
 from slatelake.maintenance.progress import Progress, Sink
 from slatelake.maintenance.report import FAILED, RAN, SKIPPED, PassReport
-from slatelake.maintenance.steps import RunScope, StepOutcome, Steps, TableName
+from slatelake.maintenance.scope import RunScope
+from slatelake.maintenance.steps import StepOutcome, Steps, TableName
 from slatelake.maintenance.store_step import run_compact_store
 from slatelake.maintenance.sweep_steps import run_sweep_steps
 
@@ -221,6 +222,7 @@ class _Pass:
         scoped = f", {self._scope_text()}" if self.scope.scoped else ""
         self.progress(f"pass{what} start ({report.trigger}{scoped})")
         self._apply_policy()
+        catalog_before = self._catalog_bytes() if self.planner is None else None
         for step in DUCKLAKE_STEPS:
             cfg = self.options.steps[step]
             left_out = self.scope.left_out(step)
@@ -287,8 +289,29 @@ class _Pass:
             report.work_pending = True
             log.warning("maintenance pass stopped, status not recorded: %s", report.lease_lost)
             return report
+        self._reclaimed(catalog_before)
         record_pass(self.session, report)
         return report
+
+    def _catalog_bytes(self) -> int | None:
+        """The catalog's file bytes at the head (None: not readable now)."""
+        try:
+            self.session.refresh()
+            return self.session.catalog_file_bytes()
+        except (SlatelakeError, duckdb.Error) as exc:
+            log.warning("catalog bytes not read: %s", exc)
+            return None
+
+    def _reclaimed(self, catalog_before: int | None) -> None:
+        """Bytes the pass reclaimed: the catalog's before less after, and the
+        bytes the deleting steps removed from storage."""
+        after = None if catalog_before is None else self._catalog_bytes()
+        if catalog_before is not None and after is not None:
+            self.report.catalog_bytes_reclaimed = catalog_before - after
+        deleted = [
+            s.counts["bytes_deleted"] for s in self.report.steps if "bytes_deleted" in s.counts
+        ]
+        self.report.bytes_deleted = sum(deleted) if deleted else None
 
     def _scope_text(self) -> str:
         ops = "all" if self.scope.operations is None else ",".join(self.scope.operations)

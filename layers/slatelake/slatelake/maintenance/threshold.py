@@ -23,7 +23,7 @@ from slatelake.maintenance.policy import AUTO, POLICY_KEY, decode_rows, lake_ena
 from slatelake.maintenance.progress import Sink
 from slatelake.maintenance.report import PassReport
 from slatelake.maintenance.runner import run_pass
-from slatelake.maintenance.steps import RunScope
+from slatelake.maintenance.scope import RunScope
 
 OPERATIONS = ("flush", "merge", "rewrite")
 TRIGGER = "threshold"
