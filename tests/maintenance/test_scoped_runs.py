@@ -70,7 +70,7 @@ def _files(url: str) -> dict[str, int]:
         }
 
 
-def _inlined(url: str, table: str) -> int:
+def inlined_counts(url: str, table: str) -> int:
     """Rows of ``table`` still inlined, waiting for a flush."""
     schema, _, name = table.rpartition(".")
     (found,) = [
@@ -105,8 +105,8 @@ def test_a_table_scope_works_on_that_table_only(lake) -> None:  # noqa: ANN001
     snapshots, files = _snapshots(url), _files(url)
     report = maintenance.run(url, EVERYTHING, table="s1.b")
     assert (report.operations, report.table) == (None, "s1.b")
-    assert _files(url)["main.a"] == files["main.a"] and _inlined(url, "a") == 1
-    assert _files(url)["s1.b"] == 1 and _inlined(url, "s1.b") == 0
+    assert _files(url)["main.a"] == files["main.a"] and inlined_counts(url, "a") == 1
+    assert _files(url)["s1.b"] == 1 and inlined_counts(url, "s1.b") == 0
     assert report.step("merge_adjacent_files").detail.endswith("across 1 tables")
     for step in ("expire_snapshots", "cleanup_old_files", "delete_orphaned_files"):
         assert report.step(step).detail == "lake-wide; this run is scoped to table s1.b"

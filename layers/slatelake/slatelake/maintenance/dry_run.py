@@ -46,8 +46,8 @@ from slatelake.maintenance.health import (
     DUCKLAKE_DEFAULT_TARGET_FILE_SIZE,
     HealthPolicy,
     TableHealth,
-    _inlined,
     health,
+    inlined_counts,
 )
 from slatelake.maintenance.options import Instant, Interval, StepConfig
 from slatelake.maintenance.steps import StepOutcome, Steps, TableName
@@ -105,7 +105,7 @@ class Planner:
         figures = self._figures(cfg)
         items = [
             {"table": _name(t), "rows": figures[t].inlined_rows}
-            for t in self.steps._tables_for("flush_inlined_data", set())
+            for t in self.steps.tables_for("flush_inlined_data", set())
             if t in figures and figures[t].inlined_rows > 0
         ]
         rows = sum(i["rows"] for i in items)
@@ -127,7 +127,7 @@ class Planner:
             return _dry(f"would merge {files} files in {len(items)} tables")
         own = self.steps.per_table.get(step) or {}
         items = []
-        for table in self.steps._tables_for(step, set()):
+        for table in self.steps.tables_for(step, set()):
             figures = self._figures(own.get(table, cfg))
             found = figures[table].rewrite_files if table in figures else 0
             if found:
@@ -191,9 +191,9 @@ class Planner:
         deletion at once (and a cleanup reaching now deletes it in the pass)."""
         size = cfg.params.get("max_file_size")
         floor = cfg.params.get("min_file_size")
-        tables = self.steps._tables_for("merge_adjacent_files", set())
+        tables = self.steps.tables_for("merge_adjacent_files", set())
         own = self.steps.per_table.get("merge_adjacent_files") or {}
-        _, inlined_deletes = _inlined(self._cursor())
+        _, inlined_deletes = inlined_counts(self._cursor())
         sql = f"""
         WITH live AS (
             SELECT t.table_id, t.schema_id, s.schema_name, t.table_name

@@ -243,7 +243,7 @@ def _health(session: Session, policy: HealthPolicy, now: datetime) -> LakeHealth
         session.refresh()
     con = _cursor(session)
     try:
-        inlined_rows, inlined_deletes = _inlined(con)
+        inlined_rows, inlined_deletes = inlined_counts(con)
         tables = _tables(con, policy, inlined_rows, inlined_deletes)
         lake_row = _lake(con, policy, now, sorted(held(session)))
     finally:
@@ -282,7 +282,7 @@ def _health(session: Session, policy: HealthPolicy, now: datetime) -> LakeHealth
     )
 
 
-def _inlined(con: duckdb.DuckDBPyConnection) -> tuple[dict[int, int], dict[int, int]]:
+def inlined_counts(con: duckdb.DuckDBPyConnection) -> tuple[dict[int, int], dict[int, int]]:
     """Inlined rows waiting per table id, and inlined deletions per data file
     id: one query lists the inlined tables that exist, one counts them all."""
     listed = con.execute(

@@ -253,7 +253,7 @@ class Steps:
         inlined rows by range deletes, one change-set operation per inlined
         table whatever its row count, so a flush never outgrows the cap."""
         flushed, failed = 0, []
-        tables = self._tables_for("flush_inlined_data", skip)
+        tables = self.tables_for("flush_inlined_data", skip)
         for n, table in enumerate(tables):
             if (stopped := self._stopped("flush_inlined_data", n, tables)) is not None:
                 return StepOutcome(
@@ -300,7 +300,7 @@ class Steps:
             )
         processed = created = 0
         failed: list[TableName] = []
-        tables = self._tables_for(step, skip)
+        tables = self.tables_for(step, skip)
         for n, table in enumerate(tables):
             if (stopped := self._stopped(step, n, tables)) is not None:
                 return StepOutcome(
@@ -363,7 +363,7 @@ class Steps:
             self.log(f"{step}: the files to delete were not sized ({exc})")
             return None
 
-    def _tables_for(self, step: str, skip: set[TableName]) -> list[TableName]:
+    def tables_for(self, step: str, skip: set[TableName]) -> list[TableName]:
         """The tables a per-table step calls (the scoped one alone, if any),
         less the deferred ones and, under a policy that differs by table,
         those whose policy leaves it off."""
