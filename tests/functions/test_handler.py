@@ -764,3 +764,23 @@ def test_the_threshold_schedule_gives_each_due_table_a_run_of_its_own(
     emitted = emf_lines(capsys.readouterr().out)
     assert [d["ThresholdRuns"] for d in emitted if "ThresholdRuns" in d] == [[float(len(runs))]]
     assert contents(lake, names) == before
+
+
+def test_a_scheduled_pass_keeps_a_held_snapshot_and_counts_it(
+    app: ModuleType, s3_lake: tuple[str, str, list[str]]
+) -> None:
+    lake, data, names = s3_lake
+    with slatelake.connect(lake, read_only=True) as s:
+        held = s.sql("SELECT max(snapshot_id) - 3 FROM lake.snapshots()").fetchone()[0]
+        at_held = sorted(s.sql(f"SELECT * FROM {names[0]} AT (VERSION => {held})").fetchall())
+    maintenance.protect(lake, held, "audit-2026", by="ops")
+    maintenance.set_policy(lake, {"enabled": "true", "retention": "0s", "cleanup_grace": "0s"})
+    out = app.handler(load_event("scheduled-policy.json", lake, data), FakeContext())
+    steps = {s["step"]: s for s in out["result"]["steps"]}
+    assert steps["expire_snapshots"]["counts"]["snapshots_kept_by_holds"] == 1
+    assert out["result"]["status"] == "succeeded"
+    with slatelake.connect(lake, read_only=True) as s:
+        assert held in {r[0] for r in s.sql("SELECT snapshot_id FROM lake.snapshots()").fetchall()}
+        assert sorted(s.sql(f"SELECT * FROM {names[0]} AT (VERSION => {held})").fetchall()) == (
+            at_held
+        )
