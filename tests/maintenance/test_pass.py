@@ -532,3 +532,22 @@ def test_a_timestamp_older_than_names_a_utc_instant_in_any_zone(churned) -> None
     with slatelake.connect(url, options=options) as s:
         report = s.maintenance()
     assert report.step("expire_snapshots").detail == "would expire 4 snapshots (dry run)"
+
+
+def test_dry_run_options_write_no_commit_slot(churned) -> None:  # noqa: ANN001
+    """DuckLake's dry runs (the dry-run options, and the selection before an
+    expiry, which uses the same call) answer without the commit lock: a pass
+    that only asks them writes one slot, its status record."""
+    url, _ = churned
+    dry = {
+        "MAINTENANCE_EXPIRE_SNAPSHOTS_DRY_RUN": "true",
+        "MAINTENANCE_EXPIRE_SNAPSHOTS_OLDER_THAN": _after_every_snapshot(),
+        "MAINTENANCE_CLEANUP_OLD_FILES_DRY_RUN": "true",
+        "MAINTENANCE_CLEANUP_OLD_FILES_CLEANUP_ALL": "true",
+        "MAINTENANCE_SWEEP_INDEXES": "false",
+    }
+    with slatelake.connect(url, options=dry) as s:
+        before = len(list(s.lake.log.list_after(0)))
+        report = s.maintenance()
+        assert report.step("expire_snapshots").dry_run
+        assert len(list(s.lake.log.list_after(0))) == before + 1  # the status record

@@ -180,10 +180,10 @@ class Steps:
         column = ("snapshot_id",)
         self.session.refresh()
         held = holds.held(self.session)
+        # DuckLake's dry run writes nothing: on a cursor of its own, it takes
+        # no commit lock (the session's write path would write a slot for it)
         if args.get("dry_run") is True:
-            rows = self.with_retry(
-                "expire_snapshots", lambda: self.call("expire_snapshots", column, args)
-            )
+            rows = self.dry_call("expire_snapshots", column, args)
             kept = sum(1 for r in rows if r[0] in held)
             return StepOutcome(
                 f"would expire {len(rows) - kept} snapshots{_kept(kept)} (dry run)", dry_run=True
@@ -191,9 +191,7 @@ class Steps:
         if "versions" in args:
             chosen = list(args.pop("versions").ids)
         else:
-            chosen = [
-                r[0] for r in self.call("expire_snapshots", column, {**args, "dry_run": True})
-            ]
+            chosen = [r[0] for r in self.dry_call("expire_snapshots", column, args)]
         selected = sorted(i for i in chosen if i not in held)
         kept = len(chosen) - len(selected)
         done = batches = races = 0
@@ -340,7 +338,7 @@ class Steps:
         and a second listing would double the step's cost."""
         params = dict(cfg.params)
         if params.get("dry_run") is True:
-            rows = self.call(step, ("path",), params)
+            rows = self.dry_call(step, ("path",), params)
             return StepOutcome(f"would delete {len(rows)} files (dry run)", dry_run=True)
         sizes = self._sizes(step, params) if step == "cleanup_old_files" else None
         rows = self.call(step, ("path",), params)
