@@ -147,7 +147,8 @@ def register(sub: Any) -> None:
         "maintain",
         _cmd_maintain,
         "Run one maintenance pass now (RFC 0021 steps in "
-        "order) with the given MAINTENANCE_* options, and print its report.",
+        "order) with the lake's policy, when enabled, and the given MAINTENANCE_* options "
+        "over it, and print its report.",
     )
     p.epilog = EXIT_STATUSES
     p.add_argument("--data-path", metavar="PATH", type=data_path, help="data path (for a new lake)")
@@ -156,7 +157,8 @@ def register(sub: Any) -> None:
         action="append",
         metavar="KEY=VALUE",
         help="a MAINTENANCE_* option, e.g. MAINTENANCE_EXPIRE_SNAPSHOTS_OLDER_THAN="
-        "'7 days'; repeat for several. Nothing configured, nothing moves.",
+        "'7 days'; repeat for several; each overrides the lake's policy. Nothing "
+        "configured (no option, no enabled policy), nothing moves.",
     )
     p.add_argument(
         "--wait",
