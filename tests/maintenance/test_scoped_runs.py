@@ -194,3 +194,23 @@ def test_the_cli_runs_a_scoped_pass_and_refuses_a_bad_one_with_exit_2(
     assert "cannot be scoped to table main.a" in capsys.readouterr().err
     assert main(["maintain", url, *options, "--table", "nope"]) == 1
     assert "no table main.nope" in capsys.readouterr().err
+
+
+def test_a_table_whose_name_holds_a_dot_is_scoped_with_its_schema(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = (tmp_path / "lake").as_uri()
+    with slatelake.connect(url, data_path=f"{tmp_path / 'data'}/") as s:
+        s.sql('CREATE TABLE "events.2026" (x INTEGER)')
+        s.sql('INSERT INTO "events.2026" VALUES (1), (2)')
+    flush = {"MAINTENANCE_FLUSH_INLINED_DATA": "true"}
+    report = maintenance.run(url, flush, table="events.2026", schema="main")
+    assert report.table == "main.events.2026"
+    assert report.step("flush_inlined_data").counts == {"rows_flushed": 2}
+    with pytest.raises(slatelake.NotFoundError, match="no table events.2026"):
+        maintenance.run(url, flush, table="events.2026")  # read as schema "events"
+    with pytest.raises(MaintenanceConfigError, match="without a table"):
+        maintenance.run(url, flush, schema="main")
+    argv = ["maintain", url, "--option", "MAINTENANCE_FLUSH_INLINED_DATA=true", "--json"]
+    assert main([*argv, "--schema", "main", "--table", "events.2026"]) == 0
+    assert json.loads(capsys.readouterr().out)["table"] == "main.events.2026"

@@ -50,6 +50,7 @@ def _cmd_maintain(args: argparse.Namespace) -> int:
         wait_s=args.wait,
         operations=args.operations,
         table=args.table,
+        schema=args.schema,
         dry_run=args.dry_run,
         by=caller(),
     )
@@ -80,6 +81,7 @@ def _threshold(args: argparse.Namespace) -> int:
             ("--option", args.option),
             ("--operations", args.operations),
             ("--table", args.table),
+            ("--schema", args.schema),
             ("--dry-run", args.dry_run),
         )
         if value
@@ -181,6 +183,11 @@ def register(sub: Any) -> None:
         type=catalog_text,
         help="scope the pass to one table (a bare name means schema main); only flush, merge "
         "and rewrite run, the lake-wide steps are skipped",
+    )
+    p.add_argument(
+        "--schema",
+        type=catalog_text,
+        help="the --table's schema; --table is then taken as spelled (a name with a dot)",
     )
     p.add_argument(
         "--dry-run",

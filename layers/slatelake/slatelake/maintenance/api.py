@@ -60,6 +60,7 @@ def run(
     on_progress: Sink | None = None,
     operations: Iterable[str] | str | None = None,
     table: str | None = None,
+    schema: str | None = None,
     dry_run: bool = False,
     by: str | None = None,
 ) -> PassReport:
@@ -75,13 +76,14 @@ def run(
     ``operations`` limits the pass to some of flush, expire, merge, rewrite,
     cleanup, orphans (a list or comma-separated text; what the options or
     the lake's policy enable, no more), ``table`` (``[SCHEMA.]TABLE``) to one
-    table, where only flush, merge and rewrite run; a scoped run skips the
+    table (``schema``: the table's schema, ``table`` then taken as spelled),
+    where only flush, merge and rewrite run; a scoped run skips the
     sweeps and the store merge. ``dry_run``: return the plan (``report.plan``,
     steps marked ``dry_run``) and write nothing; a URL is opened read-only.
     ``by`` names who asked (the history and audit log keep it)."""
     if trigger not in TRIGGERS:
         raise MisconfigurationError(f"trigger {trigger!r}: expected one of {', '.join(TRIGGERS)}")
-    scope = run_scope(operations, table)
+    scope = run_scope(operations, table, schema)
     if isinstance(options, MaintenanceOptions):
         bound = options
     elif options is None and isinstance(lake, Session):

@@ -66,15 +66,23 @@ class RunScope:
         return None
 
 
-def run_scope(operations: Iterable[str] | str | None, table: str | None) -> RunScope:
+def run_scope(
+    operations: Iterable[str] | str | None, table: str | None, schema: str | None = None
+) -> RunScope:
     """A run's scope from outside input, checked before any lake is touched.
     ``operations``: names from OPERATIONS, a list or comma-separated text,
     each at most once; ``table``: ``[SCHEMA.]TABLE`` (a bare name means
-    schema ``main``). Under a table scope a lake-wide operation named
+    schema ``main``), or, with ``schema`` given, the table's name as spelled
+    (a name holding a dot). Under a table scope a lake-wide operation named
     explicitly is refused: it cannot be scoped, and dropping it silently
     would do less than was asked."""
     ops = None if operations is None else _operations(operations)
-    scoped = None if table is None else _table(table)
+    if schema is not None and table is None:
+        raise MaintenanceConfigError(f"schema {show_input(schema)} given without a table")
+    if schema is None:
+        scoped = None if table is None else _table(table)
+    else:
+        scoped = (_name("schema", schema), _name("table", table))
     if scoped is not None and ops is not None:
         wide = [op for op in ops if op not in TABLE_SAFE]
         if wide:
@@ -113,9 +121,20 @@ def _operations(value: Iterable[str] | str) -> tuple[str, ...]:
     return tuple(op for op in OPERATIONS if op in seen)
 
 
+def _unusable(text: str) -> bool:
+    return not text or "\x00" in text or any(0xD800 <= ord(ch) <= 0xDFFF for ch in text)
+
+
+def _name(what: str, value: object) -> str:
+    text = value if isinstance(value, str) else ""
+    if _unusable(text):
+        raise MaintenanceConfigError(f"{what} {show_input(value)}: expected a name")
+    return text
+
+
 def _table(value: object) -> TableName:
     text = value if isinstance(value, str) else ""
-    bad = not text or "\x00" in text or any(0xD800 <= ord(ch) <= 0xDFFF for ch in text)
+    bad = _unusable(text)
     schema, dot, name = text.partition(".")
     if not dot:
         schema, name = DEFAULT_SCHEMA, schema
