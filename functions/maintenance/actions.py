@@ -1,4 +1,5 @@
-"""The invocations other than the pass: status, census, compact_store and threshold.
+"""The invocations other than the pass: status, census, compact_store,
+threshold, and the read-only runs, audit, health and policy.
 
 Each answers what the CLI prints with ``--json`` for the same verb. A lake
 that does not exist is named, never created. ``seconds_left`` is the
@@ -92,3 +93,25 @@ def threshold(
         failed = [r.table for r in found.runs if r.failed]
         raise ThresholdFailedError(f"threshold runs failed on {', '.join(map(str, failed))}")
     return {"result": found.to_dict()}
+
+
+def runs(call: Invocation, seconds_left: Callable[[], float]) -> dict[str, Any]:
+    """A page of the run history, newest first (``options.limit``, ``options.before``)."""
+    page = maintenance.runs(require_lake(call), **call.options)
+    return {"result": [r.to_dict() for r in page.items], "next_before": page.next_before}
+
+
+def audit(call: Invocation, seconds_left: Callable[[], float]) -> dict[str, Any]:
+    """A page of the audit log, newest first."""
+    page = maintenance.audit_log(require_lake(call), **call.options)
+    return {"result": [e.to_dict() for e in page.items], "next_before": page.next_before}
+
+
+def health(call: Invocation, seconds_left: Callable[[], float]) -> dict[str, Any]:
+    """What ``slatelake health --json`` prints: catalog reads only."""
+    return {"result": maintenance.health(require_lake(call)).to_dict()}
+
+
+def policy(call: Invocation, seconds_left: Callable[[], float]) -> dict[str, Any]:
+    """The stored policy rows and every table's resolved policy."""
+    return {"result": maintenance.policies(require_lake(call)).to_dict()}

@@ -126,4 +126,5 @@ ACTIONS = {
     "census": actions.census,
     "compact_store": actions.compact_store,
     "threshold": functools.partial(actions.threshold, warm=warm),
+    **{name: getattr(actions, name) for name in ("runs", "audit", "health", "policy")},
 }

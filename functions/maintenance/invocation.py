@@ -27,7 +27,17 @@ from aws_lambda_powertools.utilities.data_classes import EventBridgeEvent
 
 from slatelake import MaintenanceConfigError, MisconfigurationError, maintenance
 
-ACTIONS = ("maintenance", "compact_store", "census", "status", "threshold")
+ACTIONS = (
+    "maintenance",
+    "compact_store",
+    "census",
+    "status",
+    "threshold",
+    "runs",
+    "audit",
+    "health",
+    "policy",
+)
 SCHEDULED_ACTIONS = ("maintenance", "threshold")
 # A run's "threshold" trigger is the threshold action's own, never an event's.
 EVENT_TRIGGERS = ("manual", "scheduled")
@@ -38,6 +48,10 @@ ACTION_OPTIONS: dict[str, set[str]] = {
     "census": {"live"},
     "status": set(),
     "threshold": set(),
+    "runs": {"limit", "before"},
+    "audit": {"limit", "before"},
+    "health": set(),
+    "policy": set(),
 }
 ENV_LAKE, ENV_DATA_PATH = "SLATELAKE_LAKE", "SLATELAKE_DATA_PATH"
 ENV_ALLOWED_LAKES = "SLATELAKE_ALLOWED_LAKES"
@@ -231,6 +245,10 @@ def _action_options(action: str, options: dict[str, Any]) -> dict[str, Any]:
         elif key == "timeout":
             text = maintenance.value_text("options.timeout", value)
             out[key] = maintenance.parse_duration("options.timeout", text)
+        elif key == "limit":
+            out[key] = _checked(maintenance.check_limit, "options.limit", value)
+        elif key == "before":
+            out[key] = _checked(maintenance.check_before, "options.before", value)
         else:
             out[key] = maintenance.parse_bool(f"options.{key}", value)
     if out.get("require_completed") and "timeout" not in out:
@@ -239,6 +257,15 @@ def _action_options(action: str, options: dict[str, Any]) -> dict[str, Any]:
             "is only submitted"
         )
     return out
+
+
+def _checked(check: Callable[[object], Any], what: str, value: object) -> Any:
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise InvocationError(f"{what} {show_input(value)}: expected a whole number")
+    try:
+        return check(value)
+    except MisconfigurationError as exc:
+        raise InvocationError(f"{what}: {exc}") from None
 
 
 def _configured(

@@ -784,3 +784,24 @@ def test_a_scheduled_pass_keeps_a_held_snapshot_and_counts_it(
         assert sorted(s.sql(f"SELECT * FROM {names[0]} AT (VERSION => {held})").fetchall()) == (
             at_held
         )
+
+
+def test_history_audit_health_and_policy_answer_from_the_lake(
+    app: ModuleType, s3_lake: tuple[str, str, list[str]]
+) -> None:
+    lake, data, names = s3_lake
+    maintenance.set_policy(lake, {"retention": "14d"}, by="ops")
+    passed = app.handler(load_event("manual-maintenance.json", lake, data), FakeContext())
+    run_id = passed["result"]["run_id"]
+    runs = app.handler(load_event("manual-runs.json", lake), FakeContext())
+    assert runs["ok"] is True and runs["result"][0]["run_id"] == run_id, runs
+    assert runs["result"][0]["by"].startswith("lambda:")
+    audit = app.handler({"action": "audit", "lake": lake}, FakeContext())
+    assert [e["kind"] for e in audit["result"]] == ["run.manual", "policy.set"]
+    health = app.handler(load_event("manual-health.json", lake), FakeContext())
+    assert {t["table"] for t in health["result"]["tables"]} == set(names)
+    policy = app.handler({"action": "policy", "lake": lake}, FakeContext())
+    assert policy["result"]["lake"]["retention"]["shown"] == "14d"
+    for bad in ({"limit": 0}, {"limit": "1e3"}, {"limit": True}, {"before": -1}, {"page": 1}):
+        refused = app.handler({"action": "runs", "lake": lake, "options": bad}, FakeContext())
+        assert refused["ok"] is False, bad
