@@ -151,8 +151,8 @@ class Planner:
         self.plan[step] = bounded(
             paths, scheduled_by_expiry=len(expired), scheduled_by_merge=len(merged)
         )
-        also = [f"{n} of them scheduled by this pass's {w}" for n, w in
-                ((len(expired), "expiry"), (len(merged), "merge")) if n]  # fmt: skip
+        sources = ((len(expired), "expiry"), (len(merged), "merge"))
+        also = [f"{n} of them scheduled by this pass's {w}" for n, w in sources if n]
         return _dry(f"would delete {len(paths)} files" + "".join(f"; {a}" for a in also))
 
     # -- catalog reads -----------------------------------------------------------

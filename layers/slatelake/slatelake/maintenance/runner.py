@@ -83,13 +83,15 @@ def run_pass(
     for; ``dry_run``: plan only, taking neither the lock nor the lease."""
     scope = scope or RunScope()
     progress = Progress(options.progress, sink=on_progress)
+    stopping = stop or threading.Event()
+
+    def make(lease: PassLease | None) -> _Pass:
+        return _Pass(session, options, trigger, stopping, deadline, progress, lease, scope, by)
+
     if dry_run:
         refuse_in_transaction(session)
         require_table(session, scope)
-        return _Pass(
-            session, options, trigger, stop or threading.Event(), deadline, progress, None, scope,
-            by,
-        ).run()  # fmt: skip
+        return make(None).run()
     refuse_unless_autocommit(session)
     require_table(session, scope)
     lock = process_lock(session.lake.location.url)
@@ -101,10 +103,7 @@ def run_pass(
         lease.acquire(wait_s)
         try:
             lease.start_heartbeat()
-            return _Pass(
-                session, options, trigger, stop or threading.Event(), deadline, progress, lease,
-                scope, by,
-            ).run()  # fmt: skip
+            return make(lease).run()
         finally:
             lease.release()
     finally:
@@ -183,9 +182,8 @@ class _Pass:
         )
         self.steps = Steps(session, stop, self.progress, self._out_of_time)
         self.steps.only = scope.table
-        self.planner = None if self.report.plan is None else Planner(
-            session, self.steps, self.report.plan
-        )  # fmt: skip
+        plan = self.report.plan
+        self.planner = None if plan is None else Planner(session, self.steps, plan)
         self._blocked: tuple[str | None] | None = None  # the fail-safe's answer, once asked
 
     def _out_of_time(self) -> str | None:
