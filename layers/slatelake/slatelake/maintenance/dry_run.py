@@ -48,6 +48,7 @@ from slatelake.maintenance.health import (
     TableHealth,
     health,
     inlined_counts,
+    table_targets_sql,
 )
 from slatelake.maintenance.options import Instant, Interval, StepConfig
 from slatelake.maintenance.steps import StepOutcome, Steps, TableName
@@ -195,23 +196,7 @@ class Planner:
         own = self.steps.per_table.get("merge_adjacent_files") or {}
         _, inlined_deletes = inlined_counts(self._cursor())
         sql = f"""
-        WITH live AS (
-            SELECT t.table_id, t.schema_id, s.schema_name, t.table_name
-            FROM {ident(META_DB)}.ducklake_table t
-            JOIN {ident(META_DB)}.ducklake_schema s
-              ON s.schema_id = t.schema_id AND s.end_snapshot IS NULL
-            WHERE t.end_snapshot IS NULL
-        ), opts AS (
-            SELECT scope, scope_id, TRY_CAST(value AS BIGINT) AS v
-            FROM {ident(META_DB)}.ducklake_metadata WHERE key = 'target_file_size'
-        ), targets AS (
-            SELECT l.*, COALESCE(
-                (SELECT max(v) FROM opts WHERE scope = 'table' AND scope_id = l.table_id),
-                (SELECT max(v) FROM opts WHERE scope = 'schema' AND scope_id = l.schema_id),
-                (SELECT max(v) FROM opts WHERE scope IS NULL),
-                CAST(? AS BIGINT)) AS target
-            FROM live l
-        ), parts AS (
+        WITH {table_targets_sql()}, parts AS (
             SELECT data_file_id, list(partition_value ORDER BY partition_key_index) AS vals
             FROM {ident(META_DB)}.ducklake_file_partition_value GROUP BY data_file_id
         ), files AS (
@@ -233,7 +218,7 @@ class Planner:
         """
         rows = (
             self._cursor()
-            .execute(sql, [DUCKLAKE_DEFAULT_TARGET_FILE_SIZE, list(inlined_deletes)])
+            .execute(sql, [None, DUCKLAKE_DEFAULT_TARGET_FILE_SIZE, list(inlined_deletes)])
             .fetchall()
         )
         groups: dict[tuple[Any, ...], list[str]] = {}

@@ -282,6 +282,31 @@ def _health(session: Session, policy: HealthPolicy, now: datetime) -> LakeHealth
     )
 
 
+def table_targets_sql() -> str:
+    """The CTEs ``live_tables``, ``opts`` and ``targets``: every live table
+    with its target file size, which is the first bound parameter unless it
+    is NULL, else DuckLake's ``target_file_size`` option (table > schema >
+    lake), else the second bound parameter (DuckLake's default)."""
+    return f"""live_tables AS (
+        SELECT t.table_id, t.schema_id, s.schema_name, t.table_name
+        FROM {ident(META_DB)}.ducklake_table t
+        JOIN {ident(META_DB)}.ducklake_schema s
+          ON s.schema_id = t.schema_id AND s.end_snapshot IS NULL
+        WHERE t.end_snapshot IS NULL
+    ), opts AS (
+        SELECT scope, scope_id, TRY_CAST(value AS BIGINT) AS v
+        FROM {ident(META_DB)}.ducklake_metadata WHERE key = 'target_file_size'
+    ), targets AS (
+        SELECT lt.*, COALESCE(
+            CAST(? AS BIGINT),
+            (SELECT max(v) FROM opts WHERE scope = 'table' AND scope_id = lt.table_id),
+            (SELECT max(v) FROM opts WHERE scope = 'schema' AND scope_id = lt.schema_id),
+            (SELECT max(v) FROM opts WHERE scope IS NULL),
+            CAST(? AS BIGINT)) AS target
+        FROM live_tables lt
+    )"""
+
+
 def inlined_counts(con: duckdb.DuckDBPyConnection) -> tuple[dict[int, int], dict[int, int]]:
     """Inlined rows waiting per table id, and inlined deletions per data file
     id: one query lists the inlined tables that exist, one counts them all."""
@@ -325,24 +350,7 @@ def _tables(
     its inlined deletions, as DuckLake's rewrite counts them; merge
     candidates mirror its merge's choice."""
     sql = f"""
-    WITH live_tables AS (
-        SELECT t.table_id, t.schema_id, s.schema_name, t.table_name
-        FROM {ident(META_DB)}.ducklake_table t
-        JOIN {ident(META_DB)}.ducklake_schema s
-          ON s.schema_id = t.schema_id AND s.end_snapshot IS NULL
-        WHERE t.end_snapshot IS NULL
-    ), opts AS (
-        SELECT scope, scope_id, TRY_CAST(value AS BIGINT) AS v
-        FROM {ident(META_DB)}.ducklake_metadata WHERE key = 'target_file_size'
-    ), targets AS (
-        SELECT lt.*, COALESCE(
-            CAST(? AS BIGINT),
-            (SELECT max(v) FROM opts WHERE scope = 'table' AND scope_id = lt.table_id),
-            (SELECT max(v) FROM opts WHERE scope = 'schema' AND scope_id = lt.schema_id),
-            (SELECT max(v) FROM opts WHERE scope IS NULL),
-            CAST(? AS BIGINT)) AS target
-        FROM live_tables lt
-    ), inl_rows AS (
+    WITH {table_targets_sql()}, inl_rows AS (
         SELECT unnest(CAST(? AS BIGINT[])) AS table_id, unnest(CAST(? AS BIGINT[])) AS n
     ), inl_del AS (
         SELECT unnest(CAST(? AS BIGINT[])) AS file_id, unnest(CAST(? AS BIGINT[])) AS n
