@@ -100,9 +100,16 @@ class Lake:
         return cls(location)
 
     @classmethod
-    def open(cls, url: str, read_only: bool = False, max_operations: int | None = None) -> Lake:
+    def open(
+        cls,
+        url: str,
+        read_only: bool = False,
+        max_operations: int | None = None,
+        seen: bool = False,
+    ) -> Lake:
+        """``seen``: the caller has just found the store there (no second look)."""
         location = LakeLocation.parse(url)
-        if not store_exists(location):
+        if not seen and not store_exists(location):
             raise NotFoundError(
                 f"no slatelake lake at {url}; create it with `slatelake init {url}`"
             )

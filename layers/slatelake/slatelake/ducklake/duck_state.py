@@ -171,7 +171,8 @@ class DuckState:
 
     def is_empty(self) -> bool:
         """No DuckLake catalog yet (a new lake before its first commit)."""
-        if "ducklake_snapshot" not in catalog_db.catalog_tables(self.con, self.db):
+        # one lookup (listing the base's tables would walk every attached catalog)
+        if not catalog_db.table_exists(self.con, self.db, "ducklake_snapshot"):
             return True
         sql = f"SELECT count(*) FROM {ident(self.db)}.ducklake_snapshot"
         return not self.con.execute(sql).fetchone()[0]

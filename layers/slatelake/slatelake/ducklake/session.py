@@ -90,7 +90,7 @@ class Session(StatementFlow):
         self.alias = alias
         self.read_only = read_only
         self.data_path = data_path
-        self.lake = Lake.open(lake_url, read_only=read_only)
+        self.lake = Lake.open(lake_url, read_only=read_only, seen=True)
         try:
             # a caller's connection: its databases and settings stay usable beside the lake
             con = connection

@@ -202,9 +202,13 @@ def load_inline_table(
     name: str,
     columns: list[tuple[str, str]],
     rows: list[Row],
+    if_absent: bool = False,
 ) -> None:
+    """Create an inlined-data table and load its rows; ``if_absent`` leaves an
+    existing one as it is."""
     cols = ", ".join(f"{ident(c)} {type_sql(con, name, c, t)}" for c, t in columns)
-    con.execute(f"CREATE TABLE {ident(db)}.{ident(name)} ({cols})")
+    create = "CREATE TABLE IF NOT EXISTS" if if_absent else "CREATE TABLE"
+    con.execute(f"{create} {ident(db)}.{ident(name)} ({cols})")
     insert_inline_rows(con, db, name, columns, rows)
 
 
