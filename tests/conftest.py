@@ -1,6 +1,6 @@
 """Shared fixtures: moto's S3 server on loopback, and lake URLs per store kind.
 
-moto runs as a real HTTP server (``python -m moto.server``) so SlateDB, obstore
+moto runs as a real HTTP server (moto's own, ``tests/moto_server.py``) so SlateDB, obstore
 and (later) DuckDB's httpfs all speak the S3 protocol to it, conditional puts
 included. Nothing here mocks slatelake.
 """
@@ -44,12 +44,16 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+# moto's own server less its per-request overheads (tests/moto_server.py says which)
+MOTO_SERVER = Path(__file__).with_name("moto_server.py")
+
+
 def start_moto_server(env: dict[str, str] | None = None) -> tuple[subprocess.Popen, str]:
     """moto's server on a free loopback port, once it accepts connections;
     ``env`` adds variables (e.g. moto's request recorder)."""
     port = _free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        [sys.executable, str(MOTO_SERVER), "-H", "127.0.0.1", "-p", str(port)],
         env={**os.environ, **(env or {})},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

@@ -169,7 +169,7 @@ def test_interpreter_exit_without_close_completes_the_pass_records_it_and_frees_
     assert "leaving without close()" in proc.stdout
     assert "pass end" in proc.stderr, "the pass in flight was cut off at exit"
     window = _scheduled(url)
-    assert window, "the pass in flight at exit recorded no report"
+    assert window, f"the pass in flight at exit recorded no report:\n{proc.stderr[-3000:]}"
     with slatelake.connect(url, read_only=True) as ro:
         holder = PassLease(ro.lake.location).current()
     assert holder is not None and not holder.held(), f"the lease outlived the process: {holder}"

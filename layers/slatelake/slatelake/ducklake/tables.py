@@ -207,8 +207,9 @@ def load_inline_table(
     """Create an inlined-data table and load its rows; ``if_absent`` leaves an
     existing one as it is."""
     cols = ", ".join(f"{ident(c)} {type_sql(con, name, c, t)}" for c, t in columns)
-    create = "CREATE TABLE IF NOT EXISTS" if if_absent else "CREATE TABLE"
-    con.execute(f"{create} {ident(db)}.{ident(name)} ({cols})")
+    con.execute(
+        f"CREATE TABLE {'IF NOT EXISTS ' if if_absent else ''}{ident(db)}.{ident(name)} ({cols})"
+    )
     insert_inline_rows(con, db, name, columns, rows)
 
 
