@@ -60,6 +60,7 @@ class DuckState:
         catalog_db.load_state(con, db, state, own=True)
         out = cls(con, db, state.head, state.last_seq)
         out._take_side_records(state)
+        out._inline_names = set(state.inline_ddl())  # exactly the tables just created
         return out
 
     def _take_side_records(self, state: CatalogState) -> None:
@@ -156,6 +157,12 @@ class DuckState:
             self._own_keys[kind] = set(keys)
         return keys
 
+    def list_inline_names(self) -> None:
+        """Read the inlined tables from the base now: cheap while no DuckLake
+        catalog is attached (listing walks every attached catalog)."""
+        self._inline_names = None
+        self.inline_names()
+
     def inline_names(self) -> set[str]:
         """The inlined tables of the base (cached: only DDL change sets move it)."""
         if self._inline_names is None:
@@ -176,3 +183,4 @@ class DuckState:
             return True
         sql = f"SELECT count(*) FROM {ident(self.db)}.ducklake_snapshot"
         return not self.con.execute(sql).fetchone()[0]
+

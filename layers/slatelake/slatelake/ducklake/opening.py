@@ -96,6 +96,7 @@ def _from_image(
     _adopt_own_records(con, db)
     state = DuckState(con, db, record.head, record.seq)
     state.source = f"image at slot {record.seq}"
+    state.list_inline_names()  # before DuckLake attaches, while listing is cheap
     tail = lake.tail_after(record.head, record.seq)  # StaleViewError: truncated past it
     state.apply_tail(tail.applied)
     state.last_seq = tail.last_seq
