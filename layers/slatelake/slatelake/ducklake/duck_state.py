@@ -183,4 +183,3 @@ class DuckState:
             return True
         sql = f"SELECT count(*) FROM {ident(self.db)}.ducklake_snapshot"
         return not self.con.execute(sql).fetchone()[0]
-
