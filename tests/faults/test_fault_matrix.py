@@ -25,6 +25,9 @@ from tests.faults.proxy import FaultProxy
 
 STORE_TIMEOUT_ENV = "SLATELAKE_STORE_TIMEOUT_S"
 
+# one worker builds the shared lake once and runs every test on it (scripts/test: --dist loadgroup)
+pytestmark = pytest.mark.xdist_group("fault-matrix")
+
 
 def _params() -> list:
     """The default cases (in full mode every case), those beyond the quick

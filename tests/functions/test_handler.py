@@ -32,6 +32,9 @@ from tests.functions.conftest import (
 )
 from tests.maintenance.test_pass import CONFIGURED
 
+# one worker builds the shared lake once and runs every test on it (scripts/test: --dist loadgroup)
+pytestmark = pytest.mark.xdist_group("pristine-s3-lake")
+
 ALL_STEPS = {**CONFIGURED, "MAINTENANCE_TABLE_BATCHES": "true"}
 # One step, for what is about the lease rather than the steps.
 FLUSH = {"MAINTENANCE_FLUSH_INLINED_DATA": "true", "MAINTENANCE_TABLE_BATCHES": "true"}

@@ -12,6 +12,9 @@ import slatelake
 from slatelake.maintenance.report import RAN
 from tests.functions.conftest import EVENTS, FakeContext
 
+# the handler tests' group: the pristine S3 lake is built once, on their worker
+pytestmark = pytest.mark.xdist_group("pristine-s3-lake")
+
 
 def _scheduled(app: ModuleType) -> dict:
     out = app.handler(json.loads((EVENTS / "scheduled.json").read_text()), FakeContext())
