@@ -1,8 +1,9 @@
 """moto's S3 server as the tests run it: ``python tests/moto_server.py -H HOST -p PORT``.
 
 The same server as ``python -m moto.server``, less three costs moto pays on
-every request that no real object store has, which made each request to it
-take ~15 ms on this machine and the S3 half of the suite twice the file half:
+every request that no real object store has (on this machine, creating a
+lake on it took 236 ms before and 140 ms after; a session's first six
+statements 1.16 s and 0.86 s):
 
 - moto lists its own package directory (an ``isdir`` per service, ~200) to
   route each request; the list never changes while the server runs, so it
