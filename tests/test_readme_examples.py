@@ -63,6 +63,11 @@ def _sql_files() -> dict[str, str]:
     return named
 
 
+def _write_sql_files(where: Path) -> None:
+    for name, body in _sql_files().items():
+        (where / name).write_text(body)
+
+
 def test_the_readme_shows_the_examples_this_test_runs() -> None:
     assert len(_python_examples()) == 1
     assert len(_api_examples()) == 1
@@ -76,8 +81,7 @@ def test_the_readme_shows_the_examples_this_test_runs() -> None:
 def test_every_readme_cli_command_parses(argv: list[str], tmp_path: Path) -> None:
     # `sql -f` reads its script while parsing: the README's files, written
     # where the example's placeholder points (a fresh machine has no /tmp copy)
-    for name, body in _sql_files().items():
-        (tmp_path / name).write_text(body)
+    _write_sql_files(tmp_path)
     argv = [a.replace(PLACEHOLDER, str(tmp_path)) for a in argv]
     try:
         build_parser().parse_args(argv)
@@ -88,8 +92,7 @@ def test_every_readme_cli_command_parses(argv: list[str], tmp_path: Path) -> Non
 def test_readme_examples_run_as_written(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     root = str(tmp_path / "readme")
     Path(root).mkdir()
-    for name, body in _sql_files().items():
-        (Path(root) / name).write_text(body)
+    _write_sql_files(Path(root))
     (example,) = _python_examples()
     exec(compile(example.replace(PLACEHOLDER, root), str(README), "exec"), {})
     printed = capsys.readouterr().out

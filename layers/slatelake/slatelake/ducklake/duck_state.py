@@ -120,7 +120,7 @@ class DuckState:
         fresh = DuckState.from_state(self.con, self.db, other)
         self.head, self.last_seq = fresh.head, fresh.last_seq
         self._take_side_records(other)
-        self._inline_names = None
+        self._inline_names = fresh._inline_names
         self._own_keys = {}
         self.pending = None
 
