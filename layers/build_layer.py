@@ -7,6 +7,14 @@ function must stay under Lambda's 250 MB unzipped limit or the build fails.
 Default target: python3.12 on arm64 (every pinned wheel exists for it).
 
     python layers/build_layer.py [--arch arm64|x86_64] [--python 3.12] [--out build/layer]
+                                 [--compile-with PYTHON]
+
+Its modules are compiled to bytecode by an interpreter of the target version
+(this one, ``python3.12`` on PATH, or ``--compile-with``) when one is found:
+Lambda's /opt is read-only, so without it every cold start compiles every
+module it imports again (about 1 s of a cold handler's import on this
+machine). The bytecode is ``unchecked-hash``: the layer never changes after
+the build, and a zip's timestamps need not match the ones a pyc records.
 """
 
 from __future__ import annotations
@@ -52,6 +60,7 @@ class LayerBuild:
     layer_bytes: int
     function_bytes: int
     largest: dict[str, int]
+    compiled_with: str | None  # the interpreter that compiled the modules, or None
     limit_bytes: int = LIMIT_BYTES
 
     @property
@@ -59,7 +68,44 @@ class LayerBuild:
         return self.layer_bytes + self.function_bytes
 
 
-def build(out: Path, arch: str, python: str) -> LayerBuild:
+def interpreter_of(python: str, given: str | None = None) -> str | None:
+    """An interpreter of the target version (``3.12``), or None: ``given``,
+    this one, else ``python3.12`` on PATH (a pyenv shim for a version that is
+    not active answers with an error, so each is asked for its version)."""
+    candidates = [given] if given else [sys.executable, shutil.which(f"python{python}")]
+    for candidate in candidates:
+        if candidate is None:
+            continue
+        probe = subprocess.run(
+            [candidate, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+            capture_output=True,
+            text=True,
+        )
+        if probe.returncode == 0 and probe.stdout.strip() == python:
+            return candidate
+    if given:
+        raise SystemExit(f"--compile-with {given}: not a python{python} interpreter")
+    return None
+
+
+def compile_modules(site: Path, interpreter: str) -> None:
+    subprocess.run(
+        [
+            interpreter,
+            "-m",
+            "compileall",
+            "-q",
+            "-j",
+            "0",
+            "--invalidation-mode",
+            "unchecked-hash",
+            str(site),
+        ],
+        check=True,
+    )
+
+
+def build(out: Path, arch: str, python: str, compile_with: str | None = None) -> LayerBuild:
     if out.exists():
         shutil.rmtree(out)
     site = out / "python"
@@ -89,6 +135,9 @@ def build(out: Path, arch: str, python: str) -> LayerBuild:
     )
     for junk in [*site.rglob("__pycache__"), site / "bin"]:
         shutil.rmtree(junk, ignore_errors=True)
+    interpreter = interpreter_of(python, compile_with)
+    if interpreter is not None:
+        compile_modules(site, interpreter)
     packages = {
         p.name: tree_bytes(p) if p.is_dir() else p.stat().st_size for p in sorted(site.iterdir())
     }
@@ -99,6 +148,7 @@ def build(out: Path, arch: str, python: str) -> LayerBuild:
         layer_bytes=tree_bytes(out),
         function_bytes=tree_bytes(FUNCTION),
         largest=dict(sorted(packages.items(), key=lambda kv: -kv[1])[:8]),
+        compiled_with=interpreter,
     )
 
 
@@ -108,13 +158,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--python", default="3.12", help="target runtime version (3.12)")
     parser.add_argument("--out", type=Path, default=ROOT / "build" / "layer")
     parser.add_argument("--json", action="store_true", help="print the size report as JSON")
+    parser.add_argument(
+        "--compile-with",
+        metavar="PYTHON",
+        help="the target version's interpreter that compiles the modules (default: this "
+        "one or pythonX.Y on PATH, when its version is the target's)",
+    )
     args = parser.parse_args(argv)
-    report = build(args.out.resolve(), args.arch, args.python)
+    report = build(args.out.resolve(), args.arch, args.python, args.compile_with)
     mb = 1024 * 1024
     if args.json:
         print(json.dumps({**asdict(report), "total_bytes": report.total_bytes}))
     else:
         print(f"layer {report.out} (python{report.python}, {report.arch})")
+        if report.compiled_with is None:
+            print(
+                f"  not compiled: no python{report.python} found (--compile-with); each cold "
+                "start compiles the modules it imports"
+            )
         for name, size in report.largest.items():
             print(f"  {name:<40} {size / mb:7.1f} MB")
         print(

@@ -56,6 +56,11 @@ def test_the_host_layer_imports_and_runs_the_handler_alone(tmp_path: Path) -> No
     python = f"{sys.version_info.major}.{sys.version_info.minor}"
     report = _build(tmp_path / "layer", "--arch", arch, "--python", python)
     assert report["total_bytes"] < LIMIT
+    # compiled by this interpreter, as bytecode Lambda's read-only /opt never rechecks
+    assert report["compiled_with"] == sys.executable
+    tag = sys.implementation.cache_tag
+    pyc = tmp_path / "layer" / "python" / "slatelake" / "__pycache__" / f"__init__.{tag}.pyc"
+    assert int.from_bytes(pyc.read_bytes()[4:8], "little") == 1  # hash-based, unchecked
     lake = (tmp_path / "lake").as_uri()
     with slatelake.connect(lake, data_path=f"{tmp_path / 'data'}/") as s:
         s.sql("CREATE TABLE t (id INTEGER)")
