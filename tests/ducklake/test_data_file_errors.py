@@ -1,7 +1,8 @@
 """A data-file request that fails inside DuckDB (httpfs, or the file system)
 reaches a write statement's caller as slatelake's typed error, one line
-naming the file. (httpfs's requests are not yet bounded by the store
-deadline: the fault matrix pins that as a known bug.)
+naming the file, DuckLake's own file removal included. (httpfs's requests
+are not yet bounded by the store deadline: the fault matrix pins that as a
+known bug.)
 
 Real parts: moto's S3 behind the fault proxy, local files, DuckDB with
 DuckLake. After the failure the session still follows its failed-statement
@@ -84,3 +85,29 @@ def test_a_data_path_that_keeps_failing_is_store_unavailable_naming_the_file_on_
     assert type(error) is StoreUnavailableError and error.retryable, error
     assert_one_readable_line(error, "INSERT", data, ".parquet", "no usable answer")
     _still_usable(session, proxy, 0)
+
+
+@pytest.mark.timeout(120)
+def test_a_refused_delete_of_an_old_file_is_permission_denied_and_keeps_it_scheduled(
+    proxy: FaultProxy, s3_session: tuple[Session, str]
+) -> None:
+    """DuckLake's cleanup says "Failed to remove files: HTTP 403 (Forbidden)":
+    the caller gets the typed refusal, and the file stays scheduled, so a
+    later cleanup with working credentials removes it."""
+    session, data = s3_session
+    session.sql(INSERT)
+    session.sql("DELETE FROM t")  # the file ends; expiring its snapshots schedules it
+    session.sql("CALL ducklake_expire_snapshots('lake', older_than => now())")
+    scheduled = (
+        "SELECT count(*) FROM ducklake_cleanup_old_files('lake', cleanup_all => true, "
+        "dry_run => true)"
+    )
+    assert session.sql(scheduled).fetchall() == [(1,)]
+    proxy.add(FaultRule(method="POST", prefix=data.split("/", 3)[3], kind="403", times=None))
+    error = _failure(session, "CALL ducklake_cleanup_old_files('lake', cleanup_all => true)")
+    assert type(error) is PermissionDeniedError, error
+    assert_one_readable_line(error, "deleting", "HTTP 403", "credentials")
+    assert session.sql(scheduled).fetchall() == [(1,)]
+    proxy.clear()
+    session.sql("CALL ducklake_cleanup_old_files('lake', cleanup_all => true)")
+    assert session.sql(scheduled).fetchall() == [(0,)]

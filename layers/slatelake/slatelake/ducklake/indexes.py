@@ -85,7 +85,12 @@ INSERT_CHANGES = frozenset({"inserted_into_table", "inlined_insert"})
 
 
 _FILE = re.compile(r"""(?:reading|writing|file|on|to) ['"]([^'"]+)['"]|URL (\S+?): """)
-_HTTP = re.compile(r"\(HTTP (\d{3})([^)]*)\)|\(HTTP code (\d{3})\)|returned HTTP (\d{3})")
+# httpfs's spellings of a status: "(HTTP 403 Forbidden)", "(HTTP code 403)", "returned
+# HTTP 403", and DuckLake's file removal's "Failed to remove files: HTTP 403 (Forbidden)"
+_HTTP = re.compile(
+    r"\(HTTP (\d{3})([^)]*)\)|\(HTTP code (\d{3})\)|returned HTTP (\d{3})"
+    r"|\bHTTP (\d{3}) \(([A-Za-z ]+)\)"
+)
 # httpfs's method, when it names one; without a status, the connection failed.
 _METHOD = re.compile(r"for HTTP (GET|HEAD|PUT|POST|DELETE) ")
 _VERBS = {"PUT": "writing", "POST": "writing", "DELETE": "deleting"}
@@ -122,12 +127,15 @@ def translate_data_error(what: str, exc: duckdb.Error) -> SlatelakeError | None:
     status = _HTTP.search(text)
     method = _METHOD.search(text)
     verb = _VERBS.get(method.group(1), "reading") if method else "reading"
+    if "Failed to remove files" in text:  # DuckLake's cleanup and orphan deletes
+        verb = "deleting"
     said = _S3_SAID.search(text)
-    code = int(next(g for g in status.group(1, 3, 4) if g)) if status else None
+    code = int(next(g for g in status.group(1, 3, 4, 5) if g)) if status else None
     if status is None:
         cause = first.split(" for HTTP ", 1)[0].rsplit(": ", 1)[-1]
     else:
-        cause = f"HTTP {code}{status.group(2) or ''}"
+        said_as = status.group(2) or (f" {status.group(6)}" if status.group(6) else "")
+        cause = f"HTTP {code}{said_as}"
     if said is not None and status is not None:
         cause += f", {said.group(1)}"
     if code in (401, 403) or "Permission denied" in text:
