@@ -150,9 +150,9 @@ UNREPORTED = frozenset(
     }
 )
 LEASE_LEFT_HELD = (
-    "bug: a lease PUT held past the store deadline lands after the claim gave up and "
-    "re-read nothing, so the pass raised but its late record holds the lease and the "
-    "next pass is refused (AlreadyRunningError) until that lease expires (60 s)"
+    "bug: with every lease PUT held past the store deadline, the claim's record lands "
+    "after both the claim and its withdrawal gave up, so it holds the lease and the next "
+    "pass is refused (AlreadyRunningError) until it expires (60 s) or `lease break`"
 )
 SLATEDB_403_AS_RETRYABLE = (
     "bug: a persistent 403 on this SlateDB request is raised as a retryable "
@@ -206,9 +206,10 @@ def expect(operation: str, method: str, prefix: str, kind: str, persistent: bool
         return "ambiguous" if landed else "never happened", "PermissionDeniedError", None
     if lease_write and kind == "drop_after":
         return "durable", None, None  # the claim reads its record back: ours
-    if lease_write and (persistent or kind not in ("500", "503")):
-        left_held = LEASE_LEFT_HELD if kind == "delay" else None
-        return "ambiguous", "AmbiguousWriteError", left_held
+    if lease_write and persistent:  # withdrawing the claim fails too
+        return "ambiguous", "AmbiguousWriteError", LEASE_LEFT_HELD if kind == "delay" else None
+    if lease_write and kind not in ("500", "503"):
+        return "never happened", "StoreUnavailableError", None  # withdrawn: created as released
     if kind == "delay":
         if slot_write:
             return "durable", None, None  # it lands late; the re-read finds it
@@ -285,6 +286,7 @@ DEFAULT_STEMS = (
     "pass_expire-put-commits-drop_after",
     "pass_expire-put-maintenance-403",
     "pass_expire-put-maintenance-drop_after",
+    "pass_expire-put-maintenance-delay",
     "pass_flush-put-data-500_persistent",
     "pass_merge-get-data-drop_before",
     "pass_rewrite-put-commits-503_persistent",

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from slatelake.errors import AmbiguousWriteError, StoreUnavailableError
 from slatelake.maintenance import flight
 from slatelake.maintenance.flight import AlreadyRunningError, PassLease
 from slatelake.store.location import LakeLocation
@@ -153,6 +154,45 @@ def test_a_stale_taker_that_recreates_a_collected_generation_does_not_hold(
     )
     assert not b.try_acquire(), "a stale taker holds the lease beside the live one"
     assert c.current().owner == c.owner
+
+
+class _LateWriteClient(ObjectClient):
+    """The real object store, where the first conditional PUT loses its
+    answer and is still in flight: it lands (create-if-absent, as the store
+    would apply it) only when ``land`` is called, after the caller gave up."""
+
+    def __init__(self, location: LakeLocation) -> None:
+        super().__init__(location)
+        self.in_flight: tuple[str, bytes] | None = None
+        self.landed: bool | None = None
+
+    def put_if_absent(self, path: str, data: bytes) -> bool:
+        if self.landed is None and self.in_flight is None:
+            self.in_flight = (path, data)
+            raise AmbiguousWriteError(f"PUT {path}: timed out; whether the write landed is unknown")
+        return super().put_if_absent(path, data)
+
+    def land(self) -> None:
+        assert self.in_flight is not None
+        self.landed = ObjectClient.put_if_absent(self, *self.in_flight)
+
+
+def test_a_claim_whose_answer_was_lost_is_withdrawn_so_its_late_write_cannot_hold(
+    location: LakeLocation,
+) -> None:
+    """The claim's PUT timed out and reads back absent; it lands later. The
+    claim created the object first as released, so the late write fails and
+    the next pass takes the lease at once, not a TTL later."""
+    client = _LateWriteClient(location)
+    with pytest.raises(StoreUnavailableError, match="withdrawn, so nothing holds the lease"):
+        PassLease(location, client=client).try_acquire()
+    client.land()
+    assert client.landed is False, "the late claim landed over its withdrawal"
+    record = PassLease(location).current()
+    assert record is not None and record.state == flight.RELEASED
+    nxt = PassLease(location)
+    assert nxt.try_acquire()
+    nxt.release()
 
 
 def test_generations_only_grow_across_release(location: LakeLocation) -> None:

@@ -45,6 +45,7 @@ from slatelake.errors import (
     LeaseLiveError,
     MisconfigurationError,
     SlatelakeError,
+    StoreUnavailableError,
     retry,
 )
 from slatelake.store.location import LakeLocation
@@ -204,17 +205,23 @@ class PassLease:
         """Create ``generation`` and check it is the newest; collect older ones.
 
         A claim that raises never leaves its record held: a PUT whose answer
-        was lost is settled by reading the record back (ours: claimed), and a
-        failure after the record landed withdraws it before raising. Collecting
+        was lost is settled by reading the record back (ours: claimed) or, when
+        absent, by creating it first as released (``_withdraw``); a failure
+        after the record landed deletes it before raising. Collecting
         older generations is best effort: only the newest one counts.
         """
         path = self._path(generation)
         try:
             created = self.client.put_if_absent(path, body)
-        except AmbiguousWriteError:
+        except AmbiguousWriteError as exc:
             raw = self.client.get(path)
             if raw is None:
-                raise  # it did not land (a write still in flight lapses at its TTL)
+                raw = self._withdraw(path)
+            if raw is None:
+                raise StoreUnavailableError(
+                    f"maintenance lease generation {generation}: {exc}; the claim was withdrawn, "
+                    "so nothing holds the lease: retry the pass"
+                ) from None
             if _decode(generation, raw).owner != self.owner:
                 return False
             created = True
@@ -240,6 +247,26 @@ class PassLease:
                 log.warning("older maintenance lease %s not collected: %s", older, exc)
                 break  # the next claim collects it
         return True
+
+    def _withdraw(self, path: str) -> bytes | None:
+        """Settle a create whose answer was lost and which reads back absent.
+
+        The write may still be in flight (a proxy or a slow link holding it)
+        and land after this claim gave up, holding the lease until its expiry.
+        Creating the same object first, as a released record, makes that late
+        write fail its create-if-absent. None when withdrawn; else the record
+        there now (the late write landed after all, or another taker's).
+        """
+        try:
+            if self.client.put_if_absent(path, self._record(RELEASED, 0.0)):
+                return None
+            return self.client.get(path)
+        except SlatelakeError as exc:
+            raise AmbiguousWriteError(
+                f"maintenance lease {path}: a claim's answer was lost and withdrawing it failed "
+                f"({exc}); a late write may hold the lease until it expires "
+                f"({self.ttl_s:g}s): `slatelake lease break` ends it once its heartbeat is stale"
+            ) from None
 
     def try_acquire(self) -> bool:
         """Take the lease if it is free (or already ours: then renew it)."""
