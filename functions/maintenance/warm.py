@@ -13,11 +13,13 @@ from __future__ import annotations
 import atexit
 import contextlib
 import json
+import os
 from typing import Any
 
 from aws_lambda_powertools import Logger
 
 import slatelake
+from slatelake.ducklake.extensions import MEMORY_LIMIT_ENV
 
 logger = Logger(child=True)  # the handler's logger: its keys and correlation id
 
@@ -44,6 +46,7 @@ class WarmSession:
                     "warm session dropped", extra={"error": f"{type(exc).__name__}: {exc}"}
                 )
         self.release()
+        default_memory_limit()
         self.session = slatelake.connect(lake, data_path=data_path)
         self.key = key
         return self.session
@@ -54,6 +57,17 @@ class WarmSession:
         if session is not None:
             with contextlib.suppress(Exception):
                 session.close()
+
+
+def default_memory_limit() -> None:
+    """Unless set, DuckDB's memory limit is half the function's memory.
+
+    DuckDB's own default, 80% of memory, leaves Python, SlateDB and the answer
+    little room, and DuckLake's per-snapshot cache grows a warm container's
+    session to that limit before anything is evicted."""
+    size = os.environ.get("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "")
+    if not os.environ.get(MEMORY_LIMIT_ENV) and size.isdigit() and int(size) > 0:
+        os.environ[MEMORY_LIMIT_ENV] = f"{int(size) // 2}MiB"
 
 
 def _rewound(session: Any) -> bool:

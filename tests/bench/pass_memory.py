@@ -16,9 +16,10 @@ pass made) it samples:
 
 - ``rss``: VmRSS from /proc/self/status, MB;
 - ``malloc``: what glibc's malloc has handed out and not had back (mallinfo2), MB;
-- ``rows``: the pass session's CatalogState.row_count(), and the number of
-  its keyed entries;
-- ``duck``: DuckDB's own accounting, sum of ``duckdb_memory()``, MB;
+- ``catalog_rows``: rows in the pass session's metadata catalog (every
+  ``ducklake_*`` table, as DuckDB estimates them);
+- ``duck``: DuckDB's own accounting, sum of ``duckdb_memory()``, MB (and
+  by tag: the buffer pool's use by kind);
 - ``dbs``: databases attached to the pass's connection (``duckdb_databases()``);
 - ``loads``: how many times the session rebuilt its in-memory catalog
   (``Session._load``, counted by a wrapper installed here, not in the module);
@@ -27,7 +28,7 @@ pass made) it samples:
   between the first and last sample.
 
 The figures to compare: RSS per commit against catalog rows per commit. A
-pass whose RSS grows while rows, DuckDB memory and objects stay flat leaks
+pass whose RSS grows while catalog rows, DuckDB memory and objects stay flat leaks
 outside what it accounts for.
 """
 
@@ -113,6 +114,7 @@ def run_pass(url: str, every: int, trace: bool, settings: list[str]) -> dict[str
     """One pass in this process, sampled before each table's merge call;
     ``settings`` (NAME=VALUE) are SET on the pass's connection first."""
     from slatelake.ducklake import session as session_mod
+    from slatelake.ducklake.commit_flow import META_DB
     from slatelake.ducklake.sql import ident, literal
     from slatelake.maintenance.options import ducklake_signatures, parse_options
     from slatelake.maintenance.runner import run_pass as run
@@ -149,6 +151,13 @@ def run_pass(url: str, every: int, trace: bool, settings: list[str]) -> dict[str
                 0
             ]
             dbs = probe.execute("SELECT count(*) FROM duckdb_databases()").fetchone()[0]
+            catalog_rows = probe.execute(
+                "SELECT sum(estimated_size) FROM duckdb_tables() WHERE database_name = ?",
+                [META_DB],
+            ).fetchone()[0]
+            tags = probe.execute(
+                "SELECT tag, memory_usage_bytes FROM duckdb_memory() WHERE memory_usage_bytes > 0"
+            ).fetchall()
         finally:
             probe.close()
         row: dict[str, Any] = {
@@ -157,8 +166,10 @@ def run_pass(url: str, every: int, trace: bool, settings: list[str]) -> dict[str
             "rss_mb": round(vm_rss_mb(), 1),
             "malloc_mb": round(malloc_mb(), 1),
             "duck_mb": round((duck or 0) / (1 << 20), 1),
+            "catalog_rows": int(catalog_rows or 0),
             "dbs": dbs,
             "loads": loads[0],
+            "duck_tags_mb": {str(t): round(b / (1 << 20), 1) for t, b in tags},
         }
         if n % every == 0:
             row["objs"] = len(gc.get_objects())
@@ -190,8 +201,7 @@ def print_table(result: dict[str, Any], every: int) -> None:
         "seq",
         "rss_mb",
         "malloc_mb",
-        "rows",
-        "entries",
+        "catalog_rows",
         "duck_mb",
         "dbs",
         "loads",
@@ -207,9 +217,10 @@ def print_table(result: dict[str, Any], every: int) -> None:
         f"over {commits} commits: rss {first['rss_mb']} -> {last['rss_mb']} MB "
         f"({(last['rss_mb'] - first['rss_mb']) / commits * 1024:.0f} KiB/commit); malloc "
         f"{first['malloc_mb']} -> {last['malloc_mb']} MB; "
-        f"rows {first['rows']} -> {last['rows']}; duckdb {first['duck_mb']} -> "
-        f"{last['duck_mb']} MB; loads {first['loads']} -> {last['loads']}; "
-        f"pass {result['seconds']}s"
+        f"catalog rows {first['catalog_rows']} -> {last['catalog_rows']}; "
+        f"duckdb {first['duck_mb']} -> {last['duck_mb']} MB "
+        f"(by tag: {first['duck_tags_mb']} -> {last['duck_tags_mb']}); "
+        f"loads {first['loads']} -> {last['loads']}; pass {result['seconds']}s"
     )
     for g in result.get("py_growth", []):
         print(f"  python heap +{g['kib']} KiB ({g['count']:+d} blocks) at {g['at']}")

@@ -10,6 +10,7 @@ import duckdb
 import pytest
 
 from slatelake.ducklake import extensions
+from slatelake.errors import MisconfigurationError
 
 SIGNATURE_REFUSED = "signature is either missing or invalid"
 
@@ -65,4 +66,24 @@ def test_an_extension_file_changed_in_place_is_checked_again(httpfs_copy: Path) 
 def test_a_tampered_extension_never_checked_is_refused(httpfs_copy: Path) -> None:
     _flip_a_byte(httpfs_copy)
     with pytest.raises(duckdb.IOException, match=SIGNATURE_REFUSED):
+        extensions.connect()
+
+
+def test_the_memory_limit_setting_bounds_each_new_database(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(extensions.MEMORY_LIMIT_ENV, "300MiB")
+    con = extensions.connect()
+    try:
+        assert con.execute("SELECT current_setting('memory_limit')").fetchone()[0] == "300.0 MiB"
+    finally:
+        con.close()
+
+
+@pytest.mark.parametrize(
+    "value", ["40%", "0MB", "lots", "-1MB", "1e3MB", "1GB'; SET threads = 1; --", "512 MiB x"]
+)
+def test_a_bad_memory_limit_is_refused_naming_the_variable(
+    monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    monkeypatch.setenv(extensions.MEMORY_LIMIT_ENV, value)
+    with pytest.raises(MisconfigurationError, match=extensions.MEMORY_LIMIT_ENV):
         extensions.connect()

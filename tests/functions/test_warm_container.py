@@ -9,6 +9,7 @@ from types import ModuleType
 import pytest
 
 import slatelake
+from slatelake.ducklake.extensions import MEMORY_LIMIT_ENV
 from slatelake.maintenance.report import RAN
 from tests.functions.conftest import EVENTS, FakeContext
 
@@ -98,3 +99,24 @@ def test_other_options_reuse_the_session_another_lake_does_not(
     assert app.warm.session is not warm
     with pytest.raises(Exception):  # noqa: B017 - the kept one was closed
         warm.con.execute("SELECT 1")
+
+
+@pytest.mark.parametrize(("configured", "expected"), [(None, "512.0 MiB"), ("700MiB", "700.0 MiB")])
+def test_the_pass_sessions_duckdb_is_bounded_by_the_functions_memory(
+    app: ModuleType,
+    s3_lake: tuple[str, str, list[str]],
+    env_clean: pytest.MonkeyPatch,
+    configured: str | None,
+    expected: str,
+) -> None:
+    """Half the function's memory unless SLATELAKE_DUCKDB_MEMORY_LIMIT says
+    otherwise: DuckDB's own default (80% of memory) lets DuckLake's cache grow
+    a warm container's session until the function runs out of memory."""
+    env_clean.setenv("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "1024")
+    env_clean.delenv(MEMORY_LIMIT_ENV, raising=False)
+    if configured is not None:
+        env_clean.setenv(MEMORY_LIMIT_ENV, configured)
+    env_clean.setenv("MAINTENANCE_FLUSH_INLINED_DATA", "true")
+    _scheduled(app)
+    con = app.warm.session.con
+    assert con.execute("SELECT current_setting('memory_limit')").fetchone()[0] == expected

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import sys
 from pathlib import Path
 from urllib.parse import urlparse
@@ -37,6 +38,8 @@ from slatelake.errors import MisconfigurationError
 
 EXTENSIONS = ("ducklake", "httpfs")
 TEMP_DIRECTORY_ENV = "SLATELAKE_DUCKDB_TEMP_DIRECTORY"
+MEMORY_LIMIT_ENV = "SLATELAKE_DUCKDB_MEMORY_LIMIT"
+_SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*(?:[KMGT]i?B|B)", re.IGNORECASE)
 # The settings httpfs fills from the environment's credentials when it loads.
 MIRRORED_CREDENTIALS = ("s3_access_key_id", "s3_secret_access_key", "s3_session_token")
 
@@ -84,6 +87,9 @@ def connect() -> duckdb.DuckDBPyConnection:
     spill = os.environ.get(TEMP_DIRECTORY_ENV)
     if spill:
         config["temp_directory"] = spill
+    limit = memory_limit()
+    if limit is not None:
+        config["memory_limit"] = limit
     con = duckdb.connect(config=config)
     try:
         _load(con, paths)
@@ -95,6 +101,27 @@ def connect() -> duckdb.DuckDBPyConnection:
     except BaseException:
         con.close()
         raise
+
+
+def memory_limit() -> str | None:
+    """``SLATELAKE_DUCKDB_MEMORY_LIMIT`` (a DuckDB size, e.g. ``512MiB``), or None.
+
+    DuckDB's own default is 80% of the host's memory, and DuckLake keeps a
+    schema and statistics entry per snapshot in DuckDB's object cache, which
+    is evicted only when that limit is reached: a long pass or a warm Lambda
+    container grows with every commit until then. A limit bounds it (and
+    spills big merges to the temp directory instead).
+    """
+    raw = os.environ.get(MEMORY_LIMIT_ENV, "").strip()
+    if not raw:
+        return None
+    size = _SIZE.fullmatch(raw)
+    if size is None or float(size.group(1)) <= 0:
+        raise MisconfigurationError(
+            f"{MEMORY_LIMIT_ENV}={raw[:40]!r}: expected a size such as 512MiB or 2GB "
+            "(B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)"
+        )
+    return raw
 
 
 def prepare(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
