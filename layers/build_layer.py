@@ -48,8 +48,17 @@ def platforms(arch: str) -> list[str]:
     return [f"manylinux{level}_{cpu}" for level in MANYLINUX]
 
 
-def tree_bytes(path: Path) -> int:
-    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file() and not p.is_symlink())
+def tree_bytes(path: Path, skip_bytecode: bool = False) -> int:
+    """Bytes of the files under ``path``; ``skip_bytecode`` leaves out
+    ``__pycache__``, as ``sam build`` does for the function (those caches are
+    this machine's Python's; the layer's own bytecode is built and counted)."""
+    return sum(
+        p.stat().st_size
+        for p in path.rglob("*")
+        if p.is_file()
+        and not p.is_symlink()
+        and not (skip_bytecode and "__pycache__" in p.relative_to(path).parts)
+    )
 
 
 @dataclass(frozen=True)
@@ -146,7 +155,7 @@ def build(out: Path, arch: str, python: str, compile_with: str | None = None) ->
         arch=arch,
         python=python,
         layer_bytes=tree_bytes(out),
-        function_bytes=tree_bytes(FUNCTION),
+        function_bytes=tree_bytes(FUNCTION, skip_bytecode=True),
         largest=dict(sorted(packages.items(), key=lambda kv: -kv[1])[:8]),
         compiled_with=interpreter,
     )

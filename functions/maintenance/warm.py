@@ -19,7 +19,7 @@ from typing import Any
 from aws_lambda_powertools import Logger
 
 import slatelake
-from slatelake.ducklake.extensions import MEMORY_LIMIT_ENV
+from slatelake.maintenance import MEMORY_LIMIT_ENV
 
 logger = Logger(child=True)  # the handler's logger: its keys and correlation id
 

@@ -12,6 +12,7 @@ what a pass says and the status window keeps.
 """
 
 from slatelake.catalog.holds import Hold
+from slatelake.ducklake.extensions import MEMORY_LIMIT_ENV
 from slatelake.durations import parse_duration
 from slatelake.errors import (
     AlreadyRunningError,
@@ -77,6 +78,7 @@ from slatelake.store.merge import CompactStoreReport
 SUBSPACES = tuple(s.label for s in Subspace)
 
 __all__ = [
+    "MEMORY_LIMIT_ENV",
     "run_scope",
     "RunScope",
     "OPERATIONS",
