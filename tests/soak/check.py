@@ -19,7 +19,9 @@ or phantom id. The journals are loaded into DuckDB (in the session's own
 
 From the journals alone: ``conflicts_nonconflicting``, the conflicts raised
 to writers on work that only appended (DuckLake commits such work beside any
-other commit, so each is a finding), with samples of their messages.
+commit that did not delete from its table, so each is a finding), with
+samples of their messages; ``conflicts_ducklake_rule``, appends DuckLake
+itself refused over such a delete (counted, as stock refuses them too).
 
 ``violations`` names every non-zero finding; ``allow_conflicts`` reports
 conflicts on non-conflicting work without making them one.

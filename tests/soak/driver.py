@@ -21,11 +21,12 @@ and holds it to the writers' journals. The last two lines on stdout are a
 line of figures for people and one JSON object. Exit status: 0 when the
 oracle found nothing; 1 when it found lost, doubled, refused-but-present,
 undeleted or phantom rows, an unreadable or wrong retained snapshot, or a
-ConflictError raised to a writer on work that only appended
-(``conflicts_nonconflicting``; ``--allow-conflicts`` reports those without
-failing); 2 when the soak could not run or check (or committed nothing, so
-proved nothing). The work directory (journals, every role's log) is removed
-on success unless ``--keep``, and kept, and named, otherwise.
+ConflictError raised to a writer on work that only appended, other than
+DuckLake's own refusal of an insert over a delete (``conflicts_nonconflicting``;
+``--allow-conflicts`` reports those without failing); 2 when the soak could
+not run or check (or committed nothing, so proved nothing). The work
+directory (journals, every role's log) is removed on success unless
+``--keep``, and kept, and named, otherwise.
 """
 
 from __future__ import annotations
