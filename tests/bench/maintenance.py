@@ -80,7 +80,7 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -96,12 +96,12 @@ OPTIONS = {
     "MAINTENANCE_CLEANUP_OLD_FILES_CLEANUP_ALL": "true",
     "MAINTENANCE_DELETE_ORPHANED_FILES_CLEANUP_ALL": "true",
 }
+OLDER_THAN = "now()::TIMESTAMP - INTERVAL '1 second'"
 # (step, SQL, fetch the result): the same six calls, in the pass's order.
 STOCK_CALLS = (
     (
         "expire_snapshots",
-        "CALL ducklake_expire_snapshots('lake', "
-        "older_than => now()::TIMESTAMP - INTERVAL '1 second')",
+        f"CALL ducklake_expire_snapshots('lake', older_than => {OLDER_THAN})",
         False,  # snapshot_time is TIMESTAMPTZ: fetching it needs pytz
     ),
     ("flush_inlined_data", "CALL ducklake_flush_inlined_data('lake')", True),
@@ -498,7 +498,69 @@ def child_pass_slate(directory: Path, table_batches: bool, profile: bool) -> dic
     return out
 
 
-def child_pass_stock(directory: Path) -> dict[str, Any]:
+def rfc_shape_calls(
+    side: Side, table_batches: bool
+) -> Iterator[tuple[str, list[tuple[str, bool]]]]:
+    """Stock DuckLake called in the shape RFC 0021 gives slatelake's pass:
+    expiry selected by a dry run and committed 64 snapshots at a time, the
+    flush one call per table, and with ``table_batches`` merge and rewrite one
+    call per table too; cleanup and orphans catalog-wide. Yields each step's
+    SQL calls, made after the previous step's ran (the expiry's batches come
+    from its dry run, the per-table calls from the tables then present)."""
+    from slatelake.maintenance.steps import EXPIRE_BATCH
+
+    ids = sorted(
+        r[0]
+        for r in side.query(
+            "SELECT snapshot_id FROM ducklake_expire_snapshots('lake', dry_run => true, "
+            f"older_than => {OLDER_THAN})"
+        )
+    )
+    yield (
+        "expire_snapshots",
+        [
+            (
+                f"SELECT snapshot_id FROM ducklake_expire_snapshots('lake', versions => "
+                f"{list(ids[i : i + EXPIRE_BATCH])})",
+                True,
+            )
+            for i in range(0, len(ids), EXPIRE_BATCH)
+        ],
+    )
+    tables = side.query(
+        "SELECT schema_name, table_name FROM duckdb_tables() WHERE database_name = 'lake' "
+        "ORDER BY 1, 2"
+    )
+    yield (
+        "flush_inlined_data",
+        [
+            (
+                "CALL ducklake_flush_inlined_data('lake', "
+                f"schema_name => '{s}', table_name => '{t}')",
+                True,
+            )
+            for s, t in tables
+        ],
+    )
+    for step, sql, fetch in STOCK_CALLS[2:4]:
+        if not table_batches:
+            yield step, [(sql, fetch)]
+            continue
+        extra = ", delete_threshold => 0.1" if step == "rewrite_data_files" else ""
+        yield (
+            step,
+            [
+                (f"CALL ducklake_{step}('lake', '{t}', schema => '{s}'{extra})", True)
+                for s, t in tables
+            ],
+        )
+    for step, sql, fetch in STOCK_CALLS[4:]:
+        yield step, [(sql, fetch)]
+
+
+def child_pass_stock(directory: Path, shape: str = "calls") -> dict[str, Any]:
+    """Stock's pass: its six calls (``calls``), or in RFC 0021's shape
+    (``rfc``; ``rfc-batches`` with merge and rewrite per table too)."""
     rss_start = rss_now()
     t0 = time.perf_counter()
     side = Side("stock", directory)
@@ -509,12 +571,21 @@ def child_pass_stock(directory: Path) -> dict[str, Any]:
     steps: dict[str, dict[str, Any]] = {}
     snapshots_after_expire = None
     t_pass = time.perf_counter()
-    for step, sql, fetch in STOCK_CALLS:
-        s0 = time.perf_counter()
-        cur = side.con.execute(sql)
-        rows = cur.fetchall() if fetch else None
+    if shape == "calls":
+        plan: Iterable[tuple[str, list[tuple[str, bool]]]] = (
+            (step, [(sql, fetch)]) for step, sql, fetch in STOCK_CALLS
+        )
+    else:
+        plan = rfc_shape_calls(side, table_batches=shape == "rfc-batches")
+    s0 = time.perf_counter()
+    for step, calls in plan:  # a step's clock starts when the last one ended (its planning)
+        rows: list[Any] | None = None
+        for sql, fetch in calls:
+            cur = side.con.execute(sql)
+            if fetch:
+                rows = (rows or []) + cur.fetchall()
         seconds = time.perf_counter() - s0
-        steps[step] = {"seconds": seconds, "rss_mb": rss_now()["current_mb"]}
+        steps[step] = {"seconds": seconds, "rss_mb": rss_now()["current_mb"], "calls": len(calls)}
         if step == "expire_snapshots":  # untimed: how many the CALL expired
             p0 = time.perf_counter()
             snapshots_after_expire = side.query(
@@ -522,6 +593,7 @@ def child_pass_stock(directory: Path) -> dict[str, Any]:
             )[0][0]
             t_pass += time.perf_counter() - p0
             steps[step]["detail"] = f"expired {snapshots_before - snapshots_after_expire} snapshots"
+            rows = []
         elif step == "flush_inlined_data":
             steps[step]["detail"] = (
                 f"flushed {sum(int(r[2]) for r in rows)} rows from {len(rows)} tables"
@@ -532,7 +604,10 @@ def child_pass_stock(directory: Path) -> dict[str, Any]:
                 f"created {sum(int(r[3]) for r in rows)}"
             )
         else:
-            steps[step]["detail"] = f"deleted {len(rows)} files"
+            steps[step]["detail"] = f"deleted {len(rows or [])} files"
+        if len(calls) > 1:
+            steps[step]["detail"] += f" in {len(calls)} calls"
+        s0 = time.perf_counter()
     pass_s = time.perf_counter() - t_pass
     rss_after = rss_now()
     load = os.getloadavg()
@@ -564,6 +639,7 @@ def child_main(args: list[str]) -> int:
     ap.add_argument("--churn", choices=["full", "single"], default="full")
     ap.add_argument("--table-batches", action="store_true")
     ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--shape", choices=["calls", "rfc", "rfc-batches"], default="calls")
     a = ap.parse_args(args)
     directory = Path(a.dir)
     if a.mode == "build":
@@ -571,7 +647,7 @@ def child_main(args: list[str]) -> int:
     elif a.side == "slate":
         out = child_pass_slate(directory, a.table_batches, a.profile)
     else:
-        out = child_pass_stock(directory)
+        out = child_pass_stock(directory, a.shape)
     print(json.dumps(out, default=str))
     return 0
 
@@ -742,6 +818,37 @@ def print_report(result: dict[str, Any]) -> None:
     if tb:
         line += f" | {tb['pass']['connect_s']:>12.3f}"
     print(line)
+    rfc, rfc_b = result.get("stock_rfc"), result.get("stock_rfc_batches")
+    if rfc:
+        print()
+        print(
+            "   against stock called in RFC 0021's shape (expiry 64 snapshots a call, the flush "
+            "per table; with batches, merge and rewrite per table): what slatelake adds per call"
+        )
+        head = f"  {'step':<22} {'slatelake s':>11} {'stock rfc s':>11} {'ratio':>7}"
+        if tb and rfc_b:
+            head += f" | {'sl batches s':>12} {'stock rfc b s':>13} {'ratio':>7}"
+        print(head + " | calls (stock rfc / with batches)")
+        rows = [*STEPS, "six steps", "whole pass"]
+        for step in rows:
+
+            def secs(run: dict[str, Any], key: str = step) -> float:
+                p = run["pass"]
+                if key == "whole pass":
+                    return p["pass_s"]
+                if key == "six steps":
+                    return sum(v["seconds"] for v in p["steps"].values() if "seconds" in v)
+                return p["steps"].get(key, {}).get("seconds", float("nan"))
+
+            a, b = secs(sl), secs(rfc)
+            line = f"  {step:<22} {a:>11.3f} {b:>11.3f} {ratio(a, b):>6.1f}x"
+            if tb and rfc_b:
+                c, d = secs(tb), secs(rfc_b)
+                line += f" | {c:>12.3f} {d:>13.3f} {ratio(c, d):>6.1f}x"
+            calls = [
+                str(r["pass"]["steps"].get(step, {}).get("calls", "-")) for r in (rfc, rfc_b) if r
+            ]
+            print(f"{line} | {' / '.join(calls)}")
     for label, run in [("slatelake", sl), ("stock", st)] + ([("batches", tb)] if tb else []):
         each = ", ".join(
             f"{r['pass_s']:.3f} (load {r['loadavg'][0]:.1f})" for r in run["pass"]["reps"]
@@ -950,7 +1057,7 @@ def main(argv: list[str] | None = None) -> int:
         oracle = expected_contents(statements)
         result["oracle"] = {"seconds": time.perf_counter() - t0, "tables": oracle}
         reps = args.reps
-        stock_build = build_side(root, "stock", "stock", shape, keep=reps > 1)
+        stock_build = build_side(root, "stock", "stock", shape, keep=True)  # RFC-shape passes
         more = reps > 1 or not (args.no_batches and args.no_profile)
         slate_build = build_side(root, "slate", "slate", shape, keep=more)
         # Passes interleaved (stock, slatelake, batches; again), so drift in the
@@ -958,10 +1065,25 @@ def main(argv: list[str] | None = None) -> int:
         passes: dict[str, list[dict[str, Any]]] = defaultdict(list)
         for _ in range(reps):
             passes["stock"].append(pass_once(root, "stock", "stock"))
+            passes["stock_rfc"].append(pass_once(root, "stock", "stock", "--shape=rfc"))
             passes["slate"].append(pass_once(root, "slate", "slate"))
             if not args.no_batches:
                 passes["batches"].append(pass_once(root, "slate", "slate", "--table-batches"))
+                passes["stock_rfc_batches"].append(
+                    pass_once(root, "stock", "stock", "--shape=rfc-batches")
+                )
         result["stock"] = {"build": stock_build, "pass": combine(passes["stock"])}
+        # stock called as RFC 0021 has slatelake call DuckLake: what the shape
+        # costs, apart from what slatelake adds to each call
+        result["stock_rfc"] = {
+            "build": "the stock build, restored from its pristine copy",
+            "pass": combine(passes["stock_rfc"]),
+        }
+        if passes["stock_rfc_batches"]:
+            result["stock_rfc_batches"] = {
+                "build": "the stock build, restored from its pristine copy",
+                "pass": combine(passes["stock_rfc_batches"]),
+            }
         result["slate"] = {"build": slate_build, "pass": combine(passes["slate"])}
         if args.no_batches:
             result["table_batches_skipped"] = "--no-batches"
@@ -988,9 +1110,27 @@ def main(argv: list[str] | None = None) -> int:
         checks["after the pass: slatelake TABLE_BATCHES vs stock"] = differences(
             result["slate_table_batches"]["pass"]["state"], st["pass"]["state"], "batches", "stock"
         )
+    checks["after the pass: slatelake vs stock in the RFC's shape"] = differences(
+        sl["pass"]["state"], result["stock_rfc"]["pass"]["state"], "slatelake", "stock rfc"
+    )
+    if "stock_rfc_batches" in result and "slate_table_batches" in result:
+        checks["after the pass: slatelake TABLE_BATCHES vs stock in the RFC's shape"] = differences(
+            result["slate_table_batches"]["pass"]["state"],
+            result["stock_rfc_batches"]["pass"]["state"],
+            "batches",
+            "stock rfc batches",
+        )
     runs = [("stock", st), ("slatelake", sl)]
     if "slate_table_batches" in result:
         runs.append(("slatelake TABLE_BATCHES", result["slate_table_batches"]))
+    runs += [
+        (label, result[key])
+        for label, key in (
+            ("stock RFC shape", "stock_rfc"),
+            ("stock RFC shape, batches", "stock_rfc_batches"),
+        )
+        if key in result
+    ]
     for label, run in runs:
         whens = [("after the pass", run["pass"]["state"])]
         if isinstance(run["build"], dict):
@@ -1010,6 +1150,16 @@ def main(argv: list[str] | None = None) -> int:
         "slate_pass_s": sp["pass_s"],
         "stock_pass_s": tp["pass_s"],
         "pass_ratio": ratio(sp["pass_s"], tp["pass_s"]),
+        "stock_rfc_pass_s": result["stock_rfc"]["pass"]["pass_s"],
+        "batches_ratio_rfc_shape": (
+            ratio(
+                result["slate_table_batches"]["pass"]["pass_s"],
+                result["stock_rfc_batches"]["pass"]["pass_s"],
+            )
+            if "stock_rfc_batches" in result and "slate_table_batches" in result
+            else None
+        ),
+        "pass_ratio_rfc_shape": ratio(sp["pass_s"], result["stock_rfc"]["pass"]["pass_s"]),
         "step_ratios": {
             s: ratio(sp["steps"].get(s, {}).get("seconds", float("nan")), tp["steps"][s]["seconds"])
             for s in STEPS
