@@ -9,6 +9,7 @@ also checks that its capture equals a full diff of the catalog.
 
 from __future__ import annotations
 
+import itertools
 import random
 import re
 import time
@@ -312,3 +313,21 @@ def test_committing_a_one_row_insert_issues_the_same_queries_on_many_tables_as_o
 
 def _shape(queries: list[str]) -> list[str]:
     return [re.sub(r"\d+", "N", " ".join(q.split())) for q in queries]
+
+
+def test_a_commit_opens_no_empty_transaction_on_the_catalog_copies(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The commit lock's slots carry no catalog rows: applying one to the
+    base is nothing to do, not a BEGIN and a COMMIT (two statements per lock
+    slot, four per write)."""
+    monkeypatch.delenv(VERIFY_ENV, raising=False)
+    queries = [
+        " ".join(q.split()).upper() for q in _queries_to_commit_one_row(_lake_of(tmp_path, 3))
+    ]
+    empty = [
+        n
+        for n, (a, b) in enumerate(itertools.pairwise(queries))
+        if a.startswith("BEGIN") and b == "COMMIT"
+    ]
+    assert queries and not empty, f"empty transactions at queries {empty} of {len(queries)}"

@@ -341,6 +341,8 @@ def apply_net(
     naming a later snapshot (a new snapshot's rows, a row ended or an inlined
     row added after it) or a file id from that snapshot's next file id on
     cannot have rows there yet, so nothing is deleted for it."""
+    if not net.keys and not net.ranges:
+        return set()  # a lock or status slot: no catalog rows, no transaction
     con.execute("BEGIN TRANSACTION")
     try:
         touched = _apply_net(con, db, net, own, columns or ColumnCache(), head_snapshot)
