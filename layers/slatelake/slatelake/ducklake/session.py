@@ -41,6 +41,7 @@ from slatelake.ducklake.commit_flow import BASE_DB, META_DB
 from slatelake.ducklake.duck_state import DuckState
 from slatelake.ducklake.guard import check_overlap, data_location
 from slatelake.ducklake.opening import attach_copy, drop_image_schema, open_base, work_dir
+from slatelake.ducklake.request_log import LOG_TYPE, RequestWatch
 from slatelake.ducklake.results import Results
 from slatelake.ducklake.sql import ident, literal
 from slatelake.ducklake.statement_flow import StatementFlow
@@ -321,6 +322,20 @@ class Session(StatementFlow):
             )
         self._in_txn = False
         self._commit_transaction()
+
+    @contextmanager
+    def watch_requests(self) -> Iterator[RequestWatch]:
+        """Keep DuckDB's HTTP log while the block runs; the watch then names
+        the data-file requests no try got answered (``request_log``)."""
+        watch = RequestWatch(self._aux)
+        self.log.also = (LOG_TYPE, watch.harvest)
+        try:
+            self.log.enable()
+            yield watch
+            watch.harvest()
+        finally:
+            self.log.also = None
+            self.log.enable()
 
     # -- equality indexes (ducklake/indexes.py) ------------------------------
     def create_index(self, table: str, column: str, name: str | None = None) -> indexes.IndexInfo:

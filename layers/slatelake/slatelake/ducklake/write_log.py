@@ -30,11 +30,13 @@ own ``enable_logging`` settings do not survive the next write.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import duckdb
 
 from slatelake.catalog import registry
+from slatelake.ducklake.sql import literal
 
 READS_PER_TRUNCATE = 256
 # A write verb and the name it targets (up to three dotted parts, quoted or not).
@@ -64,13 +66,19 @@ class WriteLog:
         self.meta = meta.lower()
         self.base = base.lower()
         self._reads = 0
+        # another log type kept beside QueryLog, and who reads it before each
+        # truncation (``request_log.RequestWatch``, while a step watches)
+        self.also: tuple[str, Callable[[], None]] | None = None
 
     def enable(self) -> None:
         """Log every query (DuckDB's ``QueryLog`` type, kept in memory)."""
-        self.con.execute("CALL enable_logging('QueryLog')")
+        types = ["QueryLog"] + ([self.also[0]] if self.also else [])
+        self.con.execute(f"CALL enable_logging([{', '.join(literal(t) for t in types)}])")
 
     def open(self) -> None:
         """Forget what was logged so far (the session's own writes)."""
+        if self.also is not None:
+            self.also[1]()
         self.con.execute("CALL truncate_duckdb_logs()")
         self._reads = 0
 

@@ -28,6 +28,7 @@ from typing import Any, TypeVar
 
 import duckdb
 
+from slatelake.ducklake.request_log import FailedRequest
 from slatelake.ducklake.session import Session
 from slatelake.ducklake.sql import ident, literal
 from slatelake.errors import (
@@ -35,7 +36,10 @@ from slatelake.errors import (
     ConflictError,
     HeldSnapshotError,
     OperationLimitError,
+    PermissionDeniedError,
     StepFailed,
+    StoreError,
+    StoreUnavailableError,
     retry,
 )
 from slatelake.maintenance import holds, reclaim
@@ -341,7 +345,11 @@ class Steps:
             rows = self.dry_call(step, ("path",), params)
             return StepOutcome(f"would delete {len(rows)} files (dry run)", dry_run=True)
         sizes = self._sizes(step, params) if step == "cleanup_old_files" else None
-        rows = self.call(step, ("path",), params)
+        with self.session.watch_requests() as watch:
+            rows = self.call(step, ("path",), params)
+        failed = watch.failed()
+        if failed:
+            raise _unanswered(step, len(rows), failed)
         counts = {"files_deleted": len(rows)}
         detail = f"deleted {len(rows)} files"
         if sizes is not None:
@@ -391,6 +399,20 @@ class Steps:
         return StepOutcome(
             f"{detail}; deferred after 3 conflicts: {names}", pending=True, failed_tables=failed
         )
+
+
+def _unanswered(step: str, deleted: int, failed: list[FailedRequest]) -> StoreError:
+    """DuckLake went on past data-file requests that got no answer and would
+    report success: the step fails naming them, typed as the store's errors are
+    (all refusals: PermissionDeniedError; else StoreUnavailableError)."""
+    cls = PermissionDeniedError if all(f.refused for f in failed) else StoreUnavailableError
+    shown = "; ".join(str(f) for f in failed[:3])
+    more = f"; and {len(failed) - 3} more" if len(failed) > 3 else ""
+    return cls(
+        f"{step} deleted {deleted} files, but {len(failed)} objects in the data path got no "
+        f"answer ({shown}{more}): what it should have deleted among them is left for the "
+        "next pass"
+    )
 
 
 def _kept(count: int) -> str:
