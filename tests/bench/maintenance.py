@@ -39,8 +39,12 @@ a pass's peak is not masked by its build's:
    ``session.maintenance()`` (per-step seconds parsed from its
    MAINTENANCE_PROGRESS lines, captured from stderr; the total also covers the
    pass lease and the status record), stock's six CALLs in the same order, each
-   timed. --reps passes per side (default 3), interleaved across the sides;
-   times are medians, with the load average recorded. Stock's expire
+   timed. Stock also runs in RFC 0021's shape (``--shape=rfc``: the expiry
+   selected by a dry run and committed 64 snapshots a call, the flush one call
+   per table; ``rfc-batches``: merge and rewrite per table too, beside the
+   TABLE_BATCHES pass), so the report tells what the RFC's shape costs apart
+   from what slatelake adds to each call. --reps passes per side (default 3),
+   interleaved across the sides; times are medians, with the load average recorded. Stock's expire
    CALL is executed without fetching (its result has TIMESTAMPTZ columns, which
    need pytz; the CALL runs fully on execute, which the snapshot count before
    and after confirms); the other five are fetched.

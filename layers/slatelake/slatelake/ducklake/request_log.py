@@ -20,6 +20,8 @@ from dataclasses import dataclass
 
 import duckdb
 
+from slatelake.ducklake.sql import literal
+
 LOG_TYPE = "HTTP"
 _STATUS = re.compile(r"_(\d{3})$")  # DuckDB spells a status as ServiceUnavailable_503
 _REFUSED = frozenset({401, 403})
@@ -65,7 +67,7 @@ class RequestWatch:
     def harvest(self) -> None:
         rows = self.con.execute(
             "SELECT request.type, request.url, response.status, response.reason "
-            f"FROM duckdb_logs_parsed('{LOG_TYPE}')"
+            f"FROM duckdb_logs_parsed({literal(LOG_TYPE)})"
         ).fetchall()
         for method, url, status, reason in rows:
             key = str(url).split("?", 1)[0]

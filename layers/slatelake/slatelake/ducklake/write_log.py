@@ -72,8 +72,10 @@ class WriteLog:
 
     def enable(self) -> None:
         """Log every query (DuckDB's ``QueryLog`` type, kept in memory)."""
-        types = ["QueryLog"] + ([self.also[0]] if self.also else [])
-        self.con.execute(f"CALL enable_logging([{', '.join(literal(t) for t in types)}])")
+        if self.also is None:
+            self.con.execute("CALL enable_logging('QueryLog')")
+        else:
+            self.con.execute(f"CALL enable_logging(['QueryLog', {literal(self.also[0])}])")
 
     def open(self) -> None:
         """Forget what was logged so far (the session's own writes)."""
