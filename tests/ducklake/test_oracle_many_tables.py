@@ -10,8 +10,11 @@ also checks that its capture equals a full diff of the catalog.
 from __future__ import annotations
 
 import itertools
+import os
 import random
 import re
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -25,6 +28,7 @@ import slatelake
 from slatelake.ducklake import extensions
 from slatelake.ducklake.session import VERIFY_ENV, Session
 from slatelake.ducklake.sql import literal
+from tests.conftest import subprocess_env
 from tests.ducklake.many_tables import (
     SNAPSHOT_DETAIL_SQL,
     Model,
@@ -60,12 +64,17 @@ HUNDRED = Workload(100, 28, {7: FLUSH, 12: MERGE, 16: "expire", 21: FLUSH, 24: M
 TWENTY = Workload(20, 14, {4: FLUSH, 7: MERGE, 9: "expire", 12: FLUSH})
 
 
-@pytest.fixture
-def stock(tmp_path: Path) -> Iterator[duckdb.DuckDBPyConnection]:
+def _stock(tmp_path: Path) -> duckdb.DuckDBPyConnection:
     con = extensions.connect()
     meta, data = literal(f"ducklake:{tmp_path}/stock.duckdb"), literal(f"{tmp_path}/stock-data/")
     con.execute(f"ATTACH {meta} AS lake (DATA_PATH {data})")
     con.execute("USE lake")
+    return con
+
+
+@pytest.fixture
+def stock(tmp_path: Path) -> Iterator[duckdb.DuckDBPyConnection]:
+    con = _stock(tmp_path)
     yield con
     con.close()
 
@@ -153,10 +162,22 @@ def _changes(result: tuple[str, Any]) -> tuple[str, Any]:
 def test_random_statements_on_a_many_table_lake_match_stock_in_every_table_and_in_time(
     workload: Workload,
     tmp_path: Path,
-    stock: duckdb.DuckDBPyConnection,
+    request: pytest.FixtureRequest,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """A failure names the step and lists the statements that led to it."""
+    """A failure names the step and lists the statements that led to it.
+
+    Run in a fresh process of its own (this test, by its node id, with
+    ``IN_CHILD_ENV`` set): in an xdist worker that had run much of the
+    suite, about one full run in six ended in a native crash inside this
+    workload (an abort from a native thread in ``table_exists``; a C++
+    ``basic_string::_M_create`` in stock DuckLake's own flush), never
+    reproduced with the module alone (dozens of runs). The cause is open;
+    the child's failure, a crash included, fails this test with its output."""
+    if os.environ.get(IN_CHILD_ENV) != "1":
+        _run_in_child(request.node.nodeid, tmp_path)
+        return
+    stock = _stock(tmp_path)
     monkeypatch.setenv(VERIFY_ENV, "1")
     url = (tmp_path / "lake").as_uri()
     rng = random.Random(SEED)
@@ -188,6 +209,41 @@ def test_random_statements_on_a_many_table_lake_match_stock_in_every_table_and_i
     with slatelake.connect(url, read_only=True) as fresh:
         pair.session = fresh  # stock's hashes at the head carry over
         _check_fresh(pair, model, rng)
+    stock.close()
+
+
+IN_CHILD_ENV = "SLATELAKE_TEST_IN_CHILD"
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _run_in_child(nodeid: str, tmp_path: Path) -> None:
+    child = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:xdist",
+            "-m",
+            "long or not long",
+            "--basetemp",
+            str(tmp_path / "child"),
+            nodeid,
+        ],
+        cwd=ROOT,
+        env={**subprocess_env(), IN_CHILD_ENV: "1"},
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        check=False,
+    )
+    assert child.returncode == 0, (
+        f"the child exited {child.returncode}:\n{child.stdout[-6000:]}\n{child.stderr[-3000:]}"
+    )
+    assert re.search(r"^1 passed\b", child.stdout, re.MULTILINE), child.stdout[-2000:]
 
 
 # Found by the workload above: DuckLake's flush also drops the inlined-data
