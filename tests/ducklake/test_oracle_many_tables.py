@@ -64,17 +64,12 @@ HUNDRED = Workload(100, 28, {7: FLUSH, 12: MERGE, 16: "expire", 21: FLUSH, 24: M
 TWENTY = Workload(20, 14, {4: FLUSH, 7: MERGE, 9: "expire", 12: FLUSH})
 
 
-def _stock(tmp_path: Path) -> duckdb.DuckDBPyConnection:
+@pytest.fixture
+def stock(tmp_path: Path) -> Iterator[duckdb.DuckDBPyConnection]:
     con = extensions.connect()
     meta, data = literal(f"ducklake:{tmp_path}/stock.duckdb"), literal(f"{tmp_path}/stock-data/")
     con.execute(f"ATTACH {meta} AS lake (DATA_PATH {data})")
     con.execute("USE lake")
-    return con
-
-
-@pytest.fixture
-def stock(tmp_path: Path) -> Iterator[duckdb.DuckDBPyConnection]:
-    con = _stock(tmp_path)
     yield con
     con.close()
 
@@ -177,7 +172,7 @@ def test_random_statements_on_a_many_table_lake_match_stock_in_every_table_and_i
     if os.environ.get(IN_CHILD_ENV) != "1":
         _run_in_child(request.node.nodeid, tmp_path)
         return
-    stock = _stock(tmp_path)
+    stock = request.getfixturevalue("stock")  # in the child only
     monkeypatch.setenv(VERIFY_ENV, "1")
     url = (tmp_path / "lake").as_uri()
     rng = random.Random(SEED)
@@ -209,7 +204,6 @@ def test_random_statements_on_a_many_table_lake_match_stock_in_every_table_and_i
     with slatelake.connect(url, read_only=True) as fresh:
         pair.session = fresh  # stock's hashes at the head carry over
         _check_fresh(pair, model, rng)
-    stock.close()
 
 
 IN_CHILD_ENV = "SLATELAKE_TEST_IN_CHILD"
