@@ -306,13 +306,27 @@ def _lake_of(tmp_path: Path, tables: int) -> str:
 
 
 def _queries_to_commit_one_row(url: str) -> list[str]:
+    return _queries_of(
+        url, "INSERT INTO t000 VALUES (1, 'warm')", "INSERT INTO t000 VALUES (2, 'counted')"
+    )
+
+
+def _queries_to_flush_one_table(url: str) -> list[str]:
+    """A pass's per-table flush: the first of the lake's tables warms the
+    session, the second is counted (each holds inlined rows of its own)."""
+    flush = "CALL ducklake_flush_inlined_data('lake', table_name => {})"
+    return _queries_of(url, flush.format(literal("t000")), flush.format(literal("t001")))
+
+
+def _queries_of(url: str, warm: str, counted: str) -> list[str]:
+    """The helper cursor's queries while ``counted`` commits, after ``warm`` did."""
     with slatelake.connect(url) as session:
-        session.sql("INSERT INTO t000 VALUES (1, 'warm')")
+        session.sql(warm)
         counter = _CountingCursor(session._aux)
         held = _use_cursor(session, counter)
         assert "capture.con" in held, f"the helper cursor is held only by {held}"
         start = time.perf_counter()
-        session.sql("INSERT INTO t000 VALUES (2, 'counted')")
+        session.sql(counted)
         elapsed = time.perf_counter() - start
         print(f"{url}: {len(counter.queries)} queries, {elapsed * 1000:.0f} ms")
         return counter.queries
@@ -361,8 +375,52 @@ def test_committing_a_one_row_insert_issues_the_same_queries_on_many_tables_as_o
         )
 
 
+@pytest.mark.parametrize(
+    "tables", [40, pytest.param(200, marks=pytest.mark.long)], ids=lambda n: f"{n}-tables"
+)
+def test_flushing_one_table_issues_the_same_queries_on_many_tables_as_on_one(
+    tables: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pass flushes table by table (RFC 0021): each call's capture and apply
+    must cost its table, whatever else the lake holds."""
+    monkeypatch.delenv(VERIFY_ENV, raising=False)
+    one = _shape(_queries_to_flush_one_table(_lake_of(tmp_path, 2)))
+    many = _shape(_queries_to_flush_one_table(_lake_of(tmp_path, tables)))
+    assert one, "the counting cursor saw no query: the session no longer uses it"
+    assert many == one, "\n".join(
+        f"  2: {a[:200]}\n{tables}: {b[:200]}"
+        for a, b in itertools.zip_longest(one, many, fillvalue="")
+        if a != b
+    )
+
+
+@pytest.mark.parametrize("kind", ["insert", "flush"])
+def test_the_commit_locks_slot_leaves_what_was_read_of_the_base_standing(
+    kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A commit lock's slot changes no catalog row, so the base's row counts
+    and head ids known after the last commit still hold: the next capture
+    reads neither again (each lock slot used to send it back to counting the
+    base's tables and reading its head snapshot)."""
+    monkeypatch.delenv(VERIFY_ENV, raising=False)
+    url = _lake_of(tmp_path, 3)
+    queries = (
+        _queries_to_commit_one_row(url) if kind == "insert" else _queries_to_flush_one_table(url)
+    )
+    flat = [" ".join(q.split()) for q in queries]
+    base = '"__slatelake_base"'
+    registry_counts = [
+        q for q in flat if "count(*)" in q and re.search(base + r'\."ducklake_(?!inlined)\w+"', q)
+    ]
+    head_reads = [q for q in flat if re.search(r"SELECT next_file_id.* FROM " + base, q)]
+    assert not registry_counts, f"the base's tables counted again: {registry_counts}"
+    assert not head_reads, f"the base's head snapshot read again: {head_reads}"
+
+
 def _shape(queries: list[str]) -> list[str]:
-    return [re.sub(r"\d+", "N", " ".join(q.split())) for q in queries]
+    """Queries up to their numbers and the UUIDs of new files' names."""
+    named = (re.sub(r"ducklake-[0-9a-f-]{36}", "ducklake-UUID", q) for q in queries)
+    return [re.sub(r"\d+", "N", " ".join(q.split())) for q in named]
 
 
 def test_a_commit_opens_no_empty_transaction_on_the_catalog_copies(

@@ -44,6 +44,8 @@ class RowChanges:
     # (row_id, begin_snapshot, end_snapshot and the user columns)
     created_inline: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
     dropped_inline: list[str] = field(default_factory=list)
+    # inlined tables that lost every row (a flush), their rows all in ``deleted``
+    emptied: set[str] = field(default_factory=set)
 
     def insert(self, table: str, *rows: Row) -> RowChanges:
         self.inserted[table].extend(rows)
@@ -105,7 +107,7 @@ def build_change_set(
         inline = registry.inline_table(table)
         if inline is not None:
             doomed = {inline_row_key(inline, row) for row in dels}
-            if doomed and doomed == _inline_keys(base, inline):
+            if doomed and (table in changes.emptied or doomed == _inline_keys(base, inline)):
                 ranges.append(prefix_range(inline_rows_prefix(inline)))  # cleared (a flush)
             else:
                 deletes.update(doomed)

@@ -41,7 +41,7 @@ from slatelake.catalog.changes import RowChanges
 from slatelake.catalog.rows import Row
 from slatelake.ducklake.catalog_db import ColumnCache, table_exists
 from slatelake.ducklake.change_scope import Scope, named_tables
-from slatelake.ducklake.duck_state import DuckState
+from slatelake.ducklake.duck_state import DuckState, Version
 from slatelake.ducklake.sql import ident
 from slatelake.ducklake.tables import (
     is_metadata_table,
@@ -87,13 +87,12 @@ class Capture:
         self.base = base
         # the session's cache of inlined tables' columns (the state's, set per capture)
         self.columns = ColumnCache()
-        # the head's next file and catalog ids, as committed at one log seq
-        self._counters: tuple[int, int, int, int] | None = None  # (seq, snap, file, catalog)
-        # the base's row counts as of one log seq, and what this capture saw in
+        # the base's row counts as of one version (DuckState.version: a commit
+        # lock's or a status record's slot leaves it), and what this capture saw in
         # DuckLake's copy (the base's counts once it lands): not counted again
         self._base_counts: dict[str, int] = {}
-        self._base_seq: int | None = None
-        self._seen: tuple[int, set[str], dict[str, int]] | None = None
+        self._base_version: Version | None = None
+        self._seen: tuple[Version, set[str], dict[str, int]] | None = None
 
     def _present(self) -> list[str]:
         tables = meta_tables(self.con, self.db)
@@ -167,10 +166,10 @@ class Capture:
         if written is None:
             moved, in_meta, counts = self._compare_all(known_inline)
         else:
-            moved, in_meta, counts = self._written(written, known_inline, state.last_seq)
+            moved, in_meta, counts = self._written(written, known_inline, state.version)
         if not moved:
             return None
-        scope = self._scope(state.head.snapshot_id, state.last_seq)
+        scope = self._scope(state)
         changes = RowChanges()
         for table in sorted(moved, key=lambda t: t not in SNAPSHOT_TABLES):  # changes first
             in_base = _registry(table) or table in known_inline
@@ -192,19 +191,18 @@ class Capture:
             return None
         return _captured(changes, scope.snap)
 
-    def landed(self, captured: Captured, seq: int) -> None:
-        """The captured change set was committed as ``seq``: its new snapshot's
-        counters are the next capture's scope while nothing else lands (an
-        index takes a catalog id by bumping the head snapshot in place)."""
-        self._note_base_counts(seq)
+    def landed(self, captured: Captured, state: DuckState) -> None:
+        """The captured change set was committed and applied to the base
+        (``state``): its new snapshot's counters are the next capture's scope
+        while nothing else changes the base (an index takes a catalog id by
+        bumping the head snapshot in place)."""
+        self._note_base_counts(state.version)
         spec = registry.BY_NAME["ducklake_snapshot"]
         i, f, c = (spec.index(n) for n in ("snapshot_id", "next_file_id", "next_catalog_id"))
         rows = captured.changes.inserted.get("ducklake_snapshot", [])
         newest = max(rows, key=lambda r: r[i], default=None)
-        if newest is None or newest[f] is None or newest[c] is None:
-            self._counters = None
-            return
-        self._counters = (seq, newest[i], int(newest[f]), int(newest[c]))
+        if newest is not None and newest[f] is not None and newest[c] is not None:
+            state.note_head_ids(newest[i], int(newest[f]), int(newest[c]))
 
     def _compare_all(
         self, known_inline: set[str]
@@ -226,7 +224,7 @@ class Capture:
         return moved, set(present), {k: v[0] for k, v in sigs.items()}
 
     def _written(
-        self, written: Written, known_inline: set[str], seq: int
+        self, written: Written, known_inline: set[str], version: Version
     ) -> tuple[list[str], set[str], dict[tuple[str, str], int]]:
         """The tables the log says DuckLake wrote, which of them DuckLake's copy
         holds (an inlined table it created or dropped is looked up), and the
@@ -237,7 +235,7 @@ class Capture:
             if _registry(t) or unchanged_inline or table_exists(self.con, self.db, t):
                 in_meta.add(t)
         moved = sorted(written.tables)
-        cached = self._base_counts if self._base_seq == seq else {}
+        cached = self._base_counts if self._base_version == version else {}
         sigs = self._signatures(
             [(self.db, t) for t in moved if t in in_meta]
             + [
@@ -252,53 +250,56 @@ class Capture:
             if t in cached:
                 counts[(self.base, t)] = cached[t]
         seen = {t: counts[(self.db, t)] for t in moved if (self.db, t) in counts}
-        self._seen = (seq, set(moved), seen)
+        self._seen = (version, set(moved), seen)
         return moved, in_meta, counts
 
-    def _note_base_counts(self, seq: int) -> None:
+    def _note_base_counts(self, version: Version) -> None:
         """The base now holds what DuckLake's copy held at capture, if nothing
-        else landed in between: keep its counts for the next capture."""
+        but this commit changed it in between: keep its counts for the next
+        capture."""
         seen, self._seen = self._seen, None
-        if seen is None or seq != seen[0] + 1:
-            self._base_counts, self._base_seq = {}, None
+        if seen is None or version != (seen[0][0], seen[0][1] + 1):
+            self._base_counts, self._base_version = {}, None
             return
         start, moved, counted = seen
-        base = dict(self._base_counts) if self._base_seq == start else {}
+        base = dict(self._base_counts) if self._base_version == start else {}
         for t in moved:
             base.pop(t, None)
         base.update(counted)
-        self._base_counts, self._base_seq = base, seq
+        self._base_counts, self._base_version = base, version
 
-    def _scope(self, snap: int, seq: int) -> Scope:
+    def _scope(self, state: DuckState) -> Scope:
+        snap = state.head.snapshot_id
         if snap < 0:
             return Scope(snap, None, None)
-        if self._counters is not None and self._counters[:2] == (seq, snap):
-            return Scope(snap, *self._counters[2:])
-        row = self.con.execute(
-            f"SELECT next_file_id, next_catalog_id FROM {ident(self.base)}.ducklake_snapshot "
-            "WHERE snapshot_id = ?",
-            [snap],
-        ).fetchone()
-        if row is None:
-            return Scope(snap, None, None)
-        return Scope(snap, int(row[0]), int(row[1]))
+        return Scope(snap, *state.head_ids())
 
     def _table(
         self, table: str, count: int, before: int, scope: Scope, changes: RowChanges
     ) -> None:
         columns = self._columns(table)
+        if count == 0 and registry.inline_table(table) is not None:
+            # DuckLake emptied it (a flush): every row of the base goes, read once
+            rows = self._fetch(table, columns, db=self.base)
+            changes.delete(table, *rows)
+            if rows:
+                changes.emptied.add(table)
+            return
         snap, next_file = scope.snap, scope.next_file
         b, e = _begin_end(columns)
         if snap >= 0 and next_file is not None and table in FILE_TABLES:
             key = FILE_TABLES[table]
             # New files carry new ids (a rewritten delete file may keep an old
-            # begin_snapshot, so begin > S is not enough); ended files keep theirs.
-            new = self._fetch(table, columns, f"WHERE {ident(key)} >= {int(next_file)}")
-            ended = self._fetch(
+            # begin_snapshot, so begin > S is not enough); ended files keep
+            # theirs. One read, split by id.
+            rows = self._fetch(
                 table,
                 columns,
-                f"WHERE end_snapshot > {int(snap)} AND {ident(key)} < {int(next_file)}",
+                f"WHERE {ident(key)} >= {int(next_file)} OR end_snapshot > {int(snap)}",
             )
+            k = [name for name, _ in columns].index(key)
+            new = [r for r in rows if r[k] >= next_file]
+            ended = [r for r in rows if r[k] < next_file]
             if count == before + len(new) and e is not None:
                 changes.insert(table, *new, *ended)
                 changes.delete(table, *(_reopened(r, e) for r in ended))

@@ -197,11 +197,18 @@ _FILE_KEYED = frozenset(
 class _Fresh:
     """Which keys cannot have rows yet in a database at ``head_snapshot``: those
     naming a later snapshot, and files with ids from the head's next file id
-    on (read once, only when a file key comes up)."""
+    on (``next_file``, when the caller knows it; else read once, only when a
+    file key comes up)."""
 
-    def __init__(self, con: duckdb.DuckDBPyConnection, db: str, head_snapshot: int) -> None:
+    def __init__(
+        self,
+        con: duckdb.DuckDBPyConnection,
+        db: str,
+        head_snapshot: int,
+        next_file: int | None | bool = False,  # False: not known, read it if needed
+    ) -> None:
         self.con, self.db, self.head = con, db, head_snapshot
-        self._next_file: int | None | bool = False  # False: not read yet
+        self._next_file = next_file
 
     def __call__(self, shape: _Shape, values: tuple[Any, ...]) -> bool:
         if any(
@@ -269,11 +276,18 @@ def _key_of(shape: _Shape, row: Row) -> bytes:
 
 
 def table_rows(
-    con: duckdb.DuckDBPyConnection, db: str, table: str, columns: ColumnCache | None = None
+    con: duckdb.DuckDBPyConnection,
+    db: str,
+    table: str,
+    columns: ColumnCache | None = None,
+    exists: bool | None = None,
 ) -> list[Row]:
-    """Every row of one table of a base (whose registry tables always exist)."""
+    """Every row of one table of a base (whose registry tables always exist;
+    an inlined table is looked up unless ``exists`` says)."""
     spec = registry.BY_NAME.get(table)
-    if spec is None and not table_exists(con, db, table):
+    if exists is None:
+        exists = spec is not None or table_exists(con, db, table)
+    if not exists:
         return []
     listed = (columns or ColumnCache()).get(con, db, table)
     select = select_list(listed, inline=spec is None)
@@ -282,9 +296,14 @@ def table_rows(
 
 
 def inline_keys(
-    con: duckdb.DuckDBPyConnection, db: str, inline: InlineTable, columns: ColumnCache | None = None
+    con: duckdb.DuckDBPyConnection,
+    db: str,
+    inline: InlineTable,
+    columns: ColumnCache | None = None,
+    exists: bool | None = None,
 ) -> set[bytes]:
-    return {inline_row_key(inline, r) for r in table_rows(con, db, inline.name, columns)}
+    rows = table_rows(con, db, inline.name, columns, exists)
+    return {inline_row_key(inline, r) for r in rows}
 
 
 # -- applying change sets ---------------------------------------------------------
@@ -333,6 +352,8 @@ def apply_net(
     own: bool,
     columns: ColumnCache | None = None,
     head_snapshot: int | None = None,
+    next_file: int | None | bool = False,
+    inline_names: set[str] | None = None,
 ) -> set[str]:
     """Apply a net effect as one DuckDB transaction: all of it or none (and one
     WAL flush, not one per statement, when ``db`` is a file).
@@ -340,12 +361,15 @@ def apply_net(
     ``head_snapshot``, when given, is the newest snapshot ``db`` holds: a key
     naming a later snapshot (a new snapshot's rows, a row ended or an inlined
     row added after it) or a file id from that snapshot's next file id on
-    cannot have rows there yet, so nothing is deleted for it."""
+    (``next_file``, if the caller knows it) cannot have rows there yet, so
+    nothing is deleted for it. ``inline_names``, when given, are the inlined
+    tables ``db`` holds (none is then looked up)."""
     if not net.keys and not net.ranges:
         return set()  # a lock or status slot: no catalog rows, no transaction
+    fresh = None if head_snapshot is None else _Fresh(con, db, head_snapshot, next_file)
     con.execute("BEGIN TRANSACTION")
     try:
-        touched = _apply_net(con, db, net, own, columns or ColumnCache(), head_snapshot)
+        touched = _apply_net(con, db, net, own, columns or ColumnCache(), fresh, inline_names)
     except BaseException:
         with contextlib.suppress(duckdb.Error):
             con.execute("ROLLBACK")
@@ -360,7 +384,8 @@ def _apply_net(
     net: NetEffect,
     own: bool,
     columns: ColumnCache,
-    head_snapshot: int | None,
+    fresh: _Fresh | None,
+    inline_names: set[str] | None,
 ) -> set[str]:
     own_kinds = {s.kind for s in registry.OWN_TABLES}
     touched: set[str] = set()
@@ -388,8 +413,7 @@ def _apply_net(
                 puts[name].extend(entry)
             else:
                 puts[name].append(entry)
-    present = _Present(con, db)
-    fresh = None if head_snapshot is None else _Fresh(con, db, head_snapshot)
+    present = _Present(con, db, inline_names)
     for name, ddl in ddl_puts.items():
         # created if absent: looking a missing table up costs DuckDB a search
         # of every attached catalog for a name to suggest
@@ -412,7 +436,7 @@ def _apply_net(
         else:
             doomed[shape].append(values)
     for start, end in net.ranges:
-        touched |= _delete_range(con, db, start, end, own, own_kinds, columns)
+        touched |= _delete_range(con, db, start, end, own, own_kinds, columns, present)
     for shape, rows in doomed.items():
         _delete_matching(con, db, shape, rows, columns)
     for name, keys in digest_doomed.items():
@@ -428,21 +452,27 @@ def _apply_net(
 
 class _Present:
     """Which tables a database holds: every registry table (a base or DuckLake's
-    copy always has them), and each inlined table a change set names, looked
-    up one by one (listing the database's tables scans every attached catalog,
-    the lake's too)."""
+    copy always has them), and each inlined table a change set names, from
+    the caller's list or else looked up one by one (listing the database's
+    tables scans every attached catalog, the lake's too)."""
 
-    def __init__(self, con: duckdb.DuckDBPyConnection, db: str) -> None:
+    def __init__(
+        self, con: duckdb.DuckDBPyConnection, db: str, known: set[str] | None = None
+    ) -> None:
         self.con, self.db = con, db
+        self._known = known  # every inlined table db holds, when the caller knows
         self._inline: dict[str, bool] = {}
 
     def __contains__(self, name: str) -> bool:
         if name in registry.BY_NAME:
             return True
-        known = self._inline.get(name)
-        if known is None:
-            known = self._inline[name] = table_exists(self.con, self.db, name)
-        return known
+        found = self._inline.get(name)
+        if found is None:
+            found = name in self._known if self._known is not None else None
+        if found is None:
+            found = table_exists(self.con, self.db, name)
+        self._inline[name] = found
+        return found
 
     def add(self, name: str) -> None:
         self._inline[name] = True
@@ -521,6 +551,7 @@ def _delete_range(
     own: bool,
     own_kinds: set[int],
     columns: ColumnCache,
+    present: _Present,
 ) -> set[str]:
     """Delete every row whose key falls in [start, end): the tables of that kind,
     rows keyed in Python (ranges clear inlined tables, which are small)."""
@@ -528,7 +559,7 @@ def _delete_range(
         return set()
     whole = _whole_inline_table(start, end)
     if whole is not None:  # a flush emptying one inlined table: no key to compute
-        if not table_exists(con, db, whole):
+        if whole not in present:
             return set()
         con.execute(f"DELETE FROM {ident(db)}.{ident(whole)}")
         return {whole}

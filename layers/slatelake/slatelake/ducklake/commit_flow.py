@@ -236,7 +236,7 @@ class CommitFlow:
                 self._lock.release(self.state)
             raise
         self._lock.released()
-        self.capture.landed(captured, self.state.last_seq)
+        self.capture.landed(captured, self.state)
         if self.verify:
             self.capture.verify(self.state)
 

@@ -12,6 +12,7 @@ by applying the same change sets instead of reloading it.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,11 @@ from slatelake.ducklake.sql import ident
 from slatelake.errors import UnsupportedError
 from slatelake.log.changeset import ChangeSet, Head
 from slatelake.store.keys import Subspace
+
+# a base database's identity within the process: a new one per load
+_LOADS = itertools.count(1)
+# (load, writes applied since): see DuckState.version
+Version = tuple[int, int]
 
 
 class DuckState:
@@ -46,6 +52,12 @@ class DuckState:
         # keys of slatelake's own tables (index definitions: read at every commit)
         self._own_keys: dict[int, set[bytes]] = {}
         self.columns = catalog_db.ColumnCache()  # inlined tables' columns, read once
+        # (load, writes): moves whenever the base's catalog rows change, and
+        # only then (a commit lock's or a status record's slot leaves it), so
+        # what was counted in the base stays true while it stands
+        self.version: Version = (next(_LOADS), 0)
+        # the head snapshot's next file and catalog ids, as of one version
+        self._head_ids: tuple[Version, int | None, int | None] | None = None
 
     # -- building ----------------------------------------------------------------
     @classmethod
@@ -76,6 +88,7 @@ class DuckState:
         """Apply change sets in log order as one net effect (a few statements per table)."""
         net = catalog_db.NetEffect()
         head = self.head.snapshot_id  # what the base holds before this tail
+        next_file = self._known_next_file()
         applied: list[ChangeSet] = []
         for seq, cs in tail:
             check_catalog_ranges(cs, seq)
@@ -88,10 +101,22 @@ class DuckState:
         if not applied:
             return
         catalog_db.apply_net(
-            self.con, self.db, net, own=True, columns=self.columns, head_snapshot=head
+            self.con,
+            self.db,
+            net,
+            own=True,
+            columns=self.columns,
+            head_snapshot=head,
+            next_file=next_file,
+            inline_names=self._inline_names,
         )
+        if net.keys or net.ranges:
+            self.version = (self.version[0], self.version[1] + 1)
         self._track_inline_names(net)
-        if self._own_keys and (net.ranges or any(k[1] in self._own_keys for k in net.keys)):
+        if self._own_keys and (
+            any(_spans_kinds(r, self._own_keys) for r in net.ranges)
+            or any(k[1] in self._own_keys for k in net.keys)
+        ):
             self._own_keys = {}
         if self.pending is not None:
             self.pending.extend(applied)
@@ -119,6 +144,8 @@ class DuckState:
         """Become ``other`` (a re-materialization after the view went stale)."""
         fresh = DuckState.from_state(self.con, self.db, other)
         self.head, self.last_seq = fresh.head, fresh.last_seq
+        self.version = fresh.version
+        self._head_ids = None
         self._take_side_records(other)
         self._inline_names = fresh._inline_names
         self._own_keys = {}
@@ -139,10 +166,45 @@ class DuckState:
         return rows[0]
 
     def group(self, key: bytes) -> list[Row]:
+        # read even for a file id past the head's next one: a damaged catalog
+        # can hold such rows, and the sweep that reclaims them asks here
         return catalog_db.rows_at(self.con, self.db, key, self.columns)
 
     def inline_row_keys(self, inline: registry.InlineTable) -> set[bytes]:
-        return catalog_db.inline_keys(self.con, self.db, inline, self.columns)
+        exists = None if self._inline_names is None else inline.name in self._inline_names
+        return catalog_db.inline_keys(self.con, self.db, inline, self.columns, exists)
+
+    def head_ids(self) -> tuple[int | None, int | None]:
+        """The head snapshot's next file and catalog ids (None before the
+        first snapshot): read once per version of the base, not at all after
+        a commit of this session says them (``note_head_ids``)."""
+        if self._head_ids is None or self._head_ids[0] != self.version:
+            row = None
+            if self.head.snapshot_id >= 0:
+                row = self.con.execute(
+                    f"SELECT next_file_id, next_catalog_id FROM {ident(self.db)}.ducklake_snapshot "
+                    "WHERE snapshot_id = ?",
+                    [self.head.snapshot_id],
+                ).fetchone()
+            file, catalog = (None, None) if row is None else row
+            self._head_ids = (
+                self.version,
+                None if file is None else int(file),
+                None if catalog is None else int(catalog),
+            )
+        return self._head_ids[1], self._head_ids[2]
+
+    def _known_next_file(self) -> int | None | bool:
+        """The head's next file id if known at this version, else False
+        (applying a tail then reads it only if a file key comes up)."""
+        if self._head_ids is None or self._head_ids[0] != self.version:
+            return False
+        return self._head_ids[1]
+
+    def note_head_ids(self, snapshot_id: int, next_file: int, next_catalog: int) -> None:
+        """A commit just applied here made snapshot ``snapshot_id`` with these ids."""
+        if snapshot_id == self.head.snapshot_id:
+            self._head_ids = (self.version, next_file, next_catalog)
 
     def keys_of_kind(self, kind: int) -> set[bytes]:
         spec = registry.BY_KIND.get(kind)
@@ -183,3 +245,10 @@ class DuckState:
             return True
         sql = f"SELECT count(*) FROM {ident(self.db)}.ducklake_snapshot"
         return not self.con.execute(sql).fetchone()[0]
+
+
+def _spans_kinds(rng: tuple[bytes, bytes], kinds: Iterable[int]) -> bool:
+    """Whether a range delete can reach a key of one of ``kinds`` in any
+    subspace (a flush's range, one inlined table's rows, reaches none)."""
+    start, end = rng
+    return any(start[:2] <= bytes((sub, k)) <= end[:2] for sub in Subspace for k in kinds)
