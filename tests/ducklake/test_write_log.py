@@ -12,9 +12,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import duckdb
 import pytest
 
-from slatelake.ducklake.session import META_DB, Session
+from slatelake.ducklake import extensions
+from slatelake.ducklake.session import META_DB, Session, connect
 from slatelake.errors import UnsupportedError
 
 
@@ -135,3 +137,62 @@ def test_statements_of_a_plain_begin_commit_block_are_captured_at_the_commit(
     assert (6, "f") in _rows(session.url)
     with Session(session.url, read_only=True) as fresh:
         assert fresh.sql("SELECT k FROM u").fetchall() == [(1,)]
+
+
+def _metadata_log(con: duckdb.DuckDBPyConnection) -> list[str]:
+    rows = con.execute("SELECT query FROM duckdb_logs_parsed('DuckLakeMetadata')").fetchall()
+    return [r[0] for r in rows]
+
+
+def test_log_types_a_user_enabled_before_connecting_survive_the_sessions_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DuckLake's own conformance file (general/ducklake_metadata_logging)
+    turns DuckLakeMetadata logging on, then attaches: the session must keep
+    the type on and the entries in the log, writes and all."""
+    monkeypatch.setenv("SLATELAKE_VERIFY_CAPTURE", "1")
+    con = extensions.connect()
+    con.execute("CALL enable_logging('DuckLakeMetadata')")
+    url = (tmp_path / "lake").as_uri()
+    with connect(url, data_path=f"{tmp_path / 'data'}/", connection=con) as s:
+        s.sql("CREATE TABLE t (id INTEGER)")
+        first = _metadata_log(con)
+        for i in range(3):
+            s.sql(f"INSERT INTO t VALUES ({i})")
+        kept = _metadata_log(con)
+        types = con.execute("SELECT current_setting('enabled_log_types')").fetchone()[0]
+        assert sorted(s.sql("SELECT * FROM t").fetchall()) == [(0,), (1,), (2,)]
+    assert first, "DuckLake logged no metadata query for CREATE TABLE"
+    assert kept[: len(first)] == first, "the user's earlier entries were truncated"
+    assert len(kept) > len(first)
+    assert "DuckLakeMetadata" in types.split(",")
+    assert _rows(url) == [(0,), (1,), (2,)]
+
+
+def test_log_types_a_user_enables_in_a_session_survive_its_writes(session: Session) -> None:
+    session.sql("CALL enable_logging('DuckLakeMetadata')")
+    session.sql("INSERT INTO t VALUES (2, 'b')")
+    first = _metadata_log(session.con)
+    session.sql("DELETE FROM t WHERE id = 1")
+    session.sql("INSERT INTO t VALUES (3, 'c')")
+    session.capture.verify(session.state)
+    kept = _metadata_log(session.con)
+    assert first and kept[: len(first)] == first and len(kept) > len(first)
+    assert _rows(session.url) == [(2, "b"), (3, "c")]
+
+
+def test_disabling_logging_hands_the_log_back_to_the_session(session: Session) -> None:
+    """After the user's disable_logging the log is the session's again: its
+    entries are truncated at each write, and nothing of the user's type is
+    logged any more."""
+    session.sql("CALL enable_logging('DuckLakeMetadata')")
+    session.sql("INSERT INTO t VALUES (2, 'b')")
+    assert _metadata_log(session.con)
+    session.sql("CALL disable_logging()")
+    session.sql("INSERT INTO t VALUES (3, 'c')")  # compares every table once, logs again
+    session.sql("INSERT INTO t VALUES (4, 'd')")
+    session.capture.verify(session.state)
+    assert _metadata_log(session.con) == []
+    logged = session.con.execute("SELECT count(*) FROM duckdb_logs()").fetchone()[0]
+    assert logged < 50, f"{logged} entries: the log is no longer truncated"
+    assert _rows(session.url) == [(1, "a"), (2, "b"), (3, "c"), (4, "d")]

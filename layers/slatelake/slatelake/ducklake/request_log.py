@@ -63,13 +63,16 @@ class RequestWatch:
     def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
         self.con = con
         self._tries: dict[str, list[tuple[str, int | None, str]]] = {}
+        self._mark = 0  # the newest entry taken: an untruncated log is read once
 
     def harvest(self) -> None:
         rows = self.con.execute(
-            "SELECT request.type, request.url, response.status, response.reason "
-            f"FROM duckdb_logs_parsed({literal(LOG_TYPE)})"
+            "SELECT context_id, request.type, request.url, response.status, response.reason "
+            f"FROM duckdb_logs_parsed({literal(LOG_TYPE)}) WHERE context_id > ?",
+            [self._mark],
         ).fetchall()
-        for method, url, status, reason in rows:
+        for context, method, url, status, reason in rows:
+            self._mark = max(self._mark, int(context))
             key = str(url).split("?", 1)[0]
             self._tries.setdefault(key, []).append((str(method), _status(status), reason or ""))
 

@@ -23,8 +23,17 @@ caller falls back to comparing every table:
   unqualified ``INSERT INTO ducklake_metadata``), or names a metadata table
   slatelake does not know.
 Writes to the session's base copy are its own bookkeeping and are ignored.
-A session owns its DuckDB instance, so it owns the instance's log: a user's
-own ``enable_logging`` settings do not survive the next write.
+
+The log is the DuckDB instance's, and a user may be logging too (``CALL
+enable_logging('DuckLakeMetadata')`` before or after connecting). Turning
+``QueryLog`` on keeps the types the user turned on beside it, and while the
+user logs anything nothing is truncated: each capture reads only the
+entries past the newest it has seen (DuckDB's ``context_id`` only grows), so
+the user's entries stay for ``duckdb_logs()`` as on stock, beside the
+session's ``QueryLog`` ones (the log then grows as the user's own does, and
+costs each capture a scan of it). ``disable_logging`` hands the log back:
+the next write finds it empty, compares every table once and turns
+``QueryLog`` on alone.
 """
 
 from __future__ import annotations
@@ -69,37 +78,69 @@ class WriteLog:
         # another log type kept beside QueryLog, and who reads it before each
         # truncation (``request_log.RequestWatch``, while a step watches)
         self.also: tuple[str, Callable[[], None]] | None = None
+        self.user_types: frozenset[str] = frozenset()  # the types the user logs
+        self._user_all = False  # the user logs every type (enable_logging() without types)
+        self._added: frozenset[str] = frozenset()  # what enable() turned on, not the user
+        self._mark = 0  # the newest entry read, while the user's log is kept
+
+    @property
+    def keeps_user_log(self) -> bool:
+        """The user logs too: the log is never truncated."""
+        return self._user_all or bool(self.user_types)
 
     def enable(self) -> None:
-        """Log every query (DuckDB's ``QueryLog`` type, kept in memory)."""
-        if self.also is None:
-            self.con.execute("CALL enable_logging('QueryLog')")
-        else:
-            self.con.execute(f"CALL enable_logging(['QueryLog', {literal(self.also[0])}])")
+        """Log every query (DuckDB's ``QueryLog`` type, kept in memory),
+        keeping whatever the user logs beside it."""
+        self._note_user_logging()
+        if self._user_all:
+            return  # every type is logged, QueryLog with them
+        ours = {"QueryLog"} | ({self.also[0]} if self.also is not None else set())
+        self._added = frozenset(ours - self.user_types)
+        types = ", ".join(literal(t) for t in sorted(ours | self.user_types))
+        self.con.execute(f"CALL enable_logging([{types}])")
+
+    def _note_user_logging(self) -> None:
+        """What the instance logs now, less what this session turned on."""
+        on, mode, types = self.con.execute(
+            "SELECT current_setting('enable_logging'), current_setting('logging_mode'), "
+            "current_setting('enabled_log_types')"
+        ).fetchone()
+        self._user_all = bool(on) and mode != "ENABLE_SELECTED"
+        named = {t.strip() for t in str(types or "").split(",") if t.strip()}
+        self.user_types = (
+            frozenset(named - self._added) if on and not self._user_all else frozenset()
+        )
 
     def open(self) -> None:
         """Forget what was logged so far (the session's own writes)."""
         if self.also is not None:
             self.also[1]()
-        self.con.execute("CALL truncate_duckdb_logs()")
+        if self.keeps_user_log:
+            newest = self.con.execute("SELECT max(context_id) FROM duckdb_logs()").fetchone()
+            self._mark = max(self._mark, int(newest[0] or 0))
+        else:
+            self.con.execute("CALL truncate_duckdb_logs()")
         self._reads = 0
 
     def read_done(self) -> None:
-        """A read ran: keep the log from growing without bound."""
+        """A read ran: keep the log from growing without bound (unless the
+        user's entries are in it)."""
         self._reads += 1
-        if self._reads >= READS_PER_TRUNCATE:
+        if self._reads >= READS_PER_TRUNCATE and not self.keeps_user_log:
             self.open()
 
     def written(self) -> Written | None:
         """The metadata tables written since the last read; None when the log
         cannot say."""
         messages = self.con.execute(
-            "SELECT message FROM duckdb_logs() WHERE type = 'QueryLog'"
+            "SELECT message FROM duckdb_logs() WHERE type = 'QueryLog' AND context_id > ?",
+            [self._mark],
         ).fetchall()
-        self.open()
         if not messages:  # not even the statement itself: logging was turned off
-            self.enable()
+            self.enable()  # or the user chose other types: keep them, before truncating
+            self.open()
             return None
+        self.open()
         tables: set[str] = set()
         ddl: set[str] = set()
         for (message,) in messages:
