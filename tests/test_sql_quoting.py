@@ -82,6 +82,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("slatelake/ducklake/tables.py", "cols"): "ident() + type_sql()",
     ("slatelake/ducklake/tables.py", "exprs"): "ident() per column",
     ("slatelake/ducklake/tables.py", "types"): "literal() pairs",
+    ("slatelake/ducklake/write_log.py", "types"): "literal() per log type",
     ("slatelake/ducklake/tables.py", "marks"): "placeholders, CAST(? AS type_sql())",
     ("slatelake/ducklake/tables.py", "typ"): "type_sql(): DuckDB's rendering of a parsed type",
     ("slatelake/ducklake/tables.py", "expr"): "ident(), or its CAST to a type_sql() type",
