@@ -133,8 +133,8 @@ class WriteLog:
         """The metadata tables written since the last read; None when the log
         cannot say."""
         messages = self.con.execute(
-            "SELECT message FROM duckdb_logs() WHERE type = 'QueryLog' AND context_id > ?",
-            [self._mark],
+            "SELECT message FROM duckdb_logs() "
+            f"WHERE type = 'QueryLog' AND context_id > {int(self._mark)}"
         ).fetchall()
         if not messages:  # not even the statement itself: logging was turned off
             self.enable()  # or the user chose other types: keep them, before truncating
