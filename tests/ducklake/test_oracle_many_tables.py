@@ -417,6 +417,35 @@ def test_the_commit_locks_slot_leaves_what_was_read_of_the_base_standing(
     assert not head_reads, f"the base's head snapshot read again: {head_reads}"
 
 
+def test_another_writers_commit_makes_the_next_capture_count_the_base_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a session counted of its base holds only while nothing but its
+    own commits changed the base: another session's commit, applied at the
+    next refresh, must send the capture back to counting (a stale count can
+    make an unexplained change look explained)."""
+    monkeypatch.setenv(VERIFY_ENV, "1")  # every capture checked against a full diff
+    url = _lake_of(tmp_path, 3)
+    with slatelake.connect(url) as mine, slatelake.connect(url) as other:
+        mine.sql("INSERT INTO t000 VALUES (10, 'mine')")
+        other.sql("INSERT INTO t000 VALUES (11, 'other')")
+        other.sql("DELETE FROM t000 WHERE id = 0")
+        counter = _CountingCursor(mine._aux)
+        _use_cursor(mine, counter)
+        mine.sql("INSERT INTO t000 VALUES (12, 'mine again')")
+        rows = sorted(mine.sql("SELECT id FROM t000").fetchall())
+    # the capture's counts-only query (the full check's signatures hash columns)
+    snapshot_counted = [
+        q
+        for q in counter.queries
+        if "count(*), 0::HUGEINT" in q and '"__slatelake_base"."ducklake_snapshot"' in q
+    ]
+    assert snapshot_counted, "the base's snapshots were not counted again after another commit"
+    assert rows == [(10,), (11,), (12,)]
+    with slatelake.connect(url, read_only=True) as fresh:
+        assert sorted(fresh.sql("SELECT id FROM t000").fetchall()) == [(10,), (11,), (12,)]
+
+
 def _shape(queries: list[str]) -> list[str]:
     """Queries up to their numbers and the UUIDs of new files' names."""
     named = (re.sub(r"ducklake-[0-9a-f-]{36}", "ducklake-UUID", q) for q in queries)
