@@ -87,5 +87,10 @@ def apply_continuity(tail: Tail, seq: int, cs: ChangeSet) -> None:
 def _read_all(log: SlotLog, seqs: list[int]) -> list[bytes | None]:
     if len(seqs) == 1:
         return [log.read_raw(seqs[0])]
-    with ThreadPoolExecutor(min(READ_PARALLELISM, len(seqs))) as pool:
-        return list(pool.map(log.read_raw, seqs))
+    try:
+        with ThreadPoolExecutor(min(READ_PARALLELISM, len(seqs))) as pool:
+            return list(pool.map(log.read_raw, seqs))
+    except RuntimeError:
+        # Once the interpreter exits, no pool takes work, but a pass still
+        # finishing then must read its tail (a read's own error recurs below).
+        return [log.read_raw(seq) for seq in seqs]
