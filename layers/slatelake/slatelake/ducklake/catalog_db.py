@@ -468,10 +468,11 @@ class _Present:
             return True
         found = self._inline.get(name)
         if found is None:
-            found = name in self._known if self._known is not None else None
-        if found is None:
-            found = table_exists(self.con, self.db, name)
-        self._inline[name] = found
+            if self._known is not None:
+                found = name in self._known
+            else:
+                found = table_exists(self.con, self.db, name)
+            self._inline[name] = found
         return found
 
     def add(self, name: str) -> None:

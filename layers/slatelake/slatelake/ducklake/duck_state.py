@@ -178,7 +178,7 @@ class DuckState:
         """The head snapshot's next file and catalog ids (None before the
         first snapshot): read once per version of the base, not at all after
         a commit of this session says them (``note_head_ids``)."""
-        if self._head_ids is None or self._head_ids[0] != self.version:
+        if self._cached_head_ids() is None:
             row = None
             if self.head.snapshot_id >= 0:
                 row = self.con.execute(
@@ -194,12 +194,15 @@ class DuckState:
             )
         return self._head_ids[1], self._head_ids[2]
 
+    def _cached_head_ids(self) -> tuple[Version, int | None, int | None] | None:
+        ids = self._head_ids
+        return ids if ids is not None and ids[0] == self.version else None
+
     def _known_next_file(self) -> int | None | bool:
         """The head's next file id if known at this version, else False
         (applying a tail then reads it only if a file key comes up)."""
-        if self._head_ids is None or self._head_ids[0] != self.version:
-            return False
-        return self._head_ids[1]
+        ids = self._cached_head_ids()
+        return False if ids is None else ids[1]
 
     def note_head_ids(self, snapshot_id: int, next_file: int, next_catalog: int) -> None:
         """A commit just applied here made snapshot ``snapshot_id`` with these ids."""
