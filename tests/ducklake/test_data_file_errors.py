@@ -1,8 +1,7 @@
 """A data-file request that fails inside DuckDB (httpfs, or the file system)
 reaches a write statement's caller as slatelake's typed error, one line
-naming the file, DuckLake's own file removal included. (httpfs's requests
-are not yet bounded by the store deadline: the fault matrix pins that as a
-known bug.)
+naming the file, DuckLake's own file removal included; a request the store
+holds fails at the store deadline.
 
 Real parts: moto's S3 behind the fault proxy, local files, DuckDB with
 DuckLake. After the failure the session still follows its failed-statement
@@ -11,6 +10,7 @@ rules: nothing of the statement is committed, and the next statement works.
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator
 
@@ -84,6 +84,27 @@ def test_a_data_path_that_keeps_failing_is_store_unavailable_naming_the_file_on_
     error = _failure(session, INSERT)
     assert type(error) is StoreUnavailableError and error.retryable, error
     assert_one_readable_line(error, "INSERT", data, ".parquet", "no usable answer")
+    _still_usable(session, proxy, 0)
+
+
+@pytest.mark.timeout(120)
+def test_a_data_file_write_the_store_holds_fails_at_the_store_deadline_on_s3(
+    proxy: FaultProxy, s3_session: tuple[Session, str]
+) -> None:
+    """httpfs's own timeout is 30 s a try: without the store's deadline the
+    held PUT would be waited out and land. Few tries (the user's setting), so
+    the clock shows the deadline (the upload takes about two tries), not
+    httpfs's default retries."""
+    session, data = s3_session
+    session.sql("SET http_retries = 0")
+    held = 6 * DEADLINE_S
+    proxy.add(FaultRule(method="PUT", prefix=data.split("/", 3)[3], kind="delay", delay_s=held))
+    started = time.monotonic()
+    error = _failure(session, INSERT)
+    took = time.monotonic() - started
+    assert type(error) is StoreUnavailableError, error
+    assert_one_readable_line(error, "INSERT", data, ".parquet")
+    assert took < 3 * DEADLINE_S, f"the held write took {took:.1f} s, past the deadline"
     _still_usable(session, proxy, 0)
 
 

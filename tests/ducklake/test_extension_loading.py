@@ -87,3 +87,22 @@ def test_a_bad_memory_limit_is_refused_naming_the_variable(
     monkeypatch.setenv(extensions.MEMORY_LIMIT_ENV, value)
     with pytest.raises(MisconfigurationError, match=extensions.MEMORY_LIMIT_ENV):
         extensions.connect()
+
+
+@pytest.mark.parametrize(("deadline", "seconds"), [("4.2", 5), ("90s", 90), ("0.2", 1)])
+def test_httpfs_requests_get_the_store_deadline_and_a_callers_connection_keeps_its_own(
+    monkeypatch: pytest.MonkeyPatch, deadline: str, seconds: int
+) -> None:
+    monkeypatch.setenv("SLATELAKE_STORE_TIMEOUT_S", deadline)
+    ours = extensions.connect()
+    theirs = duckdb.connect(config={"autoinstall_known_extensions": False})
+    try:
+        extensions.prepare(theirs)  # httpfs loaded, so its setting exists
+        theirs.execute("SET http_timeout = 77")
+        extensions.prepare(theirs)  # as a session given this connection does
+        timeout = "SELECT current_setting('http_timeout')"
+        assert ours.execute(timeout).fetchone()[0] == seconds
+        assert theirs.execute(timeout).fetchone()[0] == 77
+    finally:
+        ours.close()
+        theirs.close()

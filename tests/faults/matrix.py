@@ -139,9 +139,15 @@ SLATEDB_403_AS_RETRYABLE = (
     "deadline, or reports it without its status), not PermissionDeniedError"
 )
 HTTPFS_NO_DEADLINE = (
-    "bug: DuckDB's httpfs requests do not honour SLATELAKE_STORE_TIMEOUT_S: with every "
-    "data-file HEAD held past the deadline, delete_orphaned_files waits out each one in "
-    "turn (over a minute here) instead of failing the step"
+    "bug: each data-file request now fails at SLATELAKE_STORE_TIMEOUT_S, but "
+    "delete_orphaned_files HEADs file after file, each with httpfs's retries, and "
+    "con.interrupt() does not stop that loop: with every HEAD held the step takes "
+    "files x tries x deadline (over a minute here) before it fails"
+)
+HTTPFS_UPLOAD_NO_DEADLINE = (
+    "bug: a compaction's new file is uploaded without httpfs's http_timeout (the flush's "
+    "and an INSERT's are bounded): with every data-file PUT held past the deadline the "
+    "merge or rewrite waits each one out and completes, late"
 )
 _READS = ("GET", "LIST", "HEAD")
 # The fold's last phase: after the batch is flushed, truncation (leases, the
@@ -171,9 +177,10 @@ def expect(operation: str, method: str, prefix: str, kind: str, persistent: bool
             return "retried", None, None  # httpfs retries a read's refusal; the oracle holds
         if kind == "403" and method == "HEAD":
             return "retried", None, None  # httpfs reads the object with a ranged GET instead
-        if kind == "403" or (persistent and kind != "delay"):
+        if kind == "403" or persistent:
             # an orphan or cleanup step that DuckLake let through fails naming the
-            # objects, from DuckDB's HTTP log (ducklake/request_log.py)
+            # objects, from DuckDB's HTTP log (ducklake/request_log.py); a held
+            # request fails at the store deadline (extensions.bound_http_requests)
             error = "PermissionDeniedError" if kind == "403" else "StoreUnavailableError"
             return "never happened", error, None
         return ("durable" if kind == "drop_after" else "retried"), None, None
@@ -222,6 +229,16 @@ OBSERVED: dict[str, Expectation] = {
     "store_merge-put-store_compactions-403_persistent": _REFUSAL_AS_RETRYABLE,
     # SlateDB's retried PUT of the compactions record finds the one that landed.
     "store_merge-put-store_compactions-drop_after_persistent": ("durable", None, None),
+    "pass_merge-put-data-delay_persistent": (
+        "never happened",
+        "StoreUnavailableError",
+        HTTPFS_UPLOAD_NO_DEADLINE,
+    ),
+    "pass_rewrite-put-data-delay_persistent": (
+        "never happened",
+        "StoreUnavailableError",
+        HTTPFS_UPLOAD_NO_DEADLINE,
+    ),
     "pass_orphans-head-data-delay_persistent": (
         "never happened",
         "StoreUnavailableError",

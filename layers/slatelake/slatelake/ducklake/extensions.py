@@ -25,6 +25,7 @@ database runs, so no SQL can load an unchecked extension afterwards.
 from __future__ import annotations
 
 import importlib.util
+import math
 import os
 import re
 import sys
@@ -35,6 +36,7 @@ import duckdb
 
 from slatelake.ducklake.sql import ident, literal
 from slatelake.errors import MisconfigurationError
+from slatelake.store.db import store_timeout_s
 
 EXTENSIONS = ("ducklake", "httpfs")
 TEMP_DIRECTORY_ENV = "SLATELAKE_DUCKDB_TEMP_DIRECTORY"
@@ -130,7 +132,7 @@ def prepare(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
     httpfs mirrored, set the S3 secret."""
     skip_absent_pandas_probe()
     _load(con, [extension_path(name) for name in EXTENSIONS])
-    return _configure(con)
+    return _configure(con, own=False)
 
 
 def _load(con: duckdb.DuckDBPyConnection, paths: list[Path]) -> None:
@@ -138,11 +140,22 @@ def _load(con: duckdb.DuckDBPyConnection, paths: list[Path]) -> None:
         con.execute(f"LOAD {literal(str(path))}")
 
 
-def _configure(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
+def _configure(con: duckdb.DuckDBPyConnection, own: bool = True) -> duckdb.DuckDBPyConnection:
     for setting in MIRRORED_CREDENTIALS:
         con.execute(f"RESET GLOBAL {ident(setting)}")
     configure_s3(con)
+    if own:  # a caller's connection keeps the HTTP settings its owner chose
+        bound_http_requests(con)
     return con
+
+
+def bound_http_requests(con: duckdb.DuckDBPyConnection) -> None:
+    """httpfs's requests get the store's deadline (``SLATELAKE_STORE_TIMEOUT_S``,
+    whole seconds, at least one; each try of a request) instead of httpfs's
+    own 30 s, so a data-file request the store holds fails like every other
+    store call."""
+    seconds = max(1, math.ceil(store_timeout_s()))
+    con.execute(f"SET GLOBAL http_timeout = {int(seconds)}")
 
 
 def skip_absent_pandas_probe() -> None:
