@@ -133,11 +133,6 @@ LEASE_LEFT_HELD = (
     "after both the claim and its withdrawal gave up, so it holds the lease and the next "
     "pass is refused (AlreadyRunningError) until it expires (60 s) or `lease break`"
 )
-SLATEDB_403_AS_RETRYABLE = (
-    "bug: a persistent 403 on this SlateDB request is raised as a retryable "
-    "StoreTimeoutError / StoreUnavailableError (SlateDB retries the refusal until the call "
-    "deadline, or reports it without its status), not PermissionDeniedError"
-)
 HTTPFS_NO_DEADLINE = (
     "bug: each data-file request now fails at SLATELAKE_STORE_TIMEOUT_S, but "
     "delete_orphaned_files HEADs file after file, each with httpfs's retries, and "
@@ -161,7 +156,8 @@ def expect(operation: str, method: str, prefix: str, kind: str, persistent: bool
 
     Who retries what: obstore retries 5xx (and, for reads, dropped
     connections); SlateDB retries every failure, a 403 too, within the call's
-    deadline; DuckDB's httpfs retries data-file requests; slatelake retries
+    deadline, and a refusal it hides is found by asking the store
+    (``store/refusal.py``); DuckDB's httpfs retries data-file requests; slatelake retries
     the truncation mark and resolves a failed slot PUT by re-reading the slot.
     A fault that outlasts the retries raises: a refusal (403) or
     unavailability (5xx, a drop, a delay past the deadline), or, where the
@@ -219,14 +215,7 @@ def expect(operation: str, method: str, prefix: str, kind: str, persistent: bool
     )
 
 
-# Where SlateDB's retries outlast a refusal or hide it (its manifest PUT does not).
-_REFUSAL_AS_RETRYABLE = ("never happened", "PermissionDeniedError", SLATEDB_403_AS_RETRYABLE)
 OBSERVED: dict[str, Expectation] = {
-    "fold-put-store_compacted-403_persistent": _REFUSAL_AS_RETRYABLE,
-    "fold-put-store_wal-403_persistent": _REFUSAL_AS_RETRYABLE,
-    "store_merge-get-store_manifest-403_persistent": _REFUSAL_AS_RETRYABLE,
-    "store_merge-list-store_compactions-403_persistent": _REFUSAL_AS_RETRYABLE,
-    "store_merge-put-store_compactions-403_persistent": _REFUSAL_AS_RETRYABLE,
     # SlateDB's retried PUT of the compactions record finds the one that landed.
     "store_merge-put-store_compactions-drop_after_persistent": ("durable", None, None),
     "pass_merge-put-data-delay_persistent": (

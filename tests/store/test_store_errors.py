@@ -26,9 +26,10 @@ from slatelake.errors import (
     StoreUnavailableError,
 )
 from slatelake.log.slots import SlotLog
-from slatelake.store.db import open_reader
+from slatelake.store.db import open_reader, open_writer
 from slatelake.store.location import LakeLocation
 from slatelake.store.objects import ObjectClient
+from slatelake.store.refusal import SLATEDB_DIRS, refused_under
 from tests.faults.proxy import FaultProxy, FaultRule
 from tests.store.faulty_s3 import s3_endpoint
 
@@ -171,6 +172,35 @@ def test_a_slatedb_refusal_names_the_request_it_refused(
         f"LIST {s3_lake.url}/store/manifest/",
         "HTTP 403",
     )
+
+
+@pytest.mark.timeout(90)
+def test_a_write_refusal_slatedb_reports_as_unavailable_is_found_and_named(
+    proxy: FaultProxy, s3_lake: LakeLocation
+) -> None:
+    """SlateDB retries a refused WAL PUT and then says only "wal unavailable";
+    the store is asked once, and the refusal is what the caller gets."""
+    proxy.add(FaultRule(method="PUT", prefix="store/wal/", kind="403", times=None))
+    error = _error(lambda: open_writer(s3_lake))
+    assert type(error) is PermissionDeniedError and not error.retryable, error
+    assert_one_readable_line(
+        error, f"open store writer {s3_lake.url}", f"PUT {s3_lake.url}/store/wal/", "HTTP 403"
+    )
+
+
+@pytest.mark.timeout(60)
+def test_the_permission_probe_writes_nothing_and_a_store_that_does_not_answer_settles_nothing(
+    proxy: FaultProxy, s3_lake: LakeLocation
+) -> None:
+    folders = [f"{s3_lake.store_path}/{d}" for d in SLATEDB_DIRS]
+    assert refused_under(s3_lake, folders) is None  # every probe allowed
+    assert list(ObjectClient(s3_lake).list(f"{s3_lake.root}/")) == []  # and none wrote
+    proxy.add(FaultRule(method="*", prefix="store/", kind="503", times=None))
+    assert refused_under(s3_lake, folders) is None  # no answer is no refusal
+    proxy.clear()
+    proxy.add(FaultRule(method="GET", prefix="store/compacted/", kind="403", times=None))
+    refusal = refused_under(s3_lake, folders)
+    assert refusal is not None and f"GET {s3_lake.url}/store/compacted/" in str(refusal)
 
 
 # -- local files ---------------------------------------------------------------------------------

@@ -46,12 +46,15 @@ from slatelake.durations import env_duration, parse_duration
 from slatelake.errors import (
     CorruptionError,
     FencedError,
+    PermissionDeniedError,
     StoreError,
     StoreTimeoutError,
+    StoreUnavailableError,
 )
 from slatelake.store import _bindings
 from slatelake.store.location import LakeLocation
 from slatelake.store.objects import ObjectClient, read_fault, translate
+from slatelake.store.refusal import SLATEDB_DIRS, refused_under
 
 # Re-exported: the store's deadline knobs, for callers above this layer.
 STORE_TIMEOUT_ENV = _bindings.STORE_TIMEOUT_ENV
@@ -115,12 +118,24 @@ def _call(location: LakeLocation, what: str, coro: Any, timeout: float | None = 
     try:
         return _bindings.run(coro, timeout)
     except StoreTimeoutError as exc:  # name the call that ran out of time
-        raise StoreTimeoutError(f"{what}: {exc}") from None
+        raise _refused(location, what) or StoreTimeoutError(f"{what}: {exc}") from None
     except Exception as exc:
         mapped = _translate(exc, what, location)
         if mapped is exc:
             raise
+        if isinstance(mapped, StoreUnavailableError):
+            mapped = _refused(location, what) or mapped
         raise mapped from None
+
+
+def _refused(location: LakeLocation, what: str) -> PermissionDeniedError | None:
+    """SlateDB retries a 403 and reports it without its status: after a call
+    that got no usable answer, ask the store whether it refuses us."""
+    folders = [f"{location.store_path}/{d}" for d in SLATEDB_DIRS]
+    refusal = refused_under(location, folders)
+    if refusal is None:
+        return None
+    return PermissionDeniedError(f"{what}: SlateDB got no usable answer, and {refusal}")
 
 
 def _settings(overrides: dict[str, Any]) -> Any:
