@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from slatelake.catalog import registry
 from slatelake.catalog.lake import Lake
 from slatelake.catalog.state import EMPTY_HEAD, CatalogState
-from slatelake.ducklake import catalog_db
+from slatelake.ducklake import catalog_apply, catalog_db
 from slatelake.ducklake.duck_state import DuckState
 from slatelake.ducklake.session import connect
 from slatelake.ducklake.sql import ident
@@ -114,7 +114,7 @@ def test_applying_a_change_set_twice_changes_nothing(tmp_path: Path) -> None:
         once.apply_tail(tail.applied)
         expected = dump(con, "once")
         for _, cs in tail.applied:
-            catalog_db.apply_change_sets(con, "once", [cs], own=True)
+            catalog_apply.apply_change_sets(con, "once", [cs], own=True)
         assert dump(con, "once") == expected
         assert once.head == state.head
     con.close()

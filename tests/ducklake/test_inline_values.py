@@ -26,7 +26,7 @@ from slatelake.catalog.folder import Folder
 from slatelake.catalog.lake import Lake
 from slatelake.catalog.rows import Row, decode_entry, encode_inline_row, inline_row_key
 from slatelake.catalog.state import EMPTY_HEAD, CatalogState
-from slatelake.ducklake import catalog_db, extensions, transfer
+from slatelake.ducklake import catalog_apply, catalog_db, extensions, transfer
 from slatelake.ducklake.catalog_file import load_sqlite
 from slatelake.ducklake.image_writer import write_image
 from slatelake.ducklake.sql import ident, literal
@@ -165,7 +165,7 @@ def _apply(con: duckdb.DuckDBPyConnection, columns: list[tuple[str, str]], rows:
     changes = RowChanges(created_inline={TABLE: columns})
     changes.insert(TABLE, *rows)
     cs = build_change_set(CatalogState(head=EMPTY_HEAD, last_seq=0), changes, False)
-    catalog_db.apply_change_sets(con, "dst", [cs], own=True)
+    catalog_apply.apply_change_sets(con, "dst", [cs], own=True)
 
 
 LOADERS: dict[str, Callable[..., None]] = {"load": _load, "apply": _apply}

@@ -22,7 +22,7 @@ import duckdb
 from slatelake.catalog import registry
 from slatelake.catalog.rows import Row, group_key, row_key, table_of_key
 from slatelake.catalog.state import CatalogState, apply_side_records, check_catalog_ranges
-from slatelake.ducklake import catalog_db
+from slatelake.ducklake import catalog_apply, catalog_db
 from slatelake.ducklake.sql import ident
 from slatelake.errors import UnsupportedError
 from slatelake.log.changeset import ChangeSet, Head
@@ -86,7 +86,7 @@ class DuckState:
 
     def apply_tail(self, tail: Iterable[tuple[int | None, ChangeSet]]) -> None:
         """Apply change sets in log order as one net effect (a few statements per table)."""
-        net = catalog_db.NetEffect()
+        net = catalog_apply.NetEffect()
         head = self.head.snapshot_id  # what the base holds before this tail
         next_file = self._known_next_file()
         applied: list[ChangeSet] = []
@@ -100,7 +100,7 @@ class DuckState:
                 self.last_seq = seq
         if not applied:
             return
-        catalog_db.apply_net(
+        catalog_apply.apply_net(
             self.con,
             self.db,
             net,
@@ -121,7 +121,7 @@ class DuckState:
         if self.pending is not None:
             self.pending.extend(applied)
 
-    def _track_inline_names(self, net: catalog_db.NetEffect) -> None:
+    def _track_inline_names(self, net: catalog_apply.NetEffect) -> None:
         """Keep the cached inlined-table names in step with the DDL keys applied
         (listing the base's tables would scan every attached catalog)."""
         if self._inline_names is None:

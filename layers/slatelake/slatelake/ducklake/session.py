@@ -36,7 +36,8 @@ from slatelake.ducklake.attach_options import (
     setting,
 )
 from slatelake.ducklake.capture import Capture
-from slatelake.ducklake.catalog_db import apply_change_sets, copy_database
+from slatelake.ducklake.catalog_apply import apply_change_sets
+from slatelake.ducklake.catalog_db import copy_database
 from slatelake.ducklake.commit_flow import BASE_DB, META_DB
 from slatelake.ducklake.duck_state import DuckState
 from slatelake.ducklake.guard import check_overlap, data_location

@@ -11,7 +11,8 @@ request of each kind per folder, on a key that never exists:
 - PUT of it with ``If-Match`` (S3 answers 404 or 412 when allowed and never
   creates the object; 403 when refused).
 
-So the probe reads nothing of the store and can write nothing into it. A
+So the probe reads nothing of the store and writes nothing into it (a
+store that ignores ``If-Match`` gets the empty object deleted at once). A
 request that gets no answer settles nothing and ends the probe (a held store
 must not cost a deadline per request). Knows nothing about DuckLake.
 """
@@ -76,5 +77,7 @@ def _probes(store: Any, key: str) -> list[tuple[str, Callable[[], Coroutine]]]:
 
     async def writing() -> None:  # If-Match on an absent key: never lands
         await obstore.put_async(store, key, b"", mode={"e_tag": PROBE_KEY})
+        # it landed: a store that ignores If-Match; take it out of SlateDB's folder
+        await obstore.delete_async(store, key)
 
     return [("LIST", listing), ("GET", reading), ("PUT", writing)]
