@@ -195,6 +195,43 @@ def test_a_claim_whose_answer_was_lost_is_withdrawn_so_its_late_write_cannot_hol
     nxt.release()
 
 
+class _HeldStoreClient(ObjectClient):
+    """The real object store behind a link that holds every conditional PUT
+    past its deadline: each loses its answer and lands later, in the order
+    sent, when ``land_all`` is called."""
+
+    def __init__(self, location: LakeLocation) -> None:
+        super().__init__(location)
+        self.in_flight: list[tuple[str, bytes]] = []
+
+    def put_if_absent(self, path: str, data: bytes) -> bool:
+        self.in_flight.append((path, data))
+        raise AmbiguousWriteError(f"PUT {path}: timed out; whether the write landed is unknown")
+
+    def land_all(self) -> list[bool]:
+        landed = [ObjectClient.put_if_absent(self, *w) for w in self.in_flight]
+        self.in_flight = []
+        return landed
+
+
+def test_a_claim_whose_withdrawal_is_held_too_is_superseded_by_a_release_sent_after_it(
+    location: LakeLocation,
+) -> None:
+    """Every lease PUT is held: the claim and its withdrawal both lose their
+    answers, and the claim lands first, holding the lease. The release sent
+    as the next generation lands after it, so the next pass takes the lease
+    at once, not a TTL later."""
+    client = _HeldStoreClient(location)
+    with pytest.raises(AmbiguousWriteError, match="a release was sent after it"):
+        PassLease(location, client=client).try_acquire()
+    assert client.land_all() == [True, False, True]  # claim, withdrawal (too late), release
+    record = PassLease(location).current()
+    assert record is not None and record.state == flight.RELEASED
+    nxt = PassLease(location)
+    assert nxt.try_acquire()
+    nxt.release()
+
+
 def test_generations_only_grow_across_release(location: LakeLocation) -> None:
     """A release never makes an older generation the newest again."""
     first = PassLease(location)

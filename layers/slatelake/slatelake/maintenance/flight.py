@@ -216,7 +216,7 @@ class PassLease:
         except AmbiguousWriteError as exc:
             raw = self.client.get(path)
             if raw is None:
-                raw = self._withdraw(path)
+                raw = self._withdraw(generation)
             if raw is None:
                 raise StoreUnavailableError(
                     f"maintenance lease generation {generation}: {exc}; the claim was withdrawn, "
@@ -248,7 +248,7 @@ class PassLease:
                 break  # the next claim collects it
         return True
 
-    def _withdraw(self, path: str) -> bytes | None:
+    def _withdraw(self, generation: int) -> bytes | None:
         """Settle a create whose answer was lost and which reads back absent.
 
         The write may still be in flight (a proxy or a slow link holding it)
@@ -256,16 +256,26 @@ class PassLease:
         Creating the same object first, as a released record, makes that late
         write fail its create-if-absent. None when withdrawn; else the record
         there now (the late write landed after all, or another taker's).
-        """
+
+        When the withdrawal fails too, a release is sent as the next
+        generation: it supersedes the claim if both land late (a store that
+        holds every write delivers them in order), and if the claim never
+        lands it is a released record, free to take. Best effort."""
+        path = self._path(generation)
         try:
             if self.client.put_if_absent(path, self._record(RELEASED, 0.0)):
                 return None
             return self.client.get(path)
         except SlatelakeError as exc:
+            try:
+                self.client.put_if_absent(self._path(generation + 1), self._record(RELEASED, 0.0))
+            except SlatelakeError as late:
+                log.warning("maintenance lease %s: the release after it failed: %s", path, late)
             raise AmbiguousWriteError(
                 f"maintenance lease {path}: a claim's answer was lost and withdrawing it failed "
-                f"({exc}); a late write may hold the lease until it expires "
-                f"({self.ttl_s:g}s): `slatelake lease break` ends it once its heartbeat is stale"
+                f"({exc}); a release was sent after it, but if the claim lands and the release "
+                f"does not, it holds the lease until it expires ({self.ttl_s:g}s): "
+                "`slatelake lease break` ends it once its heartbeat is stale"
             ) from None
 
     def try_acquire(self) -> bool:
