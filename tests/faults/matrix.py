@@ -198,8 +198,11 @@ def expect(operation: str, method: str, prefix: str, kind: str, persistent: bool
             return "retried", None, None
         return failed, "AmbiguousWriteError" if mark_read else "StoreUnavailableError", None
     retried = "durable" if kind == "drop_after" and method not in _READS else "retried"
+    deletes = method == "POST"  # obstore's DELETE is a bulk delete of one key
     if not persistent:
         if kind in ("500", "503") or store or slot_write or method in _READS or prefix == "log/":
+            return retried, None, None
+        if deletes:  # slatelake sends a DELETE again (idempotent): ObjectClient.delete
             return retried, None, None
         return failed, "StoreUnavailableError", None  # obstore never retries a dropped write
     if slot_write and kind == "drop_after":

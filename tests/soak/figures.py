@@ -149,11 +149,13 @@ def passes(workdir: Path, peaks: dict[str, float]) -> dict[str, Any]:
 def reads(workdir: Path, peaks: dict[str, float]) -> dict[str, Any]:
     totals: Counter[str] = Counter()
     samples: list[str] = []
+    doubled: list[str] = []
     for path in sorted(workdir.glob("reader-*.json")):
         doc = json.loads(path.read_text())
         for key in ("reads", "expired", "failed", "doubled_reads"):
             totals[key] += doc[key]
         samples.extend(doc["samples"])
+        doubled.extend(doc.get("doubled_samples", []))
         peak(peaks, "reader", doc["rss_mb"])
     return {
         "reads": totals["reads"],
@@ -161,6 +163,7 @@ def reads(workdir: Path, peaks: dict[str, float]) -> dict[str, Any]:
         "read_failures": totals["failed"],
         "reads_doubled": totals["doubled_reads"],
         "read_failure_samples": samples[:SAMPLES],
+        "doubled_read_samples": doubled[:SAMPLES],
     }
 
 
@@ -184,7 +187,8 @@ def human_line(f: dict[str, Any]) -> str:
         f"(expired {f['snapshots_expired']} snapshots, flushed "
         f"{did.get('flush_inlined_data', {}).get('rows_flushed', 0)} rows, merged {merged} "
         f"and rewrote {rewritten} files, deleted {deleted} old and {orphans} orphaned files); "
-        f"{f['reads']} reads ({f['read_failures']} failed); "
+        f"{f['reads']} reads ({f['read_failures']} failed, {f.get('reads_doubled', 0)} saw an "
+        "id twice); "
         f"{f.get('snapshots_checked', 0)} snapshots checked; holder restarts "
         f"{f['holder_restarts']}; violations {f.get('violations')}; peak RSS MB: {rss}"
     )

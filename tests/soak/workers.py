@@ -288,6 +288,7 @@ class ReaderStats:
     reconnects: int = 0
     errors: dict[str, int] = field(default_factory=dict)
     samples: list[str] = field(default_factory=list)  # the first few failures, verbatim
+    doubled_samples: list[str] = field(default_factory=list)  # the first few doubled reads
     rss_mb: float = 0.0
 
 
@@ -296,18 +297,26 @@ def _snapshots(session: Any, since: int) -> list[int]:
     return [r[0] for r in rows if r[0] >= since]
 
 
-def _read_at(session: Any, snap: int, tables: list[str]) -> bool:
-    """Every table at ``snap``, whole; False when an id shows twice."""
+def _counts(session: Any, table: str, snap: int) -> tuple[int, int]:
     from slatelake.ducklake.sql import ident
 
-    clean = True
+    n, distinct, _ = session.sql(
+        f"SELECT count(*), count(DISTINCT id), sum(length(payload)) "
+        f"FROM {ident(table)} AT (VERSION => {int(snap)})"
+    ).fetchone()
+    return int(n), int(distinct)
+
+
+def _read_at(session: Any, snap: int, tables: list[str]) -> list[str]:
+    """Every table at ``snap``, whole; what each read that saw an id twice
+    saw, and what the same read says again, at once, on this session."""
+    doubled = []
     for table in tables:
-        n, distinct, _ = session.sql(
-            f"SELECT count(*), count(DISTINCT id), sum(length(payload)) "
-            f"FROM {ident(table)} AT (VERSION => {int(snap)})"
-        ).fetchone()
-        clean = clean and n == distinct
-    return clean
+        n, distinct = _counts(session, table, snap)
+        if n != distinct:
+            again = _counts(session, table, snap)
+            doubled.append(f"{table} at snapshot {snap}: {n} rows, {distinct} ids; again {again}")
+    return doubled
 
 
 def reader(lake: str, out_path: str, stop_path: str, since: int, seed: int) -> None:
@@ -331,8 +340,10 @@ def reader(lake: str, out_path: str, stop_path: str, since: int, seed: int) -> N
             snaps = _snapshots(session, since)
             if snaps:
                 snap = rng.choice(snaps[-20:] if rng.random() < 0.5 else snaps)
-                if not _read_at(session, snap, tables):
+                doubled = _read_at(session, snap, tables)
+                if doubled:
                     stats.doubled_reads += 1
+                    stats.doubled_samples.extend(doubled[: max(0, 5 - len(stats.doubled_samples))])
                 stats.reads += 1
         except Exception as exc:
             _classify_failure(session, snap, since, exc, stats)

@@ -131,6 +131,28 @@ def test_a_put_without_a_usable_answer_is_ambiguous_in_one_line(
     assert_one_readable_line(error, f"PUT s3://{s3_lake.bucket}/{key}", "unknown", *expected)
 
 
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("kind", ["drop_before", "drop_after"])
+def test_a_delete_whose_connection_dropped_is_sent_again_and_the_object_goes(
+    proxy: FaultProxy, s3_lake: LakeLocation, kind: str
+) -> None:
+    """The holder's truncation deletes slot by slot; one dropped DELETE used
+    to fail the whole fold (and, four folds running, stop the holder)."""
+    client = ObjectClient(s3_lake)
+    key = s3_lake.path("commits", "00000000000000000001")
+    assert client.put_if_absent(key, b"slot")
+    # obstore deletes with a bulk delete (POST ?delete) of one key
+    proxy.add(FaultRule(method="POST", prefix="commits/", kind=kind, times=2))
+    client.delete(key)
+    assert client.get(key) is None
+    proxy.clear()
+    proxy.add(FaultRule(method="POST", prefix="commits/", kind=kind, times=None))
+    assert client.put_if_absent(key, b"slot")
+    error = _error(lambda: client.delete(key))  # a store that keeps dropping it: typed
+    assert type(error) is StoreUnavailableError, error
+    assert_one_readable_line(error, f"DELETE s3://{s3_lake.bucket}/{key}", "connection")
+
+
 # -- the commit path: a refused slot PUT -------------------------------------------------------
 
 

@@ -36,6 +36,7 @@ from obstore.exceptions import NotFoundError as ObNotFound
 
 from slatelake.errors import (
     AmbiguousWriteError,
+    Backoff,
     CorruptionError,
     MisconfigurationError,
     NotFoundError,
@@ -44,6 +45,7 @@ from slatelake.errors import (
     StoreError,
     StoreTimeoutError,
     StoreUnavailableError,
+    retry,
 )
 from slatelake.store import _bindings
 from slatelake.store.location import LakeLocation
@@ -64,6 +66,9 @@ _DENIED = (
     "lacked valid authentication",
     "Permission denied",
 )
+# A DELETE that got no answer is sent again (it is idempotent).
+_DELETE_ATTEMPTS = 4
+_DELETE_BACKOFF = Backoff(first_s=0.1, factor=2.0, cap_s=1.0, jitter=0.5)
 _DENIED_TYPES = ("PermissionDeniedError", "UnauthenticatedError")
 _NO_BUCKET = ("NoSuchBucket",)
 _BAD_PATH = ("File name too long", "os error 36", "KeyTooLong", "Invalid path")
@@ -336,6 +341,18 @@ class ObjectClient:
             return None
 
     def delete(self, path: str) -> None:
+        """Delete path (absent is done). A DELETE is idempotent, so one that
+        got no answer (a dropped connection, which obstore does not retry for
+        a write) is sent again, a few times; a timeout is not (a held store
+        would cost a deadline each)."""
+        retry(
+            lambda: self._delete_once(path),
+            attempts=_DELETE_ATTEMPTS,
+            backoff=_DELETE_BACKOFF,
+            retry_if=lambda exc: type(exc) is StoreUnavailableError,
+        )
+
+    def _delete_once(self, path: str) -> None:
         with contextlib.suppress(ObNotFound, FileNotFoundError):
             self._call(
                 "DELETE",
