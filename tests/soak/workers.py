@@ -326,12 +326,12 @@ def _read_at(session: Any, lake: str, snap: int, tables: list[str]) -> list[str]
 
 _FILES = """
     SELECT 'data', f.data_file_id, f.begin_snapshot, f.end_snapshot
-    FROM __slatelake_meta.ducklake_data_file f JOIN __slatelake_meta.ducklake_table t
+    FROM {meta}.ducklake_data_file f JOIN {meta}.ducklake_table t
       ON f.table_id = t.table_id AND t.table_name = $name AND t.end_snapshot IS NULL
     WHERE f.begin_snapshot <= $snap AND coalesce(f.end_snapshot > $snap, true)
     UNION ALL
     SELECT 'delete', f.delete_file_id, f.begin_snapshot, f.data_file_id
-    FROM __slatelake_meta.ducklake_delete_file f JOIN __slatelake_meta.ducklake_table t
+    FROM {meta}.ducklake_delete_file f JOIN {meta}.ducklake_table t
       ON f.table_id = t.table_id AND t.table_name = $name AND t.end_snapshot IS NULL
     WHERE f.begin_snapshot <= $snap AND coalesce(f.end_snapshot > $snap, true)
 """
@@ -340,7 +340,11 @@ _FILES = """
 def _files(session: Any, table: str, snap: int) -> set[tuple[Any, ...]]:
     """The table's data and delete files live at ``snap`` in DuckLake's copy
     of the catalog (kind, id, begin, end or the data file deleted from)."""
-    rows = session.con.execute(_FILES, {"name": table, "snap": snap}).fetchall()
+    from slatelake.ducklake.commit_flow import META_DB
+    from slatelake.ducklake.sql import ident
+
+    sql = _FILES.format(meta=ident(META_DB))
+    rows = session.con.execute(sql, {"name": table, "snap": snap}).fetchall()
     return {tuple(r) for r in rows}
 
 
