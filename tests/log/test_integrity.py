@@ -6,7 +6,12 @@ import pytest
 
 from slatelake.catalog.changes import RowChanges
 from slatelake.catalog.lake import Lake
-from slatelake.errors import ConflictError, CorruptionError, OperationLimitError
+from slatelake.errors import (
+    ConflictError,
+    CorruptionError,
+    OperationLimitError,
+    StoreUnavailableError,
+)
 from slatelake.log.changeset import ChangeSet, Head, encode_envelope
 from slatelake.log.committer import Committer
 from slatelake.log.replay import read_tail
@@ -165,6 +170,31 @@ def test_read_only_view_survives_credentials_that_refuse_the_lease(lake: Lake) -
         reader.log.client = NoWriteClient(reader.location, reader.log.client.store)
         reader.lease.book.client = reader.log.client
         assert reader.materialize().same_rows(expected)
+
+
+class OutageOnceClient(ObjectClient):
+    """A store whose first PUT gets no answer (an outage, not a refusal)."""
+
+    failed = False
+
+    def put(self, path: str, data: bytes) -> None:
+        if not self.failed:
+            self.failed = True
+            raise StoreUnavailableError(f"PUT {path}: connection reset")
+        super().put(path, data)
+
+
+def test_a_read_only_view_whose_lease_write_met_an_outage_writes_it_at_the_next_refresh(
+    lake: Lake,
+) -> None:
+    with Lake.open(lake.location.url, read_only=True) as reader:
+        reader.log.client = OutageOnceClient(reader.location, reader.log.client.store)
+        reader.lease.book.client = reader.log.client
+        state = reader.materialize()  # its lease PUT meets the outage
+        assert reader.lease.lease is None
+        reader.refresh(state)
+        live = {lease.reader_id for lease in reader.lease.book.live()}
+        assert reader.lease.reader_id in live
 
 
 def test_a_writer_whose_lease_is_refused_fails_loudly(lake: Lake) -> None:

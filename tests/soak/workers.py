@@ -34,6 +34,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tests.soak.doubled import read_at
 from tests.soak.journal import (
     ACK,
     AMBIGUOUS,
@@ -297,74 +298,6 @@ def _snapshots(session: Any, since: int) -> list[int]:
     return [r[0] for r in rows if r[0] >= since]
 
 
-def _counts(session: Any, table: str, snap: int) -> tuple[int, int]:
-    from slatelake.ducklake.sql import ident
-
-    n, distinct, _ = session.sql(
-        f"SELECT count(*), count(DISTINCT id), sum(length(payload)) "
-        f"FROM {ident(table)} AT (VERSION => {int(snap)})"
-    ).fetchone()
-    return int(n), int(distinct)
-
-
-def _read_at(session: Any, lake: str, snap: int, tables: list[str]) -> list[str]:
-    """Every table at ``snap``, whole; what each read that saw an id twice
-    saw, what the same read says again at once on this session, and on a
-    fresh one (this session's state, or the lake's?)."""
-    doubled = []
-    for table in tables:
-        n, distinct = _counts(session, table, snap)
-        if n != distinct:
-            again = _counts(session, table, snap)
-            doubled.append(
-                f"{table} at snapshot {snap} (head {session.state.head.snapshot_id}): {n} rows, "
-                f"{distinct} ids; again {again}; a fresh session "
-                f"{_fresh_counts(session, lake, table, snap)}"
-            )
-    return doubled
-
-
-_FILES = """
-    SELECT 'data', f.data_file_id, f.begin_snapshot, f.end_snapshot
-    FROM {meta}.ducklake_data_file f JOIN {meta}.ducklake_table t
-      ON f.table_id = t.table_id AND t.table_name = $name AND t.end_snapshot IS NULL
-    WHERE f.begin_snapshot <= $snap AND coalesce(f.end_snapshot > $snap, true)
-    UNION ALL
-    SELECT 'delete', f.delete_file_id, f.begin_snapshot, f.data_file_id
-    FROM {meta}.ducklake_delete_file f JOIN {meta}.ducklake_table t
-      ON f.table_id = t.table_id AND t.table_name = $name AND t.end_snapshot IS NULL
-    WHERE f.begin_snapshot <= $snap AND coalesce(f.end_snapshot > $snap, true)
-"""
-
-
-def _files(session: Any, table: str, snap: int) -> set[tuple[Any, ...]]:
-    """The table's data and delete files live at ``snap`` in DuckLake's copy
-    of the catalog (kind, id, begin, end or the data file deleted from)."""
-    from slatelake.ducklake.commit_flow import META_DB
-    from slatelake.ducklake.sql import ident
-
-    sql = _FILES.format(meta=ident(META_DB))
-    rows = session.con.execute(sql, {"name": table, "snap": snap}).fetchall()
-    return {tuple(r) for r in rows}
-
-
-def _fresh_counts(session: Any, lake: str, table: str, snap: int) -> str:
-    """The same read on a fresh session, and which files live at ``snap``
-    this session's copy of the catalog has that the fresh one has not, and
-    the reverse."""
-    import slatelake
-
-    try:
-        with slatelake.connect(lake, read_only=True) as fresh:
-            counts = _counts(fresh, table, snap)
-            mine, theirs = _files(session, table, snap), _files(fresh, table, snap)
-        only_mine = sorted(mine - theirs, key=str)[:6]
-        only_fresh = sorted(theirs - mine, key=str)[:6]
-        return f"{counts}; file rows only here {only_mine}, only there {only_fresh}"
-    except Exception as exc:  # noqa: BLE001 - a sample, not a verdict
-        return f"failed: {_error(exc)}"
-
-
 def reader(lake: str, out_path: str, stop_path: str, since: int, seed: int) -> None:
     import duckdb
 
@@ -386,7 +319,7 @@ def reader(lake: str, out_path: str, stop_path: str, since: int, seed: int) -> N
             snaps = _snapshots(session, since)
             if snaps:
                 snap = rng.choice(snaps[-20:] if rng.random() < 0.5 else snaps)
-                doubled = _read_at(session, lake, snap, tables)
+                doubled = read_at(session, lake, snap, tables, out.with_name(f"doubled-{out.stem}"))
                 if doubled:
                     stats.doubled_reads += 1
                     stats.doubled_samples.extend(doubled[: max(0, 5 - len(stats.doubled_samples))])

@@ -31,6 +31,7 @@ from slatelake.errors import (
     CorruptionError,
     MisconfigurationError,
     NotFoundError,
+    PermissionDeniedError,
     ReadOnlyError,
     StaleViewError,
     retry,
@@ -203,11 +204,13 @@ class Lake:
         except Exception as exc:
             if not self.read_only:
                 raise
-            self._lease_refused = True
+            # a refusal stands (not asked again); an outage is retried at the next refresh
+            self._lease_refused = isinstance(exc, PermissionError | PermissionDeniedError)
             log.warning(
-                "reader lease not written for %s (%s); relying on the truncation margin",
+                "reader lease not written for %s (%s); relying on the truncation margin%s",
                 self.location.url,
                 exc,
+                "" if self._lease_refused else " until the next refresh writes it",
             )
 
     def refresh(self, state: CatalogView, rematerialize: bool = True) -> CatalogView:
