@@ -184,6 +184,55 @@ def test_only_the_named_subspace_merges(churned: tuple[str, Holder]) -> None:
     assert {sub: _runs(url, sub) for sub in untouched} == untouched
 
 
+class TrimmedFirstHandle:
+    """SlateDB's admin handle, every call delegated, except that a finished
+    merge is gone from the compactions record (trimmed) while the manifest
+    still reads as it was when the merge was planned, for ``lag`` reads: the
+    record and the manifest are separate objects, written one after the other."""
+
+    def __init__(self, handle: Any, lag: int) -> None:
+        self._handle, self.lag = handle, lag
+        self.planned: Any = None
+        self.trimmed = False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._handle, name)
+
+    async def read_compactor_state_view(self) -> Any:
+        view = await self._handle.read_compactor_state_view()
+        if self.planned is None:
+            self.planned = view.manifest
+        return view
+
+    async def read_compaction(self, cid: str, at: Any) -> Any:
+        record = await self._handle.read_compaction(cid, at)
+        if record is not None and store_merge.is_terminal(record.status):
+            self.trimmed = True
+            return None
+        return record
+
+    async def read_manifest(self, at: Any) -> Any:
+        if self.trimmed and self.lag > 0:
+            self.lag -= 1
+            return self.planned
+        return await self._handle.read_manifest(at)
+
+
+def test_a_merge_gone_from_the_record_before_the_manifest_shows_it_is_completed_not_failed(
+    churned: tuple[str, Holder], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url, _ = churned
+    location = LakeLocation.parse(url)
+    handle = TrimmedFirstHandle(open_admin(location)._handle, lag=2)
+    monkeypatch.setattr(store_merge, "open_admin", lambda loc: StoreAdmin(handle, loc))
+    with Lake.open(url) as lake:
+        report = compact_store(lake, CompactStoreRequest(subspace="sys", wait_s=WAIT_S))
+    merge = report.merge("sys")
+    assert handle.trimmed and handle.lag == 0  # the stale manifest was read, twice
+    assert merge.outcome == COMPLETED, merge.reason
+    assert merge.sorted_runs_after == 1 == _runs(url, "sys")[1]
+
+
 def test_a_tree_with_nothing_to_merge_is_skipped_with_the_reason(
     lake_url: str, fast_compactor: None
 ) -> None:

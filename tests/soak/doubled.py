@@ -8,8 +8,8 @@ same read on a fresh session, file rows that differ between the two copies)
 and, for the first few, a JSON file beside the reader's figures: the
 duplicated ids' spread, which files served them (DuckLake's ``filename``,
 ``rowid`` and ``snapshot_id`` virtual columns), those files' catalog rows,
-the delete files on them, and the snapshots and changes that began or ended
-each.
+the delete files on them, and every retained snapshot (with its changes)
+from the first that began one of those files to the read's.
 """
 
 from __future__ import annotations
@@ -162,21 +162,75 @@ def _write_detail(session: Any, table: str, snap: int, details: Path) -> None:
         snaps = sorted(
             {
                 int(f[c])
-                for f in out["files"]
-                for c in ("begin_snapshot", "end_snapshot")
-                if f[c] is not None
+                for f in out["files"] + out["delete_files"]
+                for c in ("begin_snapshot", "end_snapshot", "partial_max")
+                if f.get(c) is not None
             }
         ) or [-1]
         out["snapshots"] = _rows(
             session.con,
             f"SELECT s.snapshot_id, s.snapshot_time, c.changes_made, c.author, c.commit_message "
             f"FROM {meta}.ducklake_snapshot s LEFT JOIN {meta}.ducklake_snapshot_changes c "
-            f"USING (snapshot_id) WHERE s.snapshot_id IN ({', '.join(str(i) for i in snaps)}) "
-            "ORDER BY 1",
-            [],
+            "USING (snapshot_id) WHERE s.snapshot_id BETWEEN ? AND ? ORDER BY 1 LIMIT 400",
+            [snaps[0], max(snaps[-1], snap)],
         )
         out["live_files_at_snapshot"] = len(files)
     except Exception as exc:  # noqa: BLE001 - a diagnostic
         out["error"] = f"{type(exc).__name__}: {exc}"
     path = details.parent / f"{details.name}-{snap}-{table}.json"
     path.write_text(json.dumps(out, indent=1, default=str))
+
+
+_TWINS = """
+    SELECT d.data_file_id, list(d.delete_file_id ORDER BY d.delete_file_id),
+           list(d.begin_snapshot ORDER BY d.delete_file_id),
+           list(d.partial_max ORDER BY d.delete_file_id),
+           list(d.delete_count ORDER BY d.delete_file_id)
+    FROM {meta}.ducklake_delete_file d
+    JOIN {meta}.ducklake_data_file f USING (data_file_id)
+    WHERE d.end_snapshot IS NULL AND f.end_snapshot IS NULL
+    GROUP BY 1 HAVING count(*) > 1 ORDER BY 1 LIMIT 5
+"""
+
+
+def twin_delete_files(session: Any, details: Path | None) -> list[str]:
+    """Live data files with more than one live delete file at the session's
+    head (DuckLake keeps one per data file: a new one replaces or ends the
+    last), each a sample; the first few also a detail file with every
+    retained snapshot's changes from the earliest of them on."""
+    from slatelake.ducklake.commit_flow import META_DB
+    from slatelake.ducklake.sql import ident
+
+    meta = ident(META_DB)
+    rows = session.con.execute(_TWINS.format(meta=meta)).fetchall()
+    if not rows:
+        return []
+    head = session.state.head.snapshot_id
+    out = [
+        f"data file {r[0]} at head {head} has live delete files {r[1]} "
+        f"(begin {r[2]}, partial_max {r[3]}, deletes {r[4]})"
+        for r in rows
+    ]
+    if details is not None and len(list(details.parent.glob(f"{details.name}-*.json"))) < DETAILS:
+        lo = min(min(r[2]) for r in rows)
+        doc: dict[str, Any] = {"head": head, "twins": out}
+        try:
+            doc["delete_files"] = _rows(
+                session.con,
+                f"SELECT * FROM {meta}.ducklake_delete_file WHERE data_file_id IN "
+                f"({', '.join(str(int(r[0])) for r in rows)}) ORDER BY delete_file_id",
+                [],
+            )
+            doc["snapshots"] = _rows(
+                session.con,
+                f"SELECT s.snapshot_id, s.snapshot_time, c.changes_made, c.author, "
+                f"c.commit_message FROM {meta}.ducklake_snapshot s "
+                f"LEFT JOIN {meta}.ducklake_snapshot_changes c USING (snapshot_id) "
+                "WHERE s.snapshot_id >= ? ORDER BY 1 LIMIT 400",
+                [lo],
+            )
+        except Exception as exc:  # noqa: BLE001 - a diagnostic
+            doc["error"] = f"{type(exc).__name__}: {exc}"
+        path = details.parent / f"{details.name}-head{head}.json"
+        path.write_text(json.dumps(doc, indent=1, default=str))
+    return out

@@ -150,12 +150,14 @@ def reads(workdir: Path, peaks: dict[str, float]) -> dict[str, Any]:
     totals: Counter[str] = Counter()
     samples: list[str] = []
     doubled: list[str] = []
+    twins: list[str] = []
     for path in sorted(workdir.glob("reader-*.json")):
         doc = json.loads(path.read_text())
         for key in ("reads", "expired", "failed", "doubled_reads"):
             totals[key] += doc[key]
         samples.extend(doc["samples"])
         doubled.extend(doc.get("doubled_samples", []))
+        twins.extend(doc.get("twin_samples", []))
         peak(peaks, "reader", doc["rss_mb"])
     return {
         "reads": totals["reads"],
@@ -164,6 +166,7 @@ def reads(workdir: Path, peaks: dict[str, float]) -> dict[str, Any]:
         "reads_doubled": totals["doubled_reads"],
         "read_failure_samples": samples[:SAMPLES],
         "doubled_read_samples": doubled[:SAMPLES],
+        "twin_delete_file_samples": twins[:SAMPLES],
     }
 
 

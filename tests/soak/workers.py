@@ -34,7 +34,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.soak.doubled import read_at
+from tests.soak.doubled import read_at, twin_delete_files
 from tests.soak.journal import (
     ACK,
     AMBIGUOUS,
@@ -290,6 +290,8 @@ class ReaderStats:
     errors: dict[str, int] = field(default_factory=dict)
     samples: list[str] = field(default_factory=list)  # the first few failures, verbatim
     doubled_samples: list[str] = field(default_factory=list)  # the first few doubled reads
+    # data files with two live delete files at the reader's head (DuckLake keeps one)
+    twin_samples: list[str] = field(default_factory=list)
     rss_mb: float = 0.0
 
 
@@ -320,6 +322,8 @@ def reader(lake: str, out_path: str, stop_path: str, since: int, seed: int) -> N
             if snaps:
                 snap = rng.choice(snaps[-20:] if rng.random() < 0.5 else snaps)
                 doubled = read_at(session, lake, snap, tables, out.with_name(f"doubled-{out.stem}"))
+                twins = twin_delete_files(session, out.with_name(f"twins-{out.stem}"))
+                stats.twin_samples.extend(twins[: max(0, 5 - len(stats.twin_samples))])
                 if doubled:
                     stats.doubled_reads += 1
                     stats.doubled_samples.extend(doubled[: max(0, 5 - len(stats.doubled_samples))])

@@ -317,17 +317,16 @@ def _tree_signature(segment: Any) -> Tree:
     return tuple((int(r.id), tuple(str(v.id) for v in r.sst_views)) for r in segment.compacted)
 
 
-def _settle_from_manifest(admin: StoreAdmin, merge: SubspaceMerge, tree: Tree) -> tuple[str, str]:
-    """A compaction no longer in the record finished; the manifest says how.
-    Planned runs replaced (a source gone, or the destination rewritten) means
-    it committed; the tree exactly as planned means it did not."""
+def _committed(admin: StoreAdmin, merge: SubspaceMerge, tree: Tree) -> bool:
+    """Whether a compaction no longer in the record committed: planned runs
+    replaced (a source gone, or the destination rewritten). The tree exactly
+    as planned is not yet a failure: the compactor may drop the job from the
+    record before its manifest write shows."""
     manifest = admin.read_manifest()
     prefix = bytes((Subspace.from_label(merge.subspace),))
     segment = next((s for s in manifest.segments if bytes(s.prefix) == prefix), None)
     now = set(_tree_signature(segment)) if segment is not None else set()
-    if tree and not set(tree) <= now:
-        return COMPLETED, ""
-    return FAILED, "the compaction left the record without changing the tree"
+    return bool(tree) and not set(tree) <= now
 
 
 def _wait(
@@ -342,13 +341,18 @@ def _wait(
     cadence = max(MIN_POLL_S, compactor_poll_interval_s() / 2)
     deadline = time.monotonic() + wait_s
     open_ids = set(waiting)
+    left: set[str] = set()  # gone from the record, the tree not (yet) changed
+    reason: str | None = None
     while open_ids:
         for cid in sorted(open_ids):
-            record = admin.read_compaction(cid)
             merge = waiting[cid]
+            record = None if cid in left else admin.read_compaction(cid)
             if record is None:  # finished and trimmed from the compactions record
-                merge.outcome, merge.reason = _settle_from_manifest(admin, merge, planned[cid])
-                open_ids.discard(cid)
+                if _committed(admin, merge, planned[cid]):
+                    merge.outcome = COMPLETED
+                    open_ids.discard(cid)
+                else:  # the manifest may not show it yet: look again until the wait ends
+                    left.add(cid)
                 continue
             if is_terminal(record.status):
                 merge.outcome = outcome_of_status(record.status)
@@ -356,11 +360,18 @@ def _wait(
                     merge.reason = "the compactor reported the merge failed"
                 open_ids.discard(cid)
         remaining = deadline - time.monotonic()
-        if not open_ids or remaining <= 0:
-            return
-        reason = should_stop() if should_stop is not None else None
-        if reason is not None:
-            for cid in open_ids:
-                waiting[cid].reason = f"stopped waiting: {reason}; not cancelled"
-            return
+        reason = should_stop() if should_stop is not None and remaining > 0 else None
+        if not open_ids or remaining <= 0 or reason is not None:
+            break
         time.sleep(min(cadence, remaining))
+    waited = wait_s - max(0.0, deadline - time.monotonic())
+    for cid in sorted(open_ids & left):
+        merge = waiting[cid]
+        merge.outcome = FAILED
+        merge.reason = (
+            "the compaction left the compactions record but the manifest still showed the tree "
+            f"it was planned on {waited:.1f}s into the wait; a later census shows whether it landed"
+        )
+    for cid in sorted(open_ids - left):
+        if reason is not None:
+            waiting[cid].reason = f"stopped waiting: {reason}; not cancelled"
