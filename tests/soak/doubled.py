@@ -182,21 +182,21 @@ def _write_detail(session: Any, table: str, snap: int, details: Path) -> None:
 
 
 _TWINS = """
-    SELECT d.data_file_id, list(d.delete_file_id ORDER BY d.delete_file_id),
-           list(d.begin_snapshot ORDER BY d.delete_file_id),
-           list(d.partial_max ORDER BY d.delete_file_id),
-           list(d.delete_count ORDER BY d.delete_file_id)
-    FROM {meta}.ducklake_delete_file d
-    JOIN {meta}.ducklake_data_file f USING (data_file_id)
-    WHERE d.end_snapshot IS NULL AND f.end_snapshot IS NULL
-    GROUP BY 1 HAVING count(*) > 1 ORDER BY 1 LIMIT 5
+    SELECT a.data_file_id, [a.delete_file_id, b.delete_file_id],
+           [a.begin_snapshot, b.begin_snapshot], [a.end_snapshot, b.end_snapshot],
+           [a.delete_count, b.delete_count]
+    FROM {meta}.ducklake_delete_file a JOIN {meta}.ducklake_delete_file b
+      ON a.data_file_id = b.data_file_id AND a.delete_file_id < b.delete_file_id
+     AND a.begin_snapshot < coalesce(b.end_snapshot, 9223372036854775807)
+     AND b.begin_snapshot < coalesce(a.end_snapshot, 9223372036854775807)
+    ORDER BY 1 LIMIT 5
 """
 
 
 def twin_delete_files(session: Any, details: Path | None) -> list[str]:
-    """Live data files with more than one live delete file at the session's
-    head (DuckLake keeps one per data file: a new one replaces or ends the
-    last), each a sample; the first few also a detail file with every
+    """Data files with two delete files live at some common snapshot
+    (DuckLake keeps one per data file at a time: a new one replaces or ends
+    the last), each a sample; the first few also a detail file with every
     retained snapshot's changes from the earliest of them on."""
     from slatelake.ducklake.commit_flow import META_DB
     from slatelake.ducklake.sql import ident
@@ -207,8 +207,8 @@ def twin_delete_files(session: Any, details: Path | None) -> list[str]:
         return []
     head = session.state.head.snapshot_id
     out = [
-        f"data file {r[0]} at head {head} has live delete files {r[1]} "
-        f"(begin {r[2]}, partial_max {r[3]}, deletes {r[4]})"
+        f"data file {r[0]} (head {head}) has delete files {r[1]} live together "
+        f"(begin {r[2]}, end {r[3]}, deletes {r[4]})"
         for r in rows
     ]
     if details is not None and len(list(details.parent.glob(f"{details.name}-*.json"))) < DETAILS:

@@ -290,7 +290,7 @@ class ReaderStats:
     errors: dict[str, int] = field(default_factory=dict)
     samples: list[str] = field(default_factory=list)  # the first few failures, verbatim
     doubled_samples: list[str] = field(default_factory=list)  # the first few doubled reads
-    # data files with two live delete files at the reader's head (DuckLake keeps one)
+    # data files with two delete files live at one snapshot (DuckLake keeps one)
     twin_samples: list[str] = field(default_factory=list)
     rss_mb: float = 0.0
 

@@ -220,6 +220,8 @@ class _Pass:
         scoped = f", {self._scope_text()}" if self.scope.scoped else ""
         self.progress(f"pass{what} start ({report.trigger}{scoped})")
         self._apply_policy()
+        flush = self.options.steps["flush_inlined_data"]
+        self.steps.may_flush = flush.enabled and self.scope.left_out("flush_inlined_data") is None
         catalog_before = self._catalog_bytes() if self.planner is None else None
         for step in DUCKLAKE_STEPS:
             cfg = self.options.steps[step]

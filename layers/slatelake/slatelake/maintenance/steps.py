@@ -44,13 +44,14 @@ from slatelake.errors import (
 )
 from slatelake.maintenance import holds, reclaim
 from slatelake.maintenance.options import Instant, Interval, StepConfig, Value, Versions
+from slatelake.maintenance.rewrite_guard import TableName, tables_with_inlined_deletions
 
 T = TypeVar("T")
 # A recognized conflict reruns the call: 3 attempts, waiting 100 ms then 200 ms.
 RETRY_ATTEMPTS = 3
 RETRY_BACKOFF = Backoff(first_s=0.1, factor=2.0, cap_s=0.2, jitter=0.0)
 EXPIRE_BATCH = 64
-TableName = tuple[str, str]  # (schema, table)
+FLUSH = "flush_inlined_data"
 
 
 @dataclass
@@ -89,6 +90,8 @@ class Steps:
         self.per_table: dict[str, dict[TableName, StepConfig]] = {}
         # The one table a scoped run works on (None: every table).
         self.only: TableName | None = None
+        # Whether this pass may flush inlined data (a rewrite flushes first: rewrite_guard.py).
+        self.may_flush = False
 
     # -- plumbing ------------------------------------------------------------
     @staticmethod
@@ -291,18 +294,22 @@ class Steps:
         cols = ("files_processed", "files_created")
         capped = "max_compacted_files" in args
         own = self.per_table.get(step)
+        guard = _RewriteGuard(self, step, skip)
+        if guard.left_out or (guard.flushes and self.per_table.get(FLUSH)):
+            per_table = True  # some tables are left out, or flush differs by table
         if not per_table and not own and self.only is None:
+            guard.flush(None)
             rows = self.with_retry(step, lambda: self.call(step, cols, args))
             processed = sum(int(r[0]) for r in rows)
             created = sum(int(r[1]) for r in rows)
             return StepOutcome(
-                f"processed {processed} files, created {created}",
+                f"processed {processed} files, created {created}{guard.said()}",
                 pending=capped and processed > 0,
                 counts={"files_processed": processed, "files_created": created},
             )
         processed = created = 0
         failed: list[TableName] = []
-        tables = self.tables_for(step, skip)
+        tables = self.tables_for(step, skip | guard.left_out)
         for n, table in enumerate(tables):
             if (stopped := self._stopped(step, n, tables)) is not None:
                 return StepOutcome(
@@ -316,6 +323,7 @@ class Steps:
             try:
                 mine = dict(own[table].params) if own else args
                 capped = capped or "max_compacted_files" in mine
+                guard.flush(table)
                 rows = self.with_retry(
                     f"{step} {table[1]}",
                     lambda t=table, a=mine: self.call(step, cols, a, scope=t),
@@ -329,9 +337,11 @@ class Steps:
             processed += sum(int(r[0]) for r in rows)
             created += sum(int(r[1]) for r in rows)
         outcome = self._per_table_outcome(
-            f"processed {processed} files, created {created} across {len(tables)} tables", failed
+            f"processed {processed} files, created {created} across {len(tables)} tables"
+            f"{guard.said()}",
+            failed,
         )
-        outcome.pending = outcome.pending or (capped and processed > 0)
+        outcome.pending = outcome.pending or (capped and processed > 0) or bool(guard.left_out)
         outcome.counts = {"files_processed": processed, "files_created": created}
         return outcome
 
@@ -417,3 +427,51 @@ def _unanswered(step: str, deleted: int, failed: list[FailedRequest]) -> StoreEr
 
 def _kept(count: int) -> str:
     return f"; {count} kept by retention holds" if count else ""
+
+
+class _RewriteGuard:
+    """A rewrite's flush first, or the tables it leaves out (rewrite_guard.py).
+    Nothing to do for any other step."""
+
+    def __init__(self, steps: Steps, step: str, skip: set[TableName]) -> None:
+        self.steps = steps
+        self.flushes = step == "rewrite_data_files" and steps.may_flush
+        self.flushed = self.calls = 0
+        self.left_out: set[TableName] = set()
+        if step == "rewrite_data_files" and not steps.may_flush:
+            self.left_out = tables_with_inlined_deletions(steps.session) - skip
+            if steps.only is not None:
+                self.left_out &= {steps.only}
+            for schema, table in sorted(self.left_out):
+                steps.log(
+                    f"{step}: leaves out {schema}.{table}: its inlined deletions are not flushed"
+                )
+
+    def flush(self, table: TableName | None) -> None:
+        """Flush ``table`` (every table: None) before its rewrite, if this
+        pass flushes it; a conflict on every attempt defers the rewrite too."""
+        if not self.flushes:
+            return
+        own = self.steps.per_table.get(FLUSH)
+        if own and table in own and not own[table].enabled:
+            return
+        what = "every table" if table is None else f"{table[0]}.{table[1]}"
+        rows = self.steps.with_retry(
+            f"flush {what} before its rewrite",
+            lambda: self.steps.call(FLUSH, ("rows_flushed",), {}, scope=table),
+        )
+        self.flushed += sum(int(r[0]) for r in rows)
+        self.calls += 1
+
+    def said(self) -> str:
+        out = ""
+        if self.calls:  # DuckLake counts the inserted rows it flushed, not deletions
+            out = f"; flushed inlined data first ({self.flushed} inserted rows)"
+        if self.left_out:
+            names = ", ".join(f"{s}.{t}" for s, t in sorted(self.left_out))
+            out += (
+                f"; left out {names}: their inlined deletions are not flushed (this pass does "
+                "not flush), and DuckLake 1.5.5 would leave them to a later flush that makes "
+                "time travel count the rewritten files twice"
+            )
+        return out
