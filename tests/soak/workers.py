@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import resource
 import sys
 import time
@@ -209,7 +210,28 @@ def _close(session: Any) -> None:
         print(f"close failed: {_error(exc)}", file=sys.stderr, flush=True)
 
 
-def record_failure(op: Operation, exc: Exception) -> bool:
+_SAME_KEYS = re.compile(r"commit log slot (\d+): txn \S+ changed the same keys")
+
+
+def _slot_winner(session: Any, message: str) -> str:
+    """What the slot a commit lost to holds (read at once, before the fold
+    truncates it): each change set's txn, what it made, and its key kinds."""
+    match = _SAME_KEYS.search(message)
+    if match is None:
+        return ""
+    try:
+        sets = session.lake.log.read(int(match.group(1))) or []
+    except Exception as exc:  # noqa: BLE001 - a diagnostic
+        return f"unreadable ({_error(exc)})"
+    return "; ".join(
+        f"txn {cs.txn_id} snapshot={cs.mints_snapshot} {cs.changes_made!r} "
+        f"puts {sorted({k[:2].hex() for k, _ in cs.puts})} "
+        f"deletes {sorted({k[:2].hex() for k in cs.deletes})} ranges {len(cs.ranges)}"
+        for cs in sets
+    )
+
+
+def record_failure(op: Operation, exc: Exception, session: Any = None) -> bool:
     """Set ``op``'s fate from the error its commit raised, with the message;
     True when the session may be unusable (the writer reopens it).
 
@@ -224,6 +246,8 @@ def record_failure(op: Operation, exc: Exception) -> bool:
     op.error = _error(exc)
     if isinstance(exc, ConflictError):
         op.fate, op.conflict = REFUSED, True
+        if session is not None and (held := _slot_winner(session, str(exc))):
+            op.error += f" [the slot held: {held}]"
         return False
     if isinstance(exc, duckdb.Error):
         op.fate = REFUSED
@@ -259,7 +283,7 @@ def writer(lake: str, journal_path: str, stop_path: str, index: int, seed: int) 
                 _apply(session, op, index)
             op.fate = ACK
         except Exception as exc:
-            if record_failure(op, exc):
+            if record_failure(op, exc, session):
                 _close(session)
                 session = None
                 done.reconnects += 1
