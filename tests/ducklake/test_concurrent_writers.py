@@ -303,3 +303,38 @@ def test_a_commit_refused_by_the_operation_limit_gives_the_commit_lock_back(
     with connect(url) as other:
         other.sql("INSERT INTO t VALUES (1)")
         assert other.sql("SELECT count(*) FROM t").fetchone() == (1,)
+
+
+def test_a_write_after_a_commit_rebased_past_a_status_record_and_overtaken_is_not_refused(
+    url: str,
+) -> None:
+    """A commit that found its slot taken by a head-preserving record lands
+    one slot later; reading the log to pick that record up can also read a
+    snapshot committed right after it. DuckLake's copy holds our snapshot,
+    not that one: the next statement must not take the difference for a
+    write made outside the session."""
+    with connect(url) as a, connect(url) as b:
+        a.sql("INSERT INTO t VALUES (0)")
+        real = a.lake.committer.commit
+
+        def raced(cs: ChangeSet, seq: int):  # noqa: ANN202
+            if not cs.mints_snapshot:
+                return real(cs, seq)  # the lock's own slot
+            b.refresh()
+            record = ChangeSet(
+                base=b.state.head,
+                puts=((STATUS_KEY, b"a status record"),),
+                tables=("sys/maintenance_status",),
+            )
+            b.commit_change_set(record)  # takes the slot a's commit aims at
+            committed = real(cs, seq)  # rebased one slot later
+            b.sql("INSERT INTO t VALUES (2)")  # lands before a reads the log again
+            return committed
+
+        a.lake.committer.commit = raced
+        try:
+            a.sql("INSERT INTO t VALUES (1)")
+        finally:
+            a.lake.committer.commit = real
+        a.sql("INSERT INTO t VALUES (3)")
+        assert sorted(a.sql("SELECT id FROM t").fetchall()) == [(0,), (1,), (2,), (3,)]
