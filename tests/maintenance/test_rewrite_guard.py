@@ -70,7 +70,7 @@ def test_a_rewrite_flushes_inlined_deletions_first_so_time_travel_counts_each_ro
         s.sql("CALL ducklake_flush_inlined_data('lake')")  # a later pass's flush
         assert _twice_counted(s.sql) == []
         assert s.sql("SELECT count(*) FROM t").fetchone()[0] == 1092
-        assert "flushed inlined data first" in outcome.detail, outcome.detail
+        assert "flushed main.t first (inlined deletions" in outcome.detail, outcome.detail
         assert outcome.counts["files_processed"] == 1
 
 

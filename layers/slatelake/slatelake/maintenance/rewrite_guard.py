@@ -8,11 +8,11 @@ live then; DuckLake scans a data file once per live delete file, so time
 travel to the snapshots between that deletion and the rewrite counts the
 file's rows twice. Stock DuckLake does the same on its own catalog
 (``tests/maintenance/test_rewrite_guard.py``). So a pass's rewrite first
-flushes the tables it rewrites, when the pass may flush them; when it may
-not, it leaves out the tables whose files hold inlined deletions, and says
-so. A writer's deletion that lands between that flush and the rewrite
-(each commits on its own) can still reach a rewrite: that narrow window
-stays until DuckLake carries inlined deletions through a rewrite.
+flushes the tables whose files hold inlined deletions, when the pass may
+flush them; when it may not, it leaves those tables out, and says so. A
+writer's deletion that lands after the rewrite step asked and before a
+table's rewrite (each call commits on its own) can still reach it: that
+window stays until DuckLake carries inlined deletions through a rewrite.
 """
 
 from __future__ import annotations

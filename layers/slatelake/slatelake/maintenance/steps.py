@@ -90,7 +90,7 @@ class Steps:
         self.per_table: dict[str, dict[TableName, StepConfig]] = {}
         # The one table a scoped run works on (None: every table).
         self.only: TableName | None = None
-        # Whether this pass may flush inlined data (a rewrite flushes first: rewrite_guard.py).
+        # Whether this pass flushes inlined data (a rewrite flushes first: rewrite_guard.py).
         self.may_flush = False
 
     # -- plumbing ------------------------------------------------------------
@@ -295,7 +295,7 @@ class Steps:
         capped = "max_compacted_files" in args
         own = self.per_table.get(step)
         guard = _RewriteGuard(self, step, skip)
-        if guard.left_out or (guard.flushes and self.per_table.get(FLUSH)):
+        if guard.left_out or (guard.to_flush and self.per_table.get(FLUSH)):
             per_table = True  # some tables are left out, or flush differs by table
         if not per_table and not own and self.only is None:
             guard.flush(None)
@@ -430,34 +430,36 @@ def _kept(count: int) -> str:
 
 
 class _RewriteGuard:
-    """A rewrite's flush first, or the tables it leaves out (rewrite_guard.py).
-    Nothing to do for any other step."""
+    """A rewrite's flush of the tables whose files hold inlined deletions, or
+    the tables it leaves out when it may not flush them (rewrite_guard.py).
+    Which tables is asked once, as the step starts. Nothing to do for any
+    other step."""
 
     def __init__(self, steps: Steps, step: str, skip: set[TableName]) -> None:
         self.steps = steps
-        self.flushes = step == "rewrite_data_files" and steps.may_flush
         self.flushed = self.calls = 0
+        self.to_flush: set[TableName] = set()
         self.left_out: set[TableName] = set()
-        if step == "rewrite_data_files" and not steps.may_flush:
-            self.left_out = tables_with_inlined_deletions(steps.session) - skip
-            if steps.only is not None:
-                self.left_out &= {steps.only}
-            for schema, table in sorted(self.left_out):
-                steps.log(
-                    f"{step}: leaves out {schema}.{table}: its inlined deletions are not flushed"
-                )
+        if step != "rewrite_data_files":
+            return
+        found = tables_with_inlined_deletions(steps.session) - skip
+        if steps.only is not None:
+            found &= {steps.only}
+        own = steps.per_table.get(FLUSH) or {}
+        for table in sorted(found):
+            may = steps.may_flush and (table not in own or own[table].enabled)
+            (self.to_flush if may else self.left_out).add(table)
+        for schema, table in sorted(self.left_out):
+            steps.log(f"{step}: leaves out {schema}.{table}: its inlined deletions are not flushed")
 
     def flush(self, table: TableName | None) -> None:
-        """Flush ``table`` (every table: None) before its rewrite, if this
-        pass flushes it; a conflict on every attempt defers the rewrite too."""
-        if not self.flushes:
+        """Flush ``table`` (None: every table, before a lake-wide rewrite)
+        when it is one to flush; a conflict on every attempt defers it."""
+        if not self.to_flush or (table is not None and table not in self.to_flush):
             return
-        own = self.steps.per_table.get(FLUSH)
-        if own and table in own and not own[table].enabled:
-            return
-        what = "every table" if table is None else f"{table[0]}.{table[1]}"
+        what = "the tables" if table is None else f"{table[0]}.{table[1]}"
         rows = self.steps.with_retry(
-            f"flush {what} before its rewrite",
+            f"flush {what} before the rewrite",
             lambda: self.steps.call(FLUSH, ("rows_flushed",), {}, scope=table),
         )
         self.flushed += sum(int(r[0]) for r in rows)
@@ -466,12 +468,13 @@ class _RewriteGuard:
     def said(self) -> str:
         out = ""
         if self.calls:  # DuckLake counts the inserted rows it flushed, not deletions
-            out = f"; flushed inlined data first ({self.flushed} inserted rows)"
+            names = ", ".join(f"{s}.{t}" for s, t in sorted(self.to_flush))
+            out = f"; flushed {names} first (inlined deletions; {self.flushed} inserted rows)"
         if self.left_out:
             names = ", ".join(f"{s}.{t}" for s, t in sorted(self.left_out))
             out += (
                 f"; left out {names}: their inlined deletions are not flushed (this pass does "
-                "not flush), and DuckLake 1.5.5 would leave them to a later flush that makes "
-                "time travel count the rewritten files twice"
+                "not flush them), and DuckLake 1.5.5 would leave them to a later flush that "
+                "makes time travel count the rewritten files twice"
             )
         return out
