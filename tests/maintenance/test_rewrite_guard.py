@@ -18,6 +18,7 @@ import slatelake
 from slatelake import maintenance
 from slatelake.ducklake import extensions
 from slatelake.maintenance.options import StepConfig
+from slatelake.maintenance.rewrite_guard import tables_with_inlined_deletions
 from slatelake.maintenance.steps import Steps
 
 REWRITE = StepConfig(enabled=True, params={"delete_threshold": 0.0})
@@ -70,7 +71,7 @@ def test_a_rewrite_flushes_inlined_deletions_first_so_time_travel_counts_each_ro
         s.sql("CALL ducklake_flush_inlined_data('lake')")  # a later pass's flush
         assert _twice_counted(s.sql) == []
         assert s.sql("SELECT count(*) FROM t").fetchone()[0] == 1092
-        assert "flushed main.t first (inlined deletions" in outcome.detail, outcome.detail
+        assert "flushed every table first: inlined deletions" in outcome.detail, outcome.detail
         assert outcome.counts["files_processed"] == 1
 
 
@@ -95,3 +96,33 @@ def test_a_rewrite_in_a_pass_that_does_not_flush_leaves_out_a_table_with_inlined
     assert "left out main.t: their inlined deletions are not flushed" in rewrite.detail
     assert rewrite.counts["files_processed"] == 1  # other's file, not t's
     assert report.work_pending
+
+
+def test_a_checked_maintenance_call_asks_its_check_on_the_head_with_the_lock_held(
+    tmp_path: Path,
+) -> None:
+    """The rewrite's question is asked after every commit up to the head is in
+    the session's copy, with the lock that keeps others out until the call
+    commits: a deletion another session committed a moment before is seen."""
+    url = (tmp_path / "lake").as_uri()
+    with slatelake.connect(url, data_path=f"{tmp_path / 'data'}/") as a:
+        a.sql("CREATE TABLE t (id BIGINT)")
+        a.sql("INSERT INTO t SELECT range FROM range(0, 1100)")
+        with slatelake.connect(url) as b:
+            b.sql("DELETE FROM t WHERE id < 3")  # inlined, after a's last statement
+        seen: list[set[tuple[str, str]]] = []
+
+        def check() -> str | None:
+            seen.append(tables_with_inlined_deletions(a))
+            return "inlined deletions" if seen[-1] else None
+
+        head = a.state.head.snapshot_id
+        sql = "CALL ducklake_rewrite_data_files('lake', 't', delete_threshold => 0)"
+        result, reason = a.maintain_unless(sql, check)
+        assert (result, reason) == (None, "inlined deletions")
+        assert seen == [{("main", "t")}]
+        assert a.state.head.snapshot_id == head + 1  # b's deletion, and nothing of ours
+        a.sql("CALL ducklake_flush_inlined_data('lake')")
+        result, reason = a.maintain_unless(sql, check)
+        assert reason is None and result is not None
+        assert dict(zip(result.columns, result.fetchone(), strict=True))["files_processed"] == 1

@@ -11,6 +11,8 @@ the file.
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import FrameType
 from typing import Any
@@ -136,6 +138,38 @@ class StatementFlow(CommitFlow):
             log.info("re-running a write under the commit lock after: %s", exc)
         self.refresh()
         return self._write_in_transaction(call, lock_first=True)
+
+    def maintain_unless(
+        self, query: str, check: Callable[[], str | None]
+    ) -> tuple[duckdb.DuckDBPyRelation | None, str | None]:
+        """Run one DuckLake maintenance call in autocommit, unless ``check``,
+        asked with the commit lock held and DuckLake's copy at the head, gives
+        a reason against it. Nothing can commit between the check and the
+        call's commit. Returns (the call's result, None) or (None, the reason;
+        nothing ran, the lock is given back)."""
+        if self._in_txn or self.read_only or not stmt.maintains(query):
+            raise MisconfigurationError(
+                "a checked maintenance call runs one DuckLake maintenance function in "
+                "autocommit on a writable session"
+            )
+        parsed = stmt.parse(query)
+        kinds = {st.type for st in parsed}
+        call = _Call(query, None, kinds | {_ST.CALL}, sys._getframe(1), kinds=kinds)
+        self._commit_outside_writes()
+        self.refresh()
+        self._lock_at_head()
+        try:
+            reason = check()
+        except BaseException:
+            self._lock.release(self.state)
+            raise
+        if reason is not None:
+            self._lock.release(self.state)
+            return None, reason
+        self.con.execute("BEGIN TRANSACTION")
+        result = self._run(call, holds_lock=True)
+        self._commit_transaction()
+        return result, None
 
     def _write_in_transaction(
         self, call: _Call, lock_first: bool

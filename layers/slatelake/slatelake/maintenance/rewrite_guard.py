@@ -7,12 +7,11 @@ file, live from the deletion's snapshot, beside the delete file that was
 live then; DuckLake scans a data file once per live delete file, so time
 travel to the snapshots between that deletion and the rewrite counts the
 file's rows twice. Stock DuckLake does the same on its own catalog
-(``tests/maintenance/test_rewrite_guard.py``). So a pass's rewrite first
-flushes the tables whose files hold inlined deletions, when the pass may
-flush them; when it may not, it leaves those tables out, and says so. A
-writer's deletion that lands after the rewrite step asked and before a
-table's rewrite (each call commits on its own) can still reach it: that
-window stays until DuckLake carries inlined deletions through a rewrite.
+(``tests/maintenance/test_rewrite_guard.py``). So a pass's rewrite call
+runs only when, asked with the commit lock held, no file in its scope has
+inlined deletions; otherwise the pass flushes that scope first and asks
+again, or, when it may not flush it, leaves the table out and says so.
+Nothing commits between the question and the rewrite's commit.
 """
 
 from __future__ import annotations
@@ -25,9 +24,9 @@ TableName = tuple[str, str]  # (schema, table)
 
 
 def tables_with_inlined_deletions(session: Session) -> set[TableName]:
-    """The live tables with a data file that has inlined deletions, as of the
-    session's head (two queries to count them, one to name their tables)."""
-    session.refresh()
+    """The live tables with a data file that has inlined deletions in the
+    session's copy of the catalog (two queries to count them, one to name
+    their tables); the caller brings the session to the head first."""
     _, per_file = inlined_counts(session.con)
     if not per_file:
         return set()
