@@ -16,11 +16,46 @@ Nothing commits between the question and the rewrite's commit.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any, Protocol, TypeVar
+
 from slatelake.ducklake.session import META_DB, Session
 from slatelake.ducklake.sql import ident
+from slatelake.errors import ConflictError
 from slatelake.maintenance.health import inlined_counts
+from slatelake.maintenance.options import StepConfig, Value
 
 TableName = tuple[str, str]  # (schema, table)
+FLUSH = "flush_inlined_data"
+T = TypeVar("T")
+
+
+class Steps(Protocol):
+    """What the guard uses of the steps (steps.py), which use the guard."""
+
+    session: Session
+    may_flush: bool
+    only: TableName | None
+    per_table: dict[str, dict[TableName, StepConfig]]
+    log: Callable[[str], None]
+
+    def call(
+        self,
+        function: str,
+        columns: tuple[str, ...],
+        args: dict[str, Value],
+        scope: TableName | None = None,
+    ) -> list[tuple[Any, ...]]: ...
+
+    def statement(
+        self,
+        function: str,
+        columns: tuple[str, ...],
+        args: dict[str, Value],
+        scope: TableName | None,
+    ) -> str: ...
+
+    def with_retry(self, what: str, fn: Callable[[], T]) -> T: ...
 
 
 def tables_with_inlined_deletions(session: Session) -> set[TableName]:
@@ -42,3 +77,101 @@ def tables_with_inlined_deletions(session: Session) -> set[TableName]:
         [sorted(per_file)],
     ).fetchall()
     return {(str(schema), str(table)) for schema, table in rows}
+
+
+class LeftOut(Exception):
+    """A table the rewrite leaves out: its files hold inlined deletions that
+    this pass may not flush."""
+
+
+class RewriteGuard:
+    """A rewrite never ends a file that still has inlined deletions
+    (rewrite_guard.py): each rewrite call runs only if, with the commit lock
+    held, no file in its scope has any; otherwise the scope is flushed first
+    (when the pass may flush it) and the call asked again, or the table is
+    left out. Other steps' calls pass straight through."""
+
+    ATTEMPTS = 3
+
+    def __init__(self, steps: Steps, step: str, skip: set[TableName]) -> None:
+        self.steps, self.step = steps, step
+        self.flushed = self.flushes = 0
+        self.flushed_scopes: set[str] = set()
+        self.left_out: set[TableName] = set()
+        self._own = steps.per_table.get(FLUSH) or {}
+        if step != "rewrite_data_files":
+            return
+        steps.session.refresh()
+        found = tables_with_inlined_deletions(steps.session) - skip
+        if steps.only is not None:
+            found &= {steps.only}
+        self.left_out = {t for t in found if not self._may_flush(t)}
+        for schema, table in sorted(self.left_out):
+            steps.log(f"{step}: leaves out {schema}.{table}: its inlined deletions are not flushed")
+
+    @property
+    def lake_wide(self) -> bool:
+        """Whether one lake-wide call may serve: every table flushes alike."""
+        return self.step != "rewrite_data_files" or (self.steps.may_flush and not self._own)
+
+    def _may_flush(self, table: TableName) -> bool:
+        return self.steps.may_flush and (table not in self._own or self._own[table].enabled)
+
+    def call(
+        self, cols: tuple[str, ...], args: dict[str, Value], table: TableName | None
+    ) -> list[tuple[Any, ...]]:
+        steps = self.steps
+        if self.step != "rewrite_data_files":
+            return steps.call(self.step, cols, args, scope=table)
+        sql = steps.statement(self.step, cols, args, table)
+        for _ in range(self.ATTEMPTS):
+            result, reason = steps.session.maintain_unless(sql, lambda: self._unflushed(table))
+            if reason is None:
+                return result.fetchall() if result is not None else []
+            if table is not None and not self._may_flush(table):
+                raise LeftOut(reason)
+            self._flush(table)
+        raise ConflictError(
+            f"rewrite_data_files: inlined deletions kept arriving in {self._name(table)} "
+            f"between {self.ATTEMPTS} flushes and the rewrite; nothing was rewritten, run it again"
+        )
+
+    def _unflushed(self, table: TableName | None) -> str | None:
+        """Asked under the commit lock, on the head: why the call may not run."""
+        found = tables_with_inlined_deletions(self.steps.session)
+        if table is not None:
+            found &= {table}
+        if not found:
+            return None
+        names = ", ".join(f"{s}.{t}" for s, t in sorted(found))
+        return f"inlined deletions in {names} are not flushed"
+
+    def _flush(self, table: TableName | None) -> None:
+        rows = self.steps.with_retry(
+            f"flush {self._name(table)} before the rewrite",
+            lambda: self.steps.call(FLUSH, ("rows_flushed",), {}, scope=table),
+        )
+        self.flushed += sum(int(r[0]) for r in rows)
+        self.flushes += 1
+        self.flushed_scopes.add(self._name(table))
+
+    @staticmethod
+    def _name(table: TableName | None) -> str:
+        return "every table" if table is None else f"{table[0]}.{table[1]}"
+
+    def said(self) -> str:
+        out = ""
+        if self.flushes:  # DuckLake counts the inserted rows it flushed, not deletions
+            names = ", ".join(sorted(self.flushed_scopes))
+            out = (
+                f"; flushed {names} first: inlined deletions "
+                f"({self.flushes} flushes, {self.flushed} inserted rows)"
+            )
+        if self.left_out:
+            names = ", ".join(f"{s}.{t}" for s, t in sorted(self.left_out))
+            out += (
+                f"; left out {names}: their inlined deletions are not flushed (this pass does "
+                "not flush them), and DuckLake 1.5.5 would leave them to a later flush that "
+                "makes time travel count the rewritten files twice"
+            )
+        return out

@@ -44,14 +44,13 @@ from slatelake.errors import (
 )
 from slatelake.maintenance import holds, reclaim
 from slatelake.maintenance.options import Instant, Interval, StepConfig, Value, Versions
-from slatelake.maintenance.rewrite_guard import TableName, tables_with_inlined_deletions
+from slatelake.maintenance.rewrite_guard import LeftOut, RewriteGuard, TableName
 
 T = TypeVar("T")
 # A recognized conflict reruns the call: 3 attempts, waiting 100 ms then 200 ms.
 RETRY_ATTEMPTS = 3
 RETRY_BACKOFF = Backoff(first_s=0.1, factor=2.0, cap_s=0.2, jitter=0.0)
 EXPIRE_BATCH = 64
-FLUSH = "flush_inlined_data"
 
 
 @dataclass
@@ -294,7 +293,7 @@ class Steps:
         cols = ("files_processed", "files_created")
         capped = "max_compacted_files" in args
         own = self.per_table.get(step)
-        guard = _RewriteGuard(self, step, skip)
+        guard = RewriteGuard(self, step, skip)
         if guard.left_out or not guard.lake_wide:
             per_table = True  # some tables are left out, or may not be flushed alike
         if not per_table and not own and self.only is None:
@@ -326,7 +325,7 @@ class Steps:
                     f"{step} {table[1]}",
                     lambda t=table, a=mine: guard.call(cols, a, t),
                 )
-            except _LeftOut as why:
+            except LeftOut as why:
                 guard.left_out.add(table)
                 self.log(f"{step}: leaves out {table[0]}.{table[1]}: {why}")
                 continue
@@ -429,103 +428,3 @@ def _unanswered(step: str, deleted: int, failed: list[FailedRequest]) -> StoreEr
 
 def _kept(count: int) -> str:
     return f"; {count} kept by retention holds" if count else ""
-
-
-class _LeftOut(Exception):
-    """A table the rewrite leaves out: its files hold inlined deletions that
-    this pass may not flush."""
-
-
-class _RewriteGuard:
-    """A rewrite never ends a file that still has inlined deletions
-    (rewrite_guard.py): each rewrite call runs only if, with the commit lock
-    held, no file in its scope has any; otherwise the scope is flushed first
-    (when the pass may flush it) and the call asked again, or the table is
-    left out. Other steps' calls pass straight through."""
-
-    ATTEMPTS = 3
-
-    def __init__(self, steps: Steps, step: str, skip: set[TableName]) -> None:
-        self.steps, self.step = steps, step
-        self.flushed = self.flushes = 0
-        self.flushed_tables: set[TableName] = set()
-        self.left_out: set[TableName] = set()
-        self._own = steps.per_table.get(FLUSH) or {}
-        if step != "rewrite_data_files":
-            return
-        steps.session.refresh()
-        found = tables_with_inlined_deletions(steps.session) - skip
-        if steps.only is not None:
-            found &= {steps.only}
-        self.left_out = {t for t in found if not self._may_flush(t)}
-        for schema, table in sorted(self.left_out):
-            steps.log(f"{step}: leaves out {schema}.{table}: its inlined deletions are not flushed")
-
-    @property
-    def lake_wide(self) -> bool:
-        """Whether one lake-wide call may serve: every table flushes alike."""
-        return self.step != "rewrite_data_files" or (self.steps.may_flush and not self._own)
-
-    def _may_flush(self, table: TableName) -> bool:
-        return self.steps.may_flush and (table not in self._own or self._own[table].enabled)
-
-    def call(
-        self, cols: tuple[str, ...], args: dict[str, Value], table: TableName | None
-    ) -> list[tuple[Any, ...]]:
-        steps = self.steps
-        if self.step != "rewrite_data_files":
-            return steps.call(self.step, cols, args, scope=table)
-        sql = steps.statement(self.step, cols, args, table)
-        for _ in range(self.ATTEMPTS):
-            result, reason = steps.session.maintain_unless(sql, lambda: self._unflushed(table))
-            if reason is None:
-                return result.fetchall() if result is not None else []
-            if table is not None and not self._may_flush(table):
-                raise _LeftOut(reason)
-            self._flush(table)
-        raise ConflictError(
-            f"rewrite_data_files: inlined deletions kept arriving in {self._name(table)} "
-            f"between {self.ATTEMPTS} flushes and the rewrite; nothing was rewritten, run it again"
-        )
-
-    def _unflushed(self, table: TableName | None) -> str | None:
-        """Asked under the commit lock, on the head: why the call may not run."""
-        found = tables_with_inlined_deletions(self.steps.session)
-        if table is not None:
-            found &= {table}
-        if not found:
-            return None
-        names = ", ".join(f"{s}.{t}" for s, t in sorted(found))
-        return f"inlined deletions in {names} are not flushed"
-
-    def _flush(self, table: TableName | None) -> None:
-        rows = self.steps.with_retry(
-            f"flush {self._name(table)} before the rewrite",
-            lambda: self.steps.call(FLUSH, ("rows_flushed",), {}, scope=table),
-        )
-        self.flushed += sum(int(r[0]) for r in rows)
-        self.flushes += 1
-        self.flushed_tables.add(table or ("*", "*"))
-
-    @staticmethod
-    def _name(table: TableName | None) -> str:
-        return "every table" if table is None else f"{table[0]}.{table[1]}"
-
-    def said(self) -> str:
-        out = ""
-        if self.flushes:  # DuckLake counts the inserted rows it flushed, not deletions
-            names = ", ".join(
-                self._name(None if t == ("*", "*") else t) for t in sorted(self.flushed_tables)
-            )
-            out = (
-                f"; flushed {names} first: inlined deletions "
-                f"({self.flushes} flushes, {self.flushed} inserted rows)"
-            )
-        if self.left_out:
-            names = ", ".join(f"{s}.{t}" for s, t in sorted(self.left_out))
-            out += (
-                f"; left out {names}: their inlined deletions are not flushed (this pass does "
-                "not flush them), and DuckLake 1.5.5 would leave them to a later flush that "
-                "makes time travel count the rewritten files twice"
-            )
-        return out
