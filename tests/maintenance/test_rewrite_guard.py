@@ -126,3 +126,40 @@ def test_a_checked_maintenance_call_asks_its_check_on_the_head_with_the_lock_hel
         result, reason = a.maintain_unless(sql, check)
         assert reason is None and result is not None
         assert dict(zip(result.columns, result.fetchone(), strict=True))["files_processed"] == 1
+
+
+def test_a_deletion_committed_as_the_rewrite_reaches_its_table_is_flushed_before_the_rewrite(
+    tmp_path: Path,
+) -> None:
+    """A writer's inlined deletion lands after the pass's flush step and just
+    before the rewrite calls DuckLake for that table (forced through the
+    pass's own progress line): the rewrite still never ends a file that
+    holds it."""
+    url = (tmp_path / "lake").as_uri()
+    with slatelake.connect(url, data_path=f"{tmp_path / 'data'}/") as s:
+        _deletions_pending(s.sql)
+    writer = slatelake.connect(url)
+    landed: list[str] = []
+
+    def on_progress(message: str, _figures: dict[str, float]) -> None:
+        if message.startswith("rewrite_data_files: main.t") and not landed:
+            writer.sql("DELETE FROM t WHERE id >= 200 AND id < 202")  # inlined
+            landed.append(message)
+
+    options = {
+        "MAINTENANCE_FLUSH_INLINED_DATA": "true",
+        "MAINTENANCE_REWRITE_DATA_FILES_DELETE_THRESHOLD": "0",
+        "MAINTENANCE_TABLE_BATCHES": "true",
+    }
+    try:
+        report = maintenance.run(url, options, on_progress=on_progress)
+    finally:
+        writer.close()
+    with slatelake.connect(url) as s:
+        s.sql("CALL ducklake_flush_inlined_data('lake')")  # a later pass's flush
+        assert _twice_counted(s.sql) == []
+        assert s.sql("SELECT count(*) FROM t").fetchone()[0] == 1090
+    assert landed, "the deletion was never injected"
+    rewrite = report.step("rewrite_data_files")
+    assert rewrite.counts["files_processed"] == 1, rewrite.detail
+    assert "flushed main.t first: inlined deletions" in rewrite.detail, rewrite.detail
