@@ -20,7 +20,9 @@ Then everything stops, and ``check.py`` opens the lake fresh, with no proxy,
 and holds it to the writers' journals. The last two lines on stdout are a
 line of figures for people and one JSON object. Exit status: 0 when the
 oracle found nothing; 1 when it found lost, doubled, refused-but-present,
-undeleted or phantom rows, an unreadable or wrong retained snapshot, or a
+undeleted or phantom rows, an unreadable or wrong retained snapshot, a
+reader's read that saw an id twice or a data file with two delete files
+live at one snapshot, or a
 ConflictError raised to a writer on work that only appended, other than
 DuckLake's own refusal of an insert over a delete (``conflicts_nonconflicting``;
 ``--allow-conflicts`` reports those without failing); 2 when the soak could
@@ -359,6 +361,9 @@ def _figures(run: Run, verdict: dict[str, Any] | None, seconds: float) -> dict[s
     out.update(figures.reads(s.workdir, peaks))
     if out["reads_doubled"] and out.get("violations") is not None:
         out["violations"]["reads_doubled"] = out["reads_doubled"]  # a wrong answer, however brief
+    if out["twin_delete_file_samples"] and out.get("violations") is not None:
+        # two delete files live at once on a data file: time travel there reads it twice
+        out["violations"]["twin_delete_files"] = len(out["twin_delete_file_samples"])
     out["holder_restarts"] = run.holder_restarts
     out["phase_seconds"] = run.phases
     out["holder_exit_codes"] = run.holder_exits
