@@ -10,6 +10,7 @@ the fault proxy, local files, SlateDB, DuckDB with DuckLake.
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -29,6 +30,7 @@ from slatelake.log.slots import SlotLog
 from slatelake.store.db import open_reader, open_writer
 from slatelake.store.location import LakeLocation
 from slatelake.store.objects import ObjectClient
+from slatelake.store.reachable import require_answers
 from slatelake.store.refusal import SLATEDB_DIRS, refused_under
 from tests.faults.proxy import FaultProxy, FaultRule
 from tests.store.faulty_s3 import s3_endpoint
@@ -223,6 +225,33 @@ def test_the_permission_probe_writes_nothing_and_a_store_that_does_not_answer_se
     proxy.add(FaultRule(method="GET", prefix="store/compacted/", kind="403", times=None))
     refusal = refused_under(s3_lake, folders)
     assert refusal is not None and f"GET {s3_lake.url}/store/compacted/" in str(refusal)
+
+
+@pytest.mark.timeout(90)
+def test_a_data_path_that_holds_every_request_fails_the_probe_within_its_bound_and_touches_nothing(
+    proxy: FaultProxy, s3_lake: LakeLocation, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before a DuckLake call whose requests no deadline reaches, the data
+    path is asked once: any answer (a refusal too) lets the call start, a
+    one-off stall is asked again, a store that holds the request fails it
+    typed within two bounds."""
+    monkeypatch.setenv("SLATELAKE_STORE_TIMEOUT_S", "2")
+    data = LakeLocation.parse(f"{s3_lake.url}/data", what="data path", lake=False)
+    require_answers(data, ("LIST", "GET", "HEAD", "PUT"), before="merge_adjacent_files")
+    assert list(ObjectClient(s3_lake).list(f"{s3_lake.root}/")) == []  # nothing written
+    proxy.add(FaultRule(method="PUT", prefix="data/", kind="delay", delay_s=3.0, times=1))
+    require_answers(data, ("PUT",), before="merge_adjacent_files")  # stalled once, asked again
+    proxy.clear()
+    proxy.add(FaultRule(method="PUT", prefix="data/", kind="403", times=None))
+    require_answers(data, ("PUT",), before="rewrite_data_files")  # an answer: the call judges it
+    proxy.clear()
+    proxy.add(FaultRule(method="HEAD", prefix="data/", kind="delay", delay_s=5.0, times=None))
+    started = time.monotonic()
+    error = _error(lambda: require_answers(data, ("HEAD",), before="delete_orphaned_files"))
+    assert type(error) is StoreUnavailableError and error.retryable, error
+    assert time.monotonic() - started < 2 * 2.0 + 1.5  # two tries of the 2 s bound
+    assert_one_readable_line(error, "delete_orphaned_files: not started", f"HEAD {data.url}/")
+    assert list(ObjectClient(s3_lake).list(f"{s3_lake.root}/")) == []
 
 
 # -- local files ---------------------------------------------------------------------------------

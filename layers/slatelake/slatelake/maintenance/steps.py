@@ -28,6 +28,7 @@ from typing import Any, TypeVar
 
 import duckdb
 
+from slatelake.ducklake.attach_options import stored_data_path
 from slatelake.ducklake.request_log import FailedRequest
 from slatelake.ducklake.session import Session
 from slatelake.ducklake.sql import ident, literal
@@ -35,6 +36,7 @@ from slatelake.errors import (
     Backoff,
     ConflictError,
     HeldSnapshotError,
+    MisconfigurationError,
     OperationLimitError,
     PermissionDeniedError,
     StepFailed,
@@ -45,6 +47,8 @@ from slatelake.errors import (
 from slatelake.maintenance import holds, reclaim
 from slatelake.maintenance.options import Instant, Interval, StepConfig, Value, Versions
 from slatelake.maintenance.rewrite_guard import LeftOut, RewriteGuard, TableName
+from slatelake.store.location import LakeLocation
+from slatelake.store.reachable import require_answers
 
 T = TypeVar("T")
 # A recognized conflict reruns the call: 3 attempts, waiting 100 ms then 200 ms.
@@ -91,6 +95,8 @@ class Steps:
         self.only: TableName | None = None
         # Whether this pass flushes inlined data (a rewrite flushes first: rewrite_guard.py).
         self.may_flush = False
+        # The data path's parsed location, kept for its object-store client.
+        self._data_path: tuple[str, LakeLocation] | None = None
 
     # -- plumbing ------------------------------------------------------------
     @staticmethod
@@ -292,6 +298,7 @@ class Steps:
         args = dict(cfg.params)
         cols = ("files_processed", "files_created")
         capped = "max_compacted_files" in args
+        self.data_path_answers(step, ("PUT",))  # its uploads take no deadline of ours
         own = self.per_table.get(step)
         guard = RewriteGuard(self, step, skip)
         if guard.left_out or not guard.lake_wide:
@@ -355,6 +362,8 @@ class Steps:
         if params.get("dry_run") is True:
             rows = self.dry_call(step, ("path",), params)
             return StepOutcome(f"would delete {len(rows)} files (dry run)", dry_run=True)
+        if step == "delete_orphaned_files":
+            self.data_path_answers(step, ("HEAD",))  # it HEADs file after file, uncut
         sizes = self._sizes(step, params) if step == "cleanup_old_files" else None
         with self.session.watch_requests() as watch:
             rows = self.call(step, ("path",), params)
@@ -379,6 +388,22 @@ class Steps:
         except duckdb.Error as exc:
             self.log(f"{step}: the files to delete were not sized ({exc})")
             return None
+
+    def data_path_answers(self, step: str, ops: tuple[str, ...]) -> None:
+        """Before a DuckLake call whose requests no deadline of ours bounds:
+        the data path answers ``ops`` now, or the step fails typed without
+        starting (store/reachable.py)."""
+        path = stored_data_path(self.session.state)
+        if path is None or not path.startswith("s3://"):
+            return
+        if self._data_path is None or self._data_path[0] != path:
+            try:
+                where = LakeLocation.parse(path, what="data path", lake=False)
+            except MisconfigurationError as exc:  # DuckDB's spelling, not ours: no probe
+                self.log(f"{step}: the data path is not asked first ({exc})")
+                return
+            self._data_path = (path, where)
+        require_answers(self._data_path[1], ops, before=step)
 
     def tables_for(self, step: str, skip: set[TableName]) -> list[TableName]:
         """The tables a per-table step calls (the scoped one alone, if any),

@@ -80,9 +80,10 @@ _DAMAGED = (
     "part fetch size check failed",
 )
 # How a request failed without an HTTP answer, in the words of the text.
+TIMED_OUT = "the request timed out"
 _TRANSPORT = (
-    ("timed out", "the request timed out"),
-    ("timeout", "the request timed out"),
+    ("timed out", TIMED_OUT),
+    ("timeout", TIMED_OUT),
     ("connection refused", "the connection was refused"),
     ("connection reset", "the connection was reset"),
     ("connection closed", "the connection was closed before an answer"),

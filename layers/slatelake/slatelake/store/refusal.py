@@ -53,7 +53,7 @@ def refused_under(
     limit = min(PROBE_TIMEOUT_S, _bindings.store_timeout_s())
     for prefix in prefixes:
         key = prefix + PROBE_KEY
-        for op, call in _probes(store, key):
+        for op, call in probe_requests(store, key, ("LIST", "GET", "PUT")):
             try:
                 _bindings.run(call(), limit)
             except _ALLOWED:
@@ -67,7 +67,12 @@ def refused_under(
     return None
 
 
-def _probes(store: Any, key: str) -> list[tuple[str, Callable[[], Coroutine]]]:
+def probe_requests(
+    store: Any, key: str, ops: Iterable[str]
+) -> list[tuple[str, Callable[[], Coroutine]]]:
+    """The requests that ask about ``key`` without touching anything, by
+    method: LIST (the key as prefix), GET, HEAD, PUT with ``If-Match``."""
+
     async def listing() -> None:
         with contextlib.suppress(StopAsyncIteration):  # nothing listed: allowed
             await obstore.list(store, key, chunk_size=1).__anext__()
@@ -75,9 +80,13 @@ def _probes(store: Any, key: str) -> list[tuple[str, Callable[[], Coroutine]]]:
     async def reading() -> None:
         await obstore.get_async(store, key)
 
+    async def heading() -> None:
+        await obstore.head_async(store, key)
+
     async def writing() -> None:  # If-Match on an absent key: never lands
         await obstore.put_async(store, key, b"", mode={"e_tag": PROBE_KEY})
-        # it landed: a store that ignores If-Match; take it out of SlateDB's folder
+        # it landed: a store that ignores If-Match; take the empty object out again
         await obstore.delete_async(store, key)
 
-    return [("LIST", listing), ("GET", reading), ("PUT", writing)]
+    calls = {"LIST": listing, "GET": reading, "HEAD": heading, "PUT": writing}
+    return [(op, calls[op]) for op in ops]
