@@ -12,6 +12,7 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+import duckdb
 import pytest
 
 from slatelake.catalog.commit_lock import WAIT_ENV
@@ -338,3 +339,20 @@ def test_a_write_after_a_commit_rebased_past_a_status_record_and_overtaken_is_no
             a.lake.committer.commit = real
         a.sql("INSERT INTO t VALUES (3)")
         assert sorted(a.sql("SELECT id FROM t").fetchall()) == [(0,), (1,), (2,), (3,)]
+
+
+def test_a_maintenance_call_whose_begin_fails_gives_the_commit_lock_back(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A maintenance call takes the lock before its BEGIN; a BEGIN DuckDB
+    refuses (a transaction opened behind the session's back) must not leave
+    the lock standing for its TTL."""
+    with connect(url) as session:
+        session.con.execute("BEGIN TRANSACTION")
+        with pytest.raises(duckdb.TransactionException, match="transaction"):
+            session.sql("CALL ducklake_flush_inlined_data('lake')")
+        session.con.execute("ROLLBACK")
+    monkeypatch.setenv(WAIT_ENV, "1s")  # a lock left standing: refused in a second
+    with connect(url) as other:
+        other.sql("INSERT INTO t VALUES (1)")
+        assert other.sql("SELECT count(*) FROM t").fetchone() == (1,)

@@ -166,7 +166,7 @@ class StatementFlow(CommitFlow):
         if reason is not None:
             self._lock.release(self.state)
             return None, reason
-        self.con.execute("BEGIN TRANSACTION")
+        self._begin(holds_lock=True)
         result = self._run(call, holds_lock=True)
         self._commit_transaction()
         return result, None
@@ -176,10 +176,19 @@ class StatementFlow(CommitFlow):
     ) -> duckdb.DuckDBPyRelation | None:
         if lock_first:
             self._lock_at_head()
-        self.con.execute("BEGIN TRANSACTION")
+        self._begin(holds_lock=lock_first)
         result = self._run(call, holds_lock=lock_first)
         self._commit_transaction()
         return result
+
+    def _begin(self, holds_lock: bool) -> None:
+        """BEGIN; a lock taken for this write goes back if even that fails."""
+        try:
+            self.con.execute("BEGIN TRANSACTION")
+        except BaseException:
+            if holds_lock:
+                self._lock.release(self.state)
+            raise
 
     def _run(self, call: _Call, holds_lock: bool = False) -> duckdb.DuckDBPyRelation | None:
         """Run a write; its result is materialized before anything commits."""
