@@ -11,6 +11,7 @@ the rewrite scans the file once per live delete file.
 
 from __future__ import annotations
 
+import re
 import threading
 from pathlib import Path
 
@@ -163,3 +164,32 @@ def test_a_deletion_committed_as_the_rewrite_reaches_its_table_is_flushed_before
     rewrite = report.step("rewrite_data_files")
     assert rewrite.counts["files_processed"] == 1, rewrite.detail
     assert "flushed main.t first: inlined deletions" in rewrite.detail, rewrite.detail
+
+
+def test_asking_one_table_for_inlined_deletions_reads_that_tables_alone(tmp_path: Path) -> None:
+    """With TABLE_BATCHES the guard asks before every table's rewrite: the
+    question must cost that table, not the lake (no listing of the
+    database's tables, no other table's inlined deletions read)."""
+    with slatelake.connect((tmp_path / "lake").as_uri(), data_path=f"{tmp_path}/d/") as s:
+        for name in ("a", "b", "c"):
+            s.sql(f"CREATE TABLE {name} (id BIGINT)")
+            s.sql(f"INSERT INTO {name} SELECT range FROM range(0, 1100)")
+            s.sql(f"DELETE FROM {name} WHERE id < 3")  # inlined: under DuckLake's row limit
+        assert tables_with_inlined_deletions(s) == {("main", "a"), ("main", "b"), ("main", "c")}
+        real, asked = s.con, []
+
+        class Counting:
+            def execute(self, query: str, *args: object) -> object:
+                asked.append(" ".join(query.split()))
+                return real.execute(query, *args)
+
+        s.con = Counting()  # type: ignore[assignment]
+        try:
+            found = tables_with_inlined_deletions(s, ("main", "b"))
+        finally:
+            s.con = real
+        assert found == {("main", "b")}
+        text = " ".join(asked)
+        assert "duckdb_tables" not in text, asked
+        assert len(set(re.findall(r"ducklake_inlined_delete_\d+", text))) == 1, asked
+        assert tables_with_inlined_deletions(s, ("main", "absent")) == set()

@@ -19,10 +19,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
+from slatelake.catalog import registry
 from slatelake.ducklake.session import META_DB, Session
 from slatelake.ducklake.sql import ident
 from slatelake.errors import ConflictError
-from slatelake.maintenance.health import inlined_counts
 from slatelake.maintenance.options import StepConfig, Value
 
 TableName = tuple[str, str]  # (schema, table)
@@ -58,23 +58,42 @@ class Steps(Protocol):
     def with_retry(self, what: str, fn: Callable[[], T]) -> T: ...
 
 
-def tables_with_inlined_deletions(session: Session) -> set[TableName]:
-    """The live tables with a data file that has inlined deletions in the
-    session's copy of the catalog (two queries to count them, one to name
-    their tables); the caller brings the session to the head first."""
-    _, per_file = inlined_counts(session.con)
-    if not per_file:
+def tables_with_inlined_deletions(
+    session: Session, only: TableName | None = None
+) -> set[TableName]:
+    """The live tables (``only``, when given, or any) with a data file that
+    has inlined deletions in the session's copy of the catalog; the caller
+    brings the session to the head first. One query, over the inlined-delete
+    tables the session's state lists (``ducklake_inlined_delete_<table id>``),
+    just the one for ``only``: a per-table rewrite costs its table, and
+    nothing lists the database's tables (that walks DuckLake's catalog)."""
+    meta = ident(META_DB)
+    deletes = [registry.inline_table(n) for n in sorted(session.state.inline_names())]
+    names = [t.name for t in deletes if t and t.row_kind == registry.INLINE_DELETE_ROW_KIND]
+    if only is not None:
+        row = session.con.execute(
+            f"""
+            SELECT t.table_id FROM {meta}.ducklake_table t
+            JOIN {meta}.ducklake_schema s ON s.schema_id = t.schema_id
+            WHERE s.schema_name = ? AND t.table_name = ?
+              AND t.end_snapshot IS NULL AND s.end_snapshot IS NULL
+            """,
+            list(only),
+        ).fetchone()
+        wanted = (int(row[0]),) if row is not None else None
+        names = [n for n in names if (t := registry.inline_table(n)) and t.ids == wanted]
+    if not names:
         return set()
+    pending = " UNION ALL ".join(f"SELECT file_id FROM {meta}.{ident(n)}" for n in names)
     rows = session.con.execute(
         f"""
         SELECT DISTINCT s.schema_name, t.table_name
-        FROM {ident(META_DB)}.ducklake_data_file f
-        JOIN {ident(META_DB)}.ducklake_table t USING (table_id)
-        JOIN {ident(META_DB)}.ducklake_schema s ON s.schema_id = t.schema_id
+        FROM {meta}.ducklake_data_file f
+        JOIN {meta}.ducklake_table t USING (table_id)
+        JOIN {meta}.ducklake_schema s ON s.schema_id = t.schema_id
         WHERE f.end_snapshot IS NULL AND t.end_snapshot IS NULL AND s.end_snapshot IS NULL
-          AND list_contains(CAST(? AS BIGINT[]), f.data_file_id)
-        """,
-        [sorted(per_file)],
+          AND f.data_file_id IN ({pending})
+        """
     ).fetchall()
     return {(str(schema), str(table)) for schema, table in rows}
 
@@ -102,9 +121,7 @@ class RewriteGuard:
         if step != "rewrite_data_files":
             return
         steps.session.refresh()
-        found = tables_with_inlined_deletions(steps.session) - skip
-        if steps.only is not None:
-            found &= {steps.only}
+        found = tables_with_inlined_deletions(steps.session, steps.only) - skip
         self.left_out = {t for t in found if not self._may_flush(t)}
         for schema, table in sorted(self.left_out):
             steps.log(f"{step}: leaves out {schema}.{table}: its inlined deletions are not flushed")
@@ -138,9 +155,7 @@ class RewriteGuard:
 
     def _unflushed(self, table: TableName | None) -> str | None:
         """Asked under the commit lock, on the head: why the call may not run."""
-        found = tables_with_inlined_deletions(self.steps.session)
-        if table is not None:
-            found &= {table}
+        found = tables_with_inlined_deletions(self.steps.session, table)
         if not found:
             return None
         names = ", ".join(f"{s}.{t}" for s, t in sorted(found))
