@@ -74,6 +74,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("slatelake/ducklake/change_scope.py", "listed"): "int() per table id",
     ("slatelake/ducklake/change_scope.py", "new"): "a comparison with an int()",
     ("slatelake/maintenance/dry_run.py", "table_targets_sql()"): "a fixed CTE built with ident()",
+    ("slatelake/maintenance/rewrite_guard.py", "pending"): "a SELECT over ident() per table",
     ("slatelake/maintenance/health.py", "table_targets_sql()"): "a fixed CTE built with ident()",
     ("slatelake/ducklake/catalog_db.py", "values"): "literal()/int() per value (_value_sql)",
     # DDL and loaders: names through ident(); types are the registry's constants,

@@ -67,14 +67,13 @@ def tables_with_inlined_deletions(
     tables the session's state lists (``ducklake_inlined_delete_<table id>``),
     just the one for ``only``: a per-table rewrite costs its table, and
     nothing lists the database's tables (that walks DuckLake's catalog)."""
-    meta = ident(META_DB)
     deletes = [registry.inline_table(n) for n in sorted(session.state.inline_names())]
     names = [t.name for t in deletes if t and t.row_kind == registry.INLINE_DELETE_ROW_KIND]
     if only is not None:
         row = session.con.execute(
             f"""
-            SELECT t.table_id FROM {meta}.ducklake_table t
-            JOIN {meta}.ducklake_schema s ON s.schema_id = t.schema_id
+            SELECT t.table_id FROM {ident(META_DB)}.ducklake_table t
+            JOIN {ident(META_DB)}.ducklake_schema s ON s.schema_id = t.schema_id
             WHERE s.schema_name = ? AND t.table_name = ?
               AND t.end_snapshot IS NULL AND s.end_snapshot IS NULL
             """,
@@ -84,13 +83,13 @@ def tables_with_inlined_deletions(
         names = [n for n in names if (t := registry.inline_table(n)) and t.ids == wanted]
     if not names:
         return set()
-    pending = " UNION ALL ".join(f"SELECT file_id FROM {meta}.{ident(n)}" for n in names)
+    pending = " UNION ALL ".join(f"SELECT file_id FROM {ident(META_DB)}.{ident(n)}" for n in names)
     rows = session.con.execute(
         f"""
         SELECT DISTINCT s.schema_name, t.table_name
-        FROM {meta}.ducklake_data_file f
-        JOIN {meta}.ducklake_table t USING (table_id)
-        JOIN {meta}.ducklake_schema s ON s.schema_id = t.schema_id
+        FROM {ident(META_DB)}.ducklake_data_file f
+        JOIN {ident(META_DB)}.ducklake_table t USING (table_id)
+        JOIN {ident(META_DB)}.ducklake_schema s ON s.schema_id = t.schema_id
         WHERE f.end_snapshot IS NULL AND t.end_snapshot IS NULL AND s.end_snapshot IS NULL
           AND f.data_file_id IN ({pending})
         """
