@@ -67,8 +67,8 @@ def tables_with_inlined_deletions(
     tables the session's state lists (``ducklake_inlined_delete_<table id>``),
     just the one for ``only``: a per-table rewrite costs its table, and
     nothing lists the database's tables (that walks DuckLake's catalog)."""
-    deletes = [registry.inline_table(n) for n in sorted(session.state.inline_names())]
-    names = [t.name for t in deletes if t and t.row_kind == registry.INLINE_DELETE_ROW_KIND]
+    tables = (registry.inline_table(n) for n in sorted(session.state.inline_names()))
+    deletes = [t for t in tables if t and t.row_kind == registry.INLINE_DELETE_ROW_KIND]
     if only is not None:
         row = session.con.execute(
             f"""
@@ -80,10 +80,12 @@ def tables_with_inlined_deletions(
             list(only),
         ).fetchone()
         wanted = (int(row[0]),) if row is not None else None
-        names = [n for n in names if (t := registry.inline_table(n)) and t.ids == wanted]
-    if not names:
+        deletes = [t for t in deletes if t.ids == wanted]
+    if not deletes:
         return set()
-    pending = " UNION ALL ".join(f"SELECT file_id FROM {ident(META_DB)}.{ident(n)}" for n in names)
+    pending = " UNION ALL ".join(
+        f"SELECT file_id FROM {ident(META_DB)}.{ident(t.name)}" for t in deletes
+    )
     rows = session.con.execute(
         f"""
         SELECT DISTINCT s.schema_name, t.table_name

@@ -29,6 +29,7 @@ from typing import Any, TypeVar
 import duckdb
 
 from slatelake.ducklake.attach_options import stored_data_path
+from slatelake.ducklake.guard import data_location
 from slatelake.ducklake.request_log import FailedRequest
 from slatelake.ducklake.session import Session
 from slatelake.ducklake.sql import ident, literal
@@ -398,7 +399,7 @@ class Steps:
             return
         if self._data_path is None or self._data_path[0] != path:
             try:
-                where = LakeLocation.parse(path, what="data path", lake=False)
+                where = data_location(path)
             except MisconfigurationError as exc:  # DuckDB's spelling, not ours: no probe
                 self.log(f"{step}: the data path is not asked first ({exc})")
                 return
