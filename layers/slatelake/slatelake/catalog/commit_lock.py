@@ -116,15 +116,21 @@ class CommitLock:
     def held(self) -> bool:
         return self.token is not None
 
-    def acquire(self, state: CatalogView) -> None:
+    def acquire(self, state: CatalogView, fresh: bool = False) -> None:
         """Take the lock, waiting while another committer holds it; ``state``
-        is brought to the log's head (with the lock record) on return."""
+        is brought to the log's head (with the lock record) on return.
+
+        ``fresh``: the caller refreshed ``state`` a moment ago, so the first
+        try writes at once (a commit that landed meanwhile takes the slot,
+        and the try is lost and made again from the head, as any race is)."""
         if self.token is not None:
             return
         started = time.monotonic()
         polls = 0
         while True:
-            self.lake.refresh(state, rematerialize=False)
+            if not fresh:
+                self.lake.refresh(state, rematerialize=False)
+            fresh = False
             raw = self.lake.read_sys(state, LOCK_KEY)
             if raw is None or self._free(raw):
                 if self._take(state):

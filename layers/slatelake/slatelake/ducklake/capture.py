@@ -18,8 +18,12 @@ S the head snapshot before the transaction and F the next file id at S:
 - snapshots, their changes and schema versions: ``> S`` is new;
 - a data file's children (column stats, partition values, variant stats):
   ``data_file_id >= F`` is new;
-- every other table (statistics, mappings, options, scheduled deletions) is
-  diffed whole against the base in SQL.
+- the statistics DuckLake updates in place are diffed for the tables the new
+  snapshot names, against the base's rows as the last capture left them
+  (kept in Python while only this session's commits move the base, which
+  then need not be brought up to date for a run of writes; see DuckState);
+- every other table (mappings, options, scheduled deletions) is diffed
+  whole against the base in SQL.
 Every proportional answer is checked against both sides' row counts; a count
 the predicates do not explain (DuckLake deleted rows outright: expiry,
 merge, flush, cleanup, a replaced delete file) falls back to a whole-table
@@ -93,6 +97,14 @@ class Capture:
         self._base_counts: dict[str, int] = {}
         self._base_version: Version | None = None
         self._seen: tuple[Version, set[str], dict[str, int]] | None = None
+        # the state being captured against: its base database lags, and is
+        # brought up to it (``settle``) before anything here reads it
+        self._state: DuckState | None = None
+        # the base's rows of the PER_TABLE tables as of one version (what the
+        # base's counts are to ``_base_counts``), as multisets
+        self._stats: dict[str, Counter[Row]] = {}
+        self._stats_version: Version | None = None
+        self._captured_at: Version | None = None
 
     def _present(self) -> list[str]:
         tables = meta_tables(self.con, self.db)
@@ -105,9 +117,16 @@ class Capture:
         return sorted(tables)
 
     # -- reading DuckDB ------------------------------------------------------
+    def _settle(self) -> None:
+        """Bring the base database up to the state before reading it."""
+        if self._state is not None:
+            self._state.settle()
+
     def _fetch(
         self, table: str, columns: list[tuple[str, str]], where: str = "", db: str | None = None
     ) -> list[Row]:
+        if db == self.base:
+            self._settle()
         source = ident(self.db if db is None else db)
         cols = select_list(columns, inline=registry.inline_table(table) is not None)
         sql = f"SELECT {cols} FROM {source}.{ident(table)} {where}"
@@ -143,6 +162,8 @@ class Capture:
         """One query: per (database, table), its signature (or just its count)."""
         if not parts:
             return {}
+        if any(db == self.base for db, _ in parts):
+            self._settle()
         sql = " UNION ALL ".join(
             (
                 f"SELECT {int(i)}, count(*), 0::HUGEINT, 0::HUGEINT, 0::HUGEINT "
@@ -161,6 +182,8 @@ class Capture:
         ``written`` names the tables DuckLake wrote (from the query log); without
         it every table is compared with the base."""
         self.columns = state.columns
+        self._state = state
+        self._captured_at = state.version
         known_inline = state.inline_names()
         self._seen = None
         if written is None:
@@ -196,7 +219,11 @@ class Capture:
         (``state``): its new snapshot's counters are the next capture's scope
         while nothing else changes the base (an index takes a catalog id by
         bumping the head snapshot in place)."""
-        self._note_base_counts(state.version)
+        # others' change sets that rode along with ours (a rebase past them)
+        # moved the base too: nothing counted or kept of it stands
+        alone = state.pending == []
+        self._note_base_counts(state.version, alone)
+        self._note_stats(captured.changes, state.version, alone)
         spec = registry.BY_NAME["ducklake_snapshot"]
         i, f, c = (spec.index(n) for n in ("snapshot_id", "next_file_id", "next_catalog_id"))
         rows = captured.changes.inserted.get("ducklake_snapshot", [])
@@ -253,12 +280,12 @@ class Capture:
         self._seen = (version, set(moved), seen)
         return moved, in_meta, counts
 
-    def _note_base_counts(self, version: Version) -> None:
+    def _note_base_counts(self, version: Version, alone: bool) -> None:
         """The base now holds what DuckLake's copy held at capture, if nothing
         but this commit changed it in between: keep its counts for the next
         capture."""
         seen, self._seen = self._seen, None
-        if seen is None or version != (seen[0][0], seen[0][1] + 1):
+        if seen is None or not alone or version != (seen[0][0], seen[0][1] + 1):
             self._base_counts, self._base_version = {}, None
             return
         start, moved, counted = seen
@@ -267,6 +294,46 @@ class Capture:
             base.pop(t, None)
         base.update(counted)
         self._base_counts, self._base_version = base, version
+
+    def _note_stats(self, changes: RowChanges, version: Version, alone: bool) -> None:
+        """The kept statistics rows advance by the captured change, if nothing
+        but this commit moved the base since they were read; else they go."""
+        at = self._captured_at
+        if not alone or at is None or self._stats_version != at or version != (at[0], at[1] + 1):
+            self._stats, self._stats_version = {}, None
+            return
+        for table, rows in self._stats.items():
+            rows.subtract(changes.deleted.get(table, ()))
+            rows.update(changes.inserted.get(table, ()))
+            if any(n < 0 for n in rows.values()):  # not what the base held: read it again
+                self._stats, self._stats_version = {}, None
+                return
+            rows += Counter()  # drop the zero counts
+        self._stats_version = version
+
+    def _base_stats(self, table: str, columns: list[tuple[str, str]]) -> Counter[Row]:
+        """The base's rows of a PER_TABLE table at the state's version: kept
+        from the last capture, else read whole (a few rows per table)."""
+        version = self._captured_at
+        if self._stats_version != version:
+            self._stats, self._stats_version = {}, version
+        rows = self._stats.get(table)
+        if rows is None:
+            rows = self._stats[table] = Counter(self._fetch(table, columns, db=self.base))
+        return rows
+
+    def _per_table(
+        self, table: str, columns: list[tuple[str, str]], scope: Scope, changes: RowChanges
+    ) -> None:
+        """Diff a PER_TABLE table for the tables the change names (and new
+        ones): DuckLake's rows read, the base's taken from what is kept."""
+        k = [name for name, _ in columns].index("table_id")
+        named, first_new = scope.tables or set(), scope.next_catalog or 0
+        kept = self._base_stats(table, columns)
+        old = Counter({r: n for r, n in kept.items() if r[k] in named or r[k] >= first_new})
+        new = Counter(self._fetch(table, columns, scope.table_filter()))
+        changes.insert(table, *(new - old).elements())
+        changes.delete(table, *(old - new).elements())
 
     def _scope(self, state: DuckState) -> Scope:
         snap = state.head.snapshot_id
@@ -330,8 +397,8 @@ class Capture:
             if count == before + len(rows):  # inlined deletes: only ever added, until a flush
                 changes.insert(table, *rows)
                 return
-        elif snap >= 0 and table in PER_TABLE and scope.tables is not None:
-            self._diff(table, columns, changes, scope.table_filter())
+        elif snap >= 0 and table in PER_TABLE and scope.table_filter():
+            self._per_table(table, columns, scope, changes)
             return
         self._diff(table, columns, changes, big=max(count, before) > SMALL_TABLE)
 
@@ -353,6 +420,7 @@ class Capture:
             changes.delete(table, *removed)
             return
         cols = select_list(columns, inline=inline is not None)
+        self._settle()
         rows = self._both(table, cols, where)
         old = [r[1:] for r in rows if not r[0]]
         new = [r[1:] for r in rows if r[0]]
@@ -384,6 +452,7 @@ class Capture:
         self, table: str, columns: list[tuple[str, str]]
     ) -> tuple[list[Row], list[Row]]:
         """Rows only in DuckLake's copy, and rows only in the base (multisets), in one query."""
+        self._settle()
         cols = select_list(columns)
         a = f"{ident(self.db)}.{ident(table)}"
         b = f"{ident(self.base)}.{ident(table)}"
@@ -402,6 +471,7 @@ class Capture:
         advanced only by applying the change sets); raise naming the first that
         differs. One query compares every table's count and hash of all rows."""
         self.columns = state.columns
+        state.settle()
         present = {t for t in meta_tables(self.con, self.db) if is_metadata_table(t)}
         based = {s.name for s in registry.TABLES} | state.inline_names()
         for table in sorted(present ^ based):
@@ -429,6 +499,8 @@ class Capture:
 
     def _fetch_any(self, table: str, present: set[str]) -> bool:
         db = self.db if table in present else self.base
+        if db == self.base:
+            self._settle()
         sql = f"SELECT count(*) FROM {ident(db)}.{ident(table)}"
         return bool(self.con.execute(sql).fetchone()[0])
 

@@ -74,6 +74,16 @@ class NetEffect:
             if key[0] in CATALOG_SUBSPACES:
                 self.keys[key] = None
 
+    def merge(self, later: NetEffect) -> None:
+        """Follow this run with ``later``'s: its ranges clear what came before
+        them, then its keys end as it says (each of them was set after its
+        own ranges, or it would not be there)."""
+        for start, end in later.ranges:
+            for key in [k for k in self.keys if start <= k < end]:
+                del self.keys[key]
+            self.ranges.append((start, end))
+        self.keys.update(later.keys)
+
 
 def apply_change_sets(
     con: duckdb.DuckDBPyConnection,

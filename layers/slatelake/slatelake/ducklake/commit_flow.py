@@ -104,10 +104,11 @@ class CommitFlow:
         log.info("committing a write made outside session.sql (snapshot %s)", newest)
         self._commit_captured()
 
-    def _lock_at_head(self) -> None:
+    def _lock_at_head(self, fresh: bool = False) -> None:
         """Take the commit lock and bring DuckLake's copy to the head before
-        the statement runs, so its commit needs no rebase."""
-        self._lock.acquire(self.state)
+        the statement runs, so its commit needs no rebase (``fresh``: the
+        session was refreshed just before; see ``CommitLock.acquire``)."""
+        self._lock.acquire(self.state, fresh)
         try:
             if (self.state.head, self.state.last_seq) != self._synced:
                 self._sync()
@@ -126,7 +127,7 @@ class CommitFlow:
             raise ReadOnlyError("this session is read-only; it writes no commit-log slot")
         return self._commit(lambda: self.lake.commit_change_set(self.state, cs), in_duckdb=False)
 
-    def _commit_transaction(self) -> None:
+    def _commit_transaction(self, fresh: bool = False) -> None:
         """COMMIT DuckDB's open transaction and the change it made to the log.
 
         Under the lake's commit lock, DuckLake's copy is first brought to the
@@ -135,12 +136,13 @@ class CommitFlow:
         wording), as it does on a catalog shared by processes. Nothing can
         land between that refresh and the slot write, so what DuckLake
         committed in its copy is what the log gets, on the base it was made on.
+        ``fresh``: the session was refreshed just before the statement.
         """
         if self.read_only:
             self._commit_read_only()
             return
         try:
-            self._lock.acquire(self.state)
+            self._lock.acquire(self.state, fresh)
             self._catch_up_in_transaction()
         except BaseException:
             self._abandon_transaction()

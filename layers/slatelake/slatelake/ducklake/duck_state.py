@@ -8,12 +8,19 @@ holds a Python object per catalog row. It advances exactly as a
 ``apply``), and remembers the change sets it applied that DuckLake's working
 copy has not seen yet (``pending``), so the session brings that copy along
 by applying the same change sets instead of reloading it.
+
+The base database lags: change sets are applied to it when something next
+reads it (``settle``), as one net effect, so a run of writes that capture
+answers without the base (its counts and statistics are known from the last
+capture) pays one apply for the run, not one per write. Everything that
+reads the base goes through ``settle`` first.
 """
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +39,21 @@ from slatelake.store.keys import Subspace
 _LOADS = itertools.count(1)
 # (load, writes applied since): see DuckState.version
 Version = tuple[int, int]
+# The base settles when this many change sets wait: the net effect held in
+# Python stays small, and the apply it saves is per change set, not per key.
+LAG_MAX = 64
+
+
+@dataclass
+class _Lag:
+    """Change sets applied to the state but not yet to its base database:
+    their net effect, and what the database held when the first was applied."""
+
+    net: catalog_apply.NetEffect
+    head: int  # the newest snapshot the database holds
+    next_file: int | None | bool  # its next file id (False: not known)
+    inline_names: set[str] | None  # the inlined tables it holds (None: not known)
+    change_sets: int = 0
 
 
 class DuckState:
@@ -58,6 +80,7 @@ class DuckState:
         self.version: Version = (next(_LOADS), 0)
         # the head snapshot's next file and catalog ids, as of one version
         self._head_ids: tuple[Version, int | None, int | None] | None = None
+        self._lag: _Lag | None = None  # applied here, not yet to the database
 
     # -- building ----------------------------------------------------------------
     @classmethod
@@ -100,17 +123,13 @@ class DuckState:
                 self.last_seq = seq
         if not applied:
             return
-        catalog_apply.apply_net(
-            self.con,
-            self.db,
-            net,
-            own=True,
-            columns=self.columns,
-            head_snapshot=head,
-            next_file=next_file,
-            inline_names=self._inline_names,
-        )
         if net.keys or net.ranges:
+            lag = self._lag
+            if lag is None:
+                names = None if self._inline_names is None else set(self._inline_names)
+                lag = self._lag = _Lag(catalog_apply.NetEffect(), head, next_file, names)
+            lag.net.merge(net)
+            lag.change_sets += len(applied)
             self.version = (self.version[0], self.version[1] + 1)
         self._track_inline_names(net)
         if self._own_keys and (
@@ -120,6 +139,26 @@ class DuckState:
             self._own_keys = {}
         if self.pending is not None:
             self.pending.extend(applied)
+        if self._lag is not None and self._lag.change_sets >= LAG_MAX:
+            self.settle()
+
+    def settle(self) -> None:
+        """Apply what the base database lags behind the state (one net
+        effect, one transaction); a failure leaves it lagging, as it was."""
+        lag = self._lag
+        if lag is None:
+            return
+        catalog_apply.apply_net(
+            self.con,
+            self.db,
+            lag.net,
+            own=True,
+            columns=self.columns,
+            head_snapshot=lag.head,
+            next_file=lag.next_file,
+            inline_names=lag.inline_names,
+        )
+        self._lag = None
 
     def _track_inline_names(self, net: catalog_apply.NetEffect) -> None:
         """Keep the cached inlined-table names in step with the DDL keys applied
@@ -143,6 +182,7 @@ class DuckState:
     def replace_with(self, other: CatalogState) -> None:
         """Become ``other`` (a re-materialization after the view went stale)."""
         fresh = DuckState.from_state(self.con, self.db, other)
+        self._lag = None  # the database was rebuilt at the new state
         self.head, self.last_seq = fresh.head, fresh.last_seq
         self.version = fresh.version
         self._head_ids = None
@@ -153,10 +193,12 @@ class DuckState:
 
     # -- reading -----------------------------------------------------------------
     def rows(self, table: str) -> list[Row]:
+        self.settle()
         return catalog_db.table_rows(self.con, self.db, table, self.columns)
 
     def get(self, key: bytes) -> Any:
         """The decoded entry stored under ``key`` (a row, or a group's rows), or None."""
+        self.settle()
         rows = catalog_db.rows_at(self.con, self.db, key, self.columns)
         if not rows:
             return None
@@ -168,9 +210,11 @@ class DuckState:
     def group(self, key: bytes) -> list[Row]:
         # read even for a file id past the head's next one: a damaged catalog
         # can hold such rows, and the sweep that reclaims them asks here
+        self.settle()
         return catalog_db.rows_at(self.con, self.db, key, self.columns)
 
     def inline_row_keys(self, inline: registry.InlineTable) -> set[bytes]:
+        self.settle()
         exists = None if self._inline_names is None else inline.name in self._inline_names
         return catalog_db.inline_keys(self.con, self.db, inline, self.columns, exists)
 
@@ -181,6 +225,7 @@ class DuckState:
         if self._cached_head_ids() is None:
             row = None
             if self.head.snapshot_id >= 0:
+                self.settle()
                 row = self.con.execute(
                     f"SELECT next_file_id, next_catalog_id FROM {ident(self.db)}.ducklake_snapshot "
                     "WHERE snapshot_id = ?",
@@ -231,6 +276,7 @@ class DuckState:
     def inline_names(self) -> set[str]:
         """The inlined tables of the base (cached: only DDL change sets move it)."""
         if self._inline_names is None:
+            self.settle()
             self._inline_names = {
                 name
                 for name in catalog_db.catalog_tables(self.con, self.db)
@@ -239,11 +285,13 @@ class DuckState:
         return set(self._inline_names)
 
     def inline_ddl(self) -> dict[str, list[tuple[str, str]]]:
+        self.settle()
         return {name: self.columns.get(self.con, self.db, name) for name in self.inline_names()}
 
     def is_empty(self) -> bool:
         """No DuckLake catalog yet (a new lake before its first commit)."""
         # one lookup (listing the base's tables would walk every attached catalog)
+        self.settle()
         if not catalog_db.table_exists(self.con, self.db, "ducklake_snapshot"):
             return True
         sql = f"SELECT count(*) FROM {ident(self.db)}.ducklake_snapshot"

@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from datetime import datetime
@@ -56,6 +57,10 @@ from slatelake.errors import (
 from slatelake.log.changeset import ChangeSet
 from slatelake.store.db import store_exists
 from slatelake.store.location import LakeLocation
+
+# A refresh this recent lets the commit lock try at once (one LIST saved per
+# write); a write that ran longer looks at the head again first.
+FRESH_S = 1.0
 
 __all__ = ["BASE_DB", "META_DB", "VERIFY_ENV", "Session", "connect", "retry"]
 VERIFY_ENV = "SLATELAKE_VERIFY_CAPTURE"
@@ -120,6 +125,7 @@ class Session(StatementFlow):
             self._stale = False
             self._attached = False
             self._copy_snapshot: int | None = None  # the newest snapshot DuckLake's copy holds
+            self._refreshed_at = float("-inf")  # monotonic time of the last refresh
             self.state = self._open_state()
             self._load()
         except BaseException:  # refused (another data path...): leave no reader lease behind
@@ -159,6 +165,7 @@ class Session(StatementFlow):
         else:
             con.execute(f"ATTACH ':memory:' AS {ident(META_DB)}")
             if not genesis:
+                state.settle()
                 copy_database(self._aux, BASE_DB, META_DB, own=False)
         state.image_file = None
         state.pending = []
@@ -219,8 +226,14 @@ class Session(StatementFlow):
         self._synced = (self.state.head, self.state.last_seq)
         self._copy_snapshot = self.state.head.snapshot_id
 
+    def _just_refreshed(self) -> bool:
+        """Whether the session looked at the log's head a moment ago (within
+        ``FRESH_S``): the commit lock's first try then skips its own look."""
+        return time.monotonic() - self._refreshed_at < FRESH_S
+
     def refresh(self) -> None:
         """Bring the session to the log's head; reload only when it moved."""
+        self._refreshed_at = time.monotonic()
         if self._stale:
             self.state = self._open_state()
             self._load()

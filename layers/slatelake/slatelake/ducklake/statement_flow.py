@@ -54,6 +54,9 @@ class StatementFlow(CommitFlow):
     def refresh(self) -> None:
         raise NotImplementedError  # Session: bring the session to the log's head
 
+    def _just_refreshed(self) -> bool:
+        raise NotImplementedError  # Session: whether its refresh came a moment ago
+
     def _statements(
         self, query: str, params: Any, writes: bool | None, frame: FrameType, pending: bool
     ) -> Any:
@@ -157,7 +160,7 @@ class StatementFlow(CommitFlow):
         call = _Call(query, None, kinds | {_ST.CALL}, sys._getframe(1), kinds=kinds)
         self._commit_outside_writes()
         self.refresh()
-        self._lock_at_head()
+        self._lock_at_head(fresh=self._just_refreshed())
         try:
             reason = check()
         except BaseException:
@@ -175,10 +178,10 @@ class StatementFlow(CommitFlow):
         self, call: _Call, lock_first: bool
     ) -> duckdb.DuckDBPyRelation | None:
         if lock_first:
-            self._lock_at_head()
+            self._lock_at_head(fresh=self._just_refreshed())
         self._begin(holds_lock=lock_first)
         result = self._run(call, holds_lock=lock_first)
-        self._commit_transaction()
+        self._commit_transaction(fresh=self._just_refreshed())
         return result
 
     def _begin(self, holds_lock: bool) -> None:

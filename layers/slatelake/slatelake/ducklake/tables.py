@@ -236,16 +236,24 @@ def insert_inline_rows(
             parts.append(f"CAST(? AS {typ})")
             convert.append(_text_param)
         else:
-            parts.append("?")
+            # cast here, so every row's value has the column's type before
+            # VALUES unites the rows' types (an empty list has none of its own)
+            parts.append(f"CAST(? AS {typ})")
             convert.append(None)
-    marks = ", ".join(parts)
-    sql = f"INSERT INTO {ident(db)}.{ident(name)} VALUES ({marks})"
-    if all(c is None for c in convert):
-        con.executemany(sql, rows)
-        return
-    con.executemany(sql, [_params(convert, row, name) for row in rows])
+    row_sql = f"({', '.join(parts)})"
+    params = [_params(convert, row, name) for row in rows]
+    # many rows per statement: executemany runs one statement per row
+    for i in range(0, len(params), ROWS_PER_INSERT):
+        chunk = params[i : i + ROWS_PER_INSERT]
+        marks = ", ".join([row_sql] * len(chunk))
+        con.execute(
+            f"INSERT INTO {ident(db)}.{ident(name)} VALUES {marks}",
+            [value for row in chunk for value in row],
+        )
 
 
+# Rows of an inlined table per INSERT: one statement's cost, not one per row.
+ROWS_PER_INSERT = 256
 # A TIMESTAMPTZ from epoch µs (rows stored before the text form) or from text.
 _UTC_LOAD = "COALESCE(make_timestamptz(CAST(? AS BIGINT)), CAST(CAST(? AS VARCHAR) AS TIMESTAMPTZ))"
 
