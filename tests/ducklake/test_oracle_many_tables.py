@@ -428,15 +428,26 @@ def test_the_commit_locks_slot_leaves_what_was_read_of_the_base_standing(
     assert not head_reads, f"the base's head snapshot read again: {head_reads}"
 
 
-def test_a_run_of_one_row_inserts_leaves_the_base_database_untouched(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+PARQUET_INSERT = "INSERT INTO t000 SELECT i, 'p' FROM range({}, {} + 50) r(i)"
+
+
+@pytest.mark.parametrize("kind", ["inlined", "parquet"])
+def test_a_run_of_inserts_leaves_the_base_database_untouched(
+    kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """After a session's first write, a 1-row INSERT is captured from
-    DuckLake's copy alone (the base's counts and statistics are known from
-    the last capture) and its change set waits to be applied to the base
-    until something reads it: no query names the base database."""
+    """After a session's first write, an INSERT (one inlined row, or a new
+    Parquet file with its column statistics) is captured from DuckLake's
+    copy alone (the base's counts and statistics are known from the last
+    capture; a new file's statistics have no group in the base) and its
+    change set waits to be applied to the base until something reads it:
+    no query names the base database."""
     monkeypatch.delenv(VERIFY_ENV, raising=False)
-    queries = _queries_to_commit_one_row(_lake_of(tmp_path, 3))
+    url = _lake_of(tmp_path, 3)
+    if kind == "inlined":
+        queries = _queries_to_commit_one_row(url)
+    else:
+        warm, counted = PARQUET_INSERT.format(1000, 1000), PARQUET_INSERT.format(2000, 2000)
+        queries = _queries_of(url, warm, counted)
     assert queries, "the counting cursor saw no query: the session no longer uses it"
     touching = [q for q in queries if "__slatelake_base" in q]
     assert not touching, f"the base database was read or written: {touching}"

@@ -46,6 +46,9 @@ class RowChanges:
     dropped_inline: list[str] = field(default_factory=list)
     # inlined tables that lost every row (a flush), their rows all in ``deleted``
     emptied: set[str] = field(default_factory=set)
+    # grouped tables whose inserted rows all belong to groups the base has
+    # no row of (a new data file's statistics): their values need no read
+    new_groups: set[str] = field(default_factory=set)
 
     def insert(self, table: str, *rows: Row) -> RowChanges:
         self.inserted[table].extend(rows)
@@ -116,7 +119,7 @@ def build_change_set(
             continue
         spec = registry.spec(table)
         if spec.grouped:
-            _grouped(base, spec, ins, dels, puts, deletes)
+            _grouped(base, spec, ins, dels, puts, deletes, table in changes.new_groups)
             continue
         for row in dels:
             deletes.add(row_key(spec, row))
@@ -157,13 +160,14 @@ def _grouped(
     dels: list[Row],
     puts: dict[bytes, bytes],
     deletes: set[bytes],
+    new: bool = False,
 ) -> None:
     touched: dict[bytes, list[Row]] = {}
 
     def group(row: Row) -> list[Row]:
         key = group_key(spec, row)
         if key not in touched:
-            touched[key] = base.group(key)
+            touched[key] = [] if new else base.group(key)
         return touched[key]
 
     for row in dels:

@@ -380,7 +380,10 @@ class Capture:
         elif snap >= 0 and table in FILE_CHILDREN and next_file is not None:
             rows = self._fetch(table, columns, f"WHERE data_file_id >= {int(next_file)}")
             if count == before + len(rows):
+                # the counts also say the base holds no row of a new file
+                # (grouped by file id): nothing of theirs to read there
                 changes.insert(table, *rows)
+                changes.new_groups.add(table)
                 return
         elif snap >= 0 and b is not None and e is not None:
             rows = self._fetch(

@@ -76,6 +76,21 @@ def _scalar_type(name: str) -> str:
     return name
 
 
+def _constants(row: tuple[Any, ...], types: list[str]) -> str | None:
+    """A row of counts and flags as SQL constants cast to their reported
+    types (a flag as 0 or 1); None if a value is of another kind (then it
+    is bound)."""
+    parts = []
+    for value, t in zip(row, types, strict=True):
+        if value is None:
+            parts.append(f"CAST(NULL AS {t})")
+        elif isinstance(value, int):
+            parts.append(f"CAST({int(value)} AS {t})")
+        else:
+            return None
+    return ", ".join(parts)
+
+
 class Results:
     """The materialized results of one session's writes."""
 
@@ -122,6 +137,12 @@ class Results:
         if not rows:
             nulls = ", ".join(f"CAST(NULL AS {t})" for t in types)
             return self.con.sql(f"SELECT * FROM (VALUES ({nulls})) AS t({names}) LIMIT 0")
+        constants = [_constants(one, types) for one in rows]
+        if all(c is not None for c in constants):
+            # constants: a lazy relation that recomputes only them (a fifth
+            # of the cost of binding parameters, which runs it at once)
+            values = ", ".join(f"({row})" for row in constants)
+            return self.con.sql(f"SELECT * FROM (VALUES {values}) AS t({names})")
         row = ", ".join(f"CAST(? AS {t})" for t in types)
         values = ", ".join([f"({row})"] * len(rows))
         flat = [value for one in rows for value in one]
