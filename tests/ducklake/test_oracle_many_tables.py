@@ -453,6 +453,23 @@ def test_a_run_of_inserts_leaves_the_base_database_untouched(
     assert not touching, f"the base database was read or written: {touching}"
 
 
+def test_flushing_table_after_table_writes_nothing_to_the_base_database(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pass's flushes each touch another inlined table: the one a flush
+    empties is read from the base as it stands (the earlier flushes, still
+    waiting to be applied, did not touch it), so no flush applies them."""
+    monkeypatch.delenv(VERIFY_ENV, raising=False)
+    queries = _queries_to_flush_one_table(_lake_of(tmp_path, 3))
+    assert queries, "the counting cursor saw no query: the session no longer uses it"
+    writes = [
+        q
+        for q in queries
+        if "__slatelake_base" in q and not q.lstrip().upper().startswith("SELECT")
+    ]
+    assert not writes, f"the base database was written: {writes}"
+
+
 def test_another_writers_commit_makes_the_next_capture_count_the_base_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -117,16 +117,16 @@ class Capture:
         return sorted(tables)
 
     # -- reading DuckDB ------------------------------------------------------
-    def _settle(self) -> None:
-        """Bring the base database up to the state before reading it."""
+    def _settle(self, *tables: str) -> None:
+        """Bring the base database up to the state before reading ``tables`` of it."""
         if self._state is not None:
-            self._state.settle()
+            self._state.settle(tables)
 
     def _fetch(
         self, table: str, columns: list[tuple[str, str]], where: str = "", db: str | None = None
     ) -> list[Row]:
         if db == self.base:
-            self._settle()
+            self._settle(table)
         source = ident(self.db if db is None else db)
         cols = select_list(columns, inline=registry.inline_table(table) is not None)
         sql = f"SELECT {cols} FROM {source}.{ident(table)} {where}"
@@ -162,8 +162,7 @@ class Capture:
         """One query: per (database, table), its signature (or just its count)."""
         if not parts:
             return {}
-        if any(db == self.base for db, _ in parts):
-            self._settle()
+        self._settle(*(table for db, table in parts if db == self.base))
         sql = " UNION ALL ".join(
             (
                 f"SELECT {int(i)}, count(*), 0::HUGEINT, 0::HUGEINT, 0::HUGEINT "
@@ -423,7 +422,7 @@ class Capture:
             changes.delete(table, *removed)
             return
         cols = select_list(columns, inline=inline is not None)
-        self._settle()
+        self._settle(table)
         rows = self._both(table, cols, where)
         old = [r[1:] for r in rows if not r[0]]
         new = [r[1:] for r in rows if r[0]]
@@ -455,7 +454,7 @@ class Capture:
         self, table: str, columns: list[tuple[str, str]]
     ) -> tuple[list[Row], list[Row]]:
         """Rows only in DuckLake's copy, and rows only in the base (multisets), in one query."""
-        self._settle()
+        self._settle(table)
         cols = select_list(columns)
         a = f"{ident(self.db)}.{ident(table)}"
         b = f"{ident(self.base)}.{ident(table)}"
@@ -503,7 +502,7 @@ class Capture:
     def _fetch_any(self, table: str, present: set[str]) -> bool:
         db = self.db if table in present else self.base
         if db == self.base:
-            self._settle()
+            self._settle(table)
         sql = f"SELECT count(*) FROM {ident(db)}.{ident(table)}"
         return bool(self.con.execute(sql).fetchone()[0])
 

@@ -352,6 +352,18 @@ def _delete_range(
     return touched
 
 
+def range_table(start: bytes, end: bytes) -> str | None:
+    """The one table a range's keys can belong to (an inlined table it
+    empties, or a registry table's kind); None when it may span several."""
+    whole = _whole_inline_table(start, end)
+    if whole is not None:
+        return whole
+    if start[0] == Subspace.INLINE or start[:2] != end[:2]:
+        return None
+    spec = registry.BY_KIND.get(start[1])
+    return None if spec is None else spec.name
+
+
 def _whole_inline_table(start: bytes, end: bytes) -> str | None:
     """The inlined table a range covers every row of, if it is exactly that."""
     if start[:1] != bytes((Subspace.INLINE,)) or start[1] not in registry.INLINE_ROW_KINDS:

@@ -13,14 +13,16 @@ The base database lags: change sets are applied to it when something next
 reads it (``settle``), as one net effect, so a run of writes that capture
 answers without the base (its counts and statistics are known from the last
 capture) pays one apply for the run, not one per write. Everything that
-reads the base goes through ``settle`` first.
+reads the base goes through ``settle`` first, naming the tables it reads:
+a table the lagging change sets do not touch already holds what the state
+says, and is read as it is.
 """
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +33,7 @@ from slatelake.catalog.rows import Row, group_key, row_key, table_of_key
 from slatelake.catalog.state import CatalogState, apply_side_records, check_catalog_ranges
 from slatelake.ducklake import catalog_apply, catalog_db
 from slatelake.ducklake.sql import ident
-from slatelake.errors import UnsupportedError
+from slatelake.errors import CorruptionError, UnsupportedError
 from slatelake.log.changeset import ChangeSet, Head
 from slatelake.store.keys import Subspace
 
@@ -54,6 +56,25 @@ class _Lag:
     next_file: int | None | bool  # its next file id (False: not known)
     inline_names: set[str] | None  # the inlined tables it holds (None: not known)
     change_sets: int = 0
+    tables: set[str] = field(default_factory=set)  # the tables the net effect touches
+    everything: bool = False  # a range that may span tables: any of them
+
+    def note(self, net: catalog_apply.NetEffect) -> None:
+        """Remember which tables ``net`` touches."""
+        for key in net.keys:
+            try:
+                self.tables.add(table_of_key(key))
+            except CorruptionError:
+                self.everything = True
+        for start, end in net.ranges:
+            name = catalog_apply.range_table(start, end)
+            if name is None:
+                self.everything = True
+            else:
+                self.tables.add(name)
+
+    def touches(self, tables: Iterable[str] | None) -> bool:
+        return tables is None or self.everything or not self.tables.isdisjoint(tables)
 
 
 class DuckState:
@@ -129,6 +150,7 @@ class DuckState:
                 names = None if self._inline_names is None else set(self._inline_names)
                 lag = self._lag = _Lag(catalog_apply.NetEffect(), head, next_file, names)
             lag.net.merge(net)
+            lag.note(net)
             lag.change_sets += len(applied)
             self.version = (self.version[0], self.version[1] + 1)
         self._track_inline_names(net)
@@ -142,11 +164,12 @@ class DuckState:
         if self._lag is not None and self._lag.change_sets >= LAG_MAX:
             self.settle()
 
-    def settle(self) -> None:
+    def settle(self, tables: Iterable[str] | None = None) -> None:
         """Apply what the base database lags behind the state (one net
-        effect, one transaction); a failure leaves it lagging, as it was."""
+        effect, one transaction), if it touches any of ``tables`` (None:
+        whatever it touches); a failure leaves it lagging, as it was."""
         lag = self._lag
-        if lag is None:
+        if lag is None or not lag.touches(tables):
             return
         catalog_apply.apply_net(
             self.con,
@@ -193,12 +216,12 @@ class DuckState:
 
     # -- reading -----------------------------------------------------------------
     def rows(self, table: str) -> list[Row]:
-        self.settle()
+        self.settle([table])
         return catalog_db.table_rows(self.con, self.db, table, self.columns)
 
     def get(self, key: bytes) -> Any:
         """The decoded entry stored under ``key`` (a row, or a group's rows), or None."""
-        self.settle()
+        self.settle([table_of_key(key)])
         rows = catalog_db.rows_at(self.con, self.db, key, self.columns)
         if not rows:
             return None
@@ -210,11 +233,11 @@ class DuckState:
     def group(self, key: bytes) -> list[Row]:
         # read even for a file id past the head's next one: a damaged catalog
         # can hold such rows, and the sweep that reclaims them asks here
-        self.settle()
+        self.settle([table_of_key(key)])
         return catalog_db.rows_at(self.con, self.db, key, self.columns)
 
     def inline_row_keys(self, inline: registry.InlineTable) -> set[bytes]:
-        self.settle()
+        self.settle([inline.name])
         exists = None if self._inline_names is None else inline.name in self._inline_names
         return catalog_db.inline_keys(self.con, self.db, inline, self.columns, exists)
 
@@ -225,7 +248,7 @@ class DuckState:
         if self._cached_head_ids() is None:
             row = None
             if self.head.snapshot_id >= 0:
-                self.settle()
+                self.settle(["ducklake_snapshot"])
                 row = self.con.execute(
                     f"SELECT next_file_id, next_catalog_id FROM {ident(self.db)}.ducklake_snapshot "
                     "WHERE snapshot_id = ?",
