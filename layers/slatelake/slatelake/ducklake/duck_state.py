@@ -41,9 +41,11 @@ from slatelake.store.keys import Subspace
 _LOADS = itertools.count(1)
 # (load, writes applied since): see DuckState.version
 Version = tuple[int, int]
-# The base settles when this many change sets wait: the net effect held in
-# Python stays small, and the apply it saves is per change set, not per key.
+# The base settles when this many change sets, or keys, wait: the net effect
+# held in Python stays small, and the apply it saves is per change set, not
+# per key.
 LAG_MAX = 64
+LAG_KEYS_MAX = 20_000
 
 
 @dataclass
@@ -129,9 +131,11 @@ class DuckState:
         self.apply_tail([(seq, cs)])
 
     def apply_tail(self, tail: Iterable[tuple[int | None, ChangeSet]]) -> None:
-        """Apply change sets in log order as one net effect (a few statements per table)."""
+        """Take change sets in log order: the state moves now, the base
+        database when a read needs it (``settle``: one net effect, a few
+        statements per table)."""
         net = catalog_apply.NetEffect()
-        head = self.head.snapshot_id  # what the base holds before this tail
+        head = self.head.snapshot_id  # what the database holds, if nothing lags
         next_file = self._known_next_file()
         applied: list[ChangeSet] = []
         for seq, cs in tail:
@@ -161,7 +165,8 @@ class DuckState:
             self._own_keys = {}
         if self.pending is not None:
             self.pending.extend(applied)
-        if self._lag is not None and self._lag.change_sets >= LAG_MAX:
+        lag = self._lag
+        if lag is not None and (lag.change_sets >= LAG_MAX or len(lag.net.keys) >= LAG_KEYS_MAX):
             self.settle()
 
     def settle(self, tables: Iterable[str] | None = None) -> None:
