@@ -70,6 +70,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("slatelake/ducklake/refused_commit.py", "_WORDS[min(hit_theirs)]"): "a constant phrase",
     # select lists and WHERE clauses assembled from ident() and int()
     ("slatelake/ducklake/capture.py", "where"): "ident() and int() pieces",
+    ("slatelake/ducklake/capture.py", "also"): "a second where: ident() and int() pieces",
     ("slatelake/ducklake/capture.py", "parts"): "constant aggregates over ident()",
     ("slatelake/ducklake/change_scope.py", "listed"): "int() per table id",
     ("slatelake/ducklake/change_scope.py", "new"): "a comparison with an int()",

@@ -123,13 +123,22 @@ class Capture:
             self._state.settle(tables)
 
     def _fetch(
-        self, table: str, columns: list[tuple[str, str]], where: str = "", db: str | None = None
+        self,
+        table: str,
+        columns: list[tuple[str, str]],
+        where: str = "",
+        db: str | None = None,
+        also: str | None = None,
     ) -> list[Row]:
+        """Rows of ``table`` matching ``where`` (and, with ``also``, the rows
+        matching that: the two must not overlap)."""
         if db == self.base:
             self._settle(table)
         source = ident(self.db if db is None else db)
         cols = select_list(columns, inline=registry.inline_table(table) is not None)
         sql = f"SELECT {cols} FROM {source}.{ident(table)} {where}"
+        if also is not None:
+            sql += f" UNION ALL SELECT {cols} FROM {source}.{ident(table)} {also}"
         try:
             return [tuple(r) for r in self.con.execute(sql).fetchall()]
         except duckdb.InvalidInputException as exc:
@@ -357,11 +366,14 @@ class Capture:
             key = FILE_TABLES[table]
             # New files carry new ids (a rewritten delete file may keep an old
             # begin_snapshot, so begin > S is not enough); ended files keep
-            # theirs. One read, split by id.
+            # theirs. One read, split by id; its two halves each let DuckDB
+            # skip row groups by their min/max (an OR of the two scanned
+            # every row: 7 ms against 0.9 at 100k files).
             rows = self._fetch(
                 table,
                 columns,
-                f"WHERE {ident(key)} >= {int(next_file)} OR end_snapshot > {int(snap)}",
+                f"WHERE {ident(key)} >= {int(next_file)}",
+                also=f"WHERE end_snapshot > {int(snap)} AND {ident(key)} < {int(next_file)}",
             )
             k = [name for name, _ in columns].index(key)
             new = [r for r in rows if r[k] >= next_file]
