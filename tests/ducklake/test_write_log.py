@@ -17,6 +17,7 @@ import pytest
 
 from slatelake.ducklake import extensions
 from slatelake.ducklake.session import META_DB, Session, connect
+from slatelake.ducklake.write_log import WRITES_PER_TRUNCATE
 from slatelake.errors import UnsupportedError
 
 
@@ -183,16 +184,22 @@ def test_log_types_a_user_enables_in_a_session_survive_its_writes(session: Sessi
 
 def test_disabling_logging_hands_the_log_back_to_the_session(session: Session) -> None:
     """After the user's disable_logging the log is the session's again: its
-    entries are truncated at each write, and nothing of the user's type is
-    logged any more."""
+    entries are truncated every ``WRITES_PER_TRUNCATE`` writes, and nothing
+    of the user's type is logged any more."""
     session.sql("CALL enable_logging('DuckLakeMetadata')")
     session.sql("INSERT INTO t VALUES (2, 'b')")
     assert _metadata_log(session.con)
     session.sql("CALL disable_logging()")
     session.sql("INSERT INTO t VALUES (3, 'c')")  # compares every table once, logs again
-    session.sql("INSERT INTO t VALUES (4, 'd')")
+    one = session.con.execute("SELECT count(*) FROM duckdb_logs()").fetchone()[0]
+    writes = 3 * WRITES_PER_TRUNCATE
+    for n in range(writes):
+        session.sql(f"INSERT INTO t VALUES ({100 + n}, 'x')")
     session.capture.verify(session.state)
     assert _metadata_log(session.con) == []
     logged = session.con.execute("SELECT count(*) FROM duckdb_logs()").fetchone()[0]
-    assert logged < 50, f"{logged} entries: the log is no longer truncated"
-    assert _rows(session.url) == [(1, "a"), (2, "b"), (3, "c"), (4, "d")]
+    # kept, one write logs `one` entries or more: several times that many
+    assert logged < (WRITES_PER_TRUNCATE + 1) * max(one, 1), (
+        f"{logged} entries after {writes} writes: the log is no longer truncated"
+    )
+    assert _rows(session.url)[:4] == [(1, "a"), (2, "b"), (3, "c"), (100, "x")]

@@ -271,20 +271,22 @@ class Capture:
                 in_meta.add(t)
         moved = sorted(written.tables)
         cached = self._base_counts if self._base_version == version else {}
+        # the per-table statistics are diffed, never checked by count
+        counted = [t for t in moved if t not in PER_TABLE]
         sigs = self._signatures(
-            [(self.db, t) for t in moved if t in in_meta]
+            [(self.db, t) for t in counted if t in in_meta]
             + [
                 (self.base, t)
-                for t in moved
+                for t in counted
                 if (_registry(t) or t in known_inline) and t not in cached
             ],
             counts_only=True,
         )
         counts = {k: v[0] for k, v in sigs.items()}
-        for t in moved:
+        for t in counted:
             if t in cached:
                 counts[(self.base, t)] = cached[t]
-        seen = {t: counts[(self.db, t)] for t in moved if (self.db, t) in counts}
+        seen = {t: counts[(self.db, t)] for t in counted if (self.db, t) in counts}
         self._seen = (version, set(moved), seen)
         return moved, in_meta, counts
 

@@ -7,9 +7,11 @@ Postgres and SQLite catalogs. DuckDB's ``QueryLog`` records each of them, so
 after a statement the log names exactly the tables DuckLake wrote, however
 many tables the lake holds; capture then reads only those.
 
-Each capture reads the log and truncates it, so the next one sees only what
-ran since; a session also truncates it after its own writes to DuckLake's
-copy (a load, others' commits applied). Nothing is truncated between the
+Each capture reads the entries past the newest it has seen (DuckDB's
+``context_id`` only grows), so the next one sees only what ran since, and
+truncates the log every ``WRITES_PER_TRUNCATE`` captures (a truncation is a
+statement of its own); a session also truncates it after its own writes to
+DuckLake's copy (a load, others' commits applied). Nothing is truncated between the
 statements of a transaction and its COMMIT, when DuckLake writes. Reads only
 append to the log, so it is also truncated every ``READS_PER_TRUNCATE``
 reads to keep memory flat in a read-only session.
@@ -48,6 +50,7 @@ from slatelake.catalog import registry
 from slatelake.ducklake.sql import literal
 
 READS_PER_TRUNCATE = 256
+WRITES_PER_TRUNCATE = 16
 # A write verb and the name it targets (up to three dotted parts, quoted or not).
 _TARGET = (
     r"\b(insert\s+(?:or\s+\w+\s+)?into|update|delete\s+from|"
@@ -75,6 +78,7 @@ class WriteLog:
         self.meta = meta.lower()
         self.base = base.lower()
         self._reads = 0
+        self._writes = 0  # captures since the last truncation
         # another log type kept beside QueryLog, and who reads it before each
         # truncation (``request_log.RequestWatch``, while a step watches)
         self.also: tuple[str, Callable[[], None]] | None = None
@@ -121,6 +125,7 @@ class WriteLog:
         else:
             self.con.execute("CALL truncate_duckdb_logs()")
         self._reads = 0
+        self._writes = 0
 
     def read_done(self) -> None:
         """A read ran: keep the log from growing without bound (unless the
@@ -132,18 +137,18 @@ class WriteLog:
     def written(self) -> Written | None:
         """The metadata tables written since the last read; None when the log
         cannot say."""
-        messages = self.con.execute(
-            "SELECT message FROM duckdb_logs() "
+        entries = self.con.execute(
+            "SELECT context_id, message FROM duckdb_logs() "
             f"WHERE type = 'QueryLog' AND context_id > {int(self._mark)}"
         ).fetchall()
-        if not messages:  # not even the statement itself: logging was turned off
+        if not entries:  # not even the statement itself: logging was turned off
             self.enable()  # or the user chose other types: keep them, before truncating
             self.open()
             return None
-        self.open()
+        self._seen(max(int(e[0]) for e in entries))
         tables: set[str] = set()
         ddl: set[str] = set()
-        for (message,) in messages:
+        for _, message in entries:
             if "ducklake" not in message.lower():
                 continue
             for m in _PARSE.finditer(message):
@@ -157,6 +162,15 @@ class WriteLog:
                 if verb in _DDL:
                     ddl.add(name)
         return Written(frozenset(tables), frozenset(ddl))
+
+    def _seen(self, newest: int) -> None:
+        """What was read is forgotten: past the mark from now on, and the log
+        truncated every ``WRITES_PER_TRUNCATE`` captures (at once while
+        another log type is watched: its reader runs before a truncation)."""
+        self._writes += 1
+        if self.keeps_user_log or self.also is not None or self._writes >= WRITES_PER_TRUNCATE:
+            self.open()
+        self._mark = max(self._mark, newest)
 
     def _target(self, m: re.Match[str]) -> tuple[str, str] | tuple[()] | None:
         """(verb, metadata table) for a write to the metadata database; () for a
