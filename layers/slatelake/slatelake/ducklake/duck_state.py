@@ -21,6 +21,7 @@ says, and is read as it is.
 from __future__ import annotations
 
 import itertools
+import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +38,7 @@ from slatelake.errors import CorruptionError, UnsupportedError
 from slatelake.log.changeset import ChangeSet, Head
 from slatelake.store.keys import Subspace
 
+log = logging.getLogger("slatelake.session")
 # a base database's identity within the process: a new one per load
 _LOADS = itertools.count(1)
 # (load, writes applied since): see DuckState.version
@@ -167,7 +169,15 @@ class DuckState:
             self.pending.extend(applied)
         lag = self._lag
         if lag is not None and (lag.change_sets >= LAG_MAX or len(lag.net.keys) >= LAG_KEYS_MAX):
-            self.settle()
+            # a commit has landed by now: an apply that fails here must not
+            # report it as failed; the change sets wait, and the next read
+            # that needs them applies them (or raises) itself
+            try:
+                self.settle()
+            except duckdb.Error as exc:
+                log.warning(
+                    "the base database could not apply %d change sets yet: %s", lag.change_sets, exc
+                )
 
     def settle(self, tables: Iterable[str] | None = None) -> None:
         """Apply what the base database lags behind the state (one net
