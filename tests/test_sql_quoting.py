@@ -112,7 +112,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("slatelake/ducklake/capture.py", "cols"): "select_list(): ident() per column",
     ("slatelake/ducklake/capture.py", "a"): "ident() parts",
     ("slatelake/ducklake/capture.py", "b"): "ident() parts",
-    ("slatelake/ducklake/capture.py", "_row_hash(table)"): "ident() per registry column",
+    ("slatelake/ducklake/capture_check.py", "_row_hash(table)"): "ident() per registry column",
     ("slatelake/ducklake/opening.py", "cols"): "ident() per column",
     # import: columns cast to a registry type constant or a type_sql() rendering
     ("slatelake/ducklake/transfer.py", "select"): "ident() per column + a type",

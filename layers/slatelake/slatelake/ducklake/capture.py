@@ -43,9 +43,11 @@ import duckdb
 from slatelake.catalog import registry
 from slatelake.catalog.changes import RowChanges
 from slatelake.catalog.rows import Row
+from slatelake.ducklake import capture_check
 from slatelake.ducklake.catalog_db import ColumnCache, table_exists
 from slatelake.ducklake.change_scope import Scope, named_tables
 from slatelake.ducklake.duck_state import DuckState, Version
+from slatelake.ducklake.kept_rows import KeptRows
 from slatelake.ducklake.sql import ident
 from slatelake.ducklake.tables import (
     is_metadata_table,
@@ -53,7 +55,7 @@ from slatelake.ducklake.tables import (
     select_list,
 )
 from slatelake.ducklake.write_log import Written
-from slatelake.errors import CorruptionError, UnsupportedError
+from slatelake.errors import UnsupportedError
 
 SNAPSHOT_TABLES = {
     "ducklake_snapshot": "snapshot_id",
@@ -101,9 +103,8 @@ class Capture:
         # brought up to it (``settle``) before anything here reads it
         self._state: DuckState | None = None
         # the base's rows of the PER_TABLE tables as of one version (what the
-        # base's counts are to ``_base_counts``), as multisets
-        self._stats: dict[str, Counter[Row]] = {}
-        self._stats_version: Version | None = None
+        # base's counts are to ``_base_counts``)
+        self._kept = KeptRows()
         self._captured_at: Version | None = None
 
     def _present(self) -> list[str]:
@@ -231,7 +232,7 @@ class Capture:
         # moved the base too: nothing counted or kept of it stands
         alone = state.pending == []
         self._note_base_counts(state.version, alone)
-        self._note_stats(captured.changes, state.version, alone)
+        self._kept.advance(captured.changes, self._captured_at, state.version, alone)
         spec = registry.BY_NAME["ducklake_snapshot"]
         i, f, c = (spec.index(n) for n in ("snapshot_id", "next_file_id", "next_catalog_id"))
         rows = captured.changes.inserted.get("ducklake_snapshot", [])
@@ -305,33 +306,6 @@ class Capture:
         base.update(counted)
         self._base_counts, self._base_version = base, version
 
-    def _note_stats(self, changes: RowChanges, version: Version, alone: bool) -> None:
-        """The kept statistics rows advance by the captured change, if nothing
-        but this commit moved the base since they were read; else they go."""
-        at = self._captured_at
-        if not alone or at is None or self._stats_version != at or version != (at[0], at[1] + 1):
-            self._stats, self._stats_version = {}, None
-            return
-        for table, rows in self._stats.items():
-            rows.subtract(changes.deleted.get(table, ()))
-            rows.update(changes.inserted.get(table, ()))
-            if any(n < 0 for n in rows.values()):  # not what the base held: read it again
-                self._stats, self._stats_version = {}, None
-                return
-            rows += Counter()  # drop the zero counts
-        self._stats_version = version
-
-    def _base_stats(self, table: str, columns: list[tuple[str, str]]) -> Counter[Row]:
-        """The base's rows of a PER_TABLE table at the state's version: kept
-        from the last capture, else read whole (a few rows per table)."""
-        version = self._captured_at
-        if self._stats_version != version:
-            self._stats, self._stats_version = {}, version
-        rows = self._stats.get(table)
-        if rows is None:
-            rows = self._stats[table] = Counter(self._fetch(table, columns, db=self.base))
-        return rows
-
     def _per_table(
         self, table: str, columns: list[tuple[str, str]], scope: Scope, changes: RowChanges
     ) -> None:
@@ -339,7 +313,9 @@ class Capture:
         ones): DuckLake's rows read, the base's taken from what is kept."""
         k = [name for name, _ in columns].index("table_id")
         named, first_new = scope.tables or set(), scope.next_catalog or 0
-        kept = self._base_stats(table, columns)
+        kept = self._kept.rows(
+            table, self._captured_at, lambda: self._fetch(table, columns, db=self.base)
+        )
         old = Counter({r: n for r, n in kept.items() if r[k] in named or r[k] >= first_new})
         new = Counter(self._fetch(table, columns, scope.table_filter()))
         changes.insert(table, *(new - old).elements())
@@ -483,52 +459,10 @@ class Capture:
         return [tuple(r[1:]) for r in rows if r[0]], [tuple(r[1:]) for r in rows if not r[0]]
 
     def verify(self, state: DuckState) -> None:
-        """Every metadata table DuckLake holds equals the committed base (which
-        advanced only by applying the change sets); raise naming the first that
-        differs. One query compares every table's count and hash of all rows."""
+        """Every metadata table DuckLake holds equals the committed base
+        (``capture_check``); raise naming the first that differs."""
         self.columns = state.columns
-        state.settle()
-        present = {t for t in meta_tables(self.con, self.db) if is_metadata_table(t)}
-        based = {s.name for s in registry.TABLES} | state.inline_names()
-        for table in sorted(present ^ based):
-            if registry.inline_table(table) is not None or self._fetch_any(table, present):
-                raise CorruptionError(
-                    f"capture check: {table} exists on one side only "
-                    f"({'DuckLake' if table in present else 'the committed state'})"
-                )
-        common = sorted(present & based)
-        sql = " UNION ALL ".join(
-            f"SELECT {int(i)}, count(*), sum({_row_hash(table)})::HUGEINT "
-            f"FROM {ident(db)}.{ident(table)} t"
-            for i, (db, table) in enumerate(
-                [(self.db, t) for t in common] + [(self.base, t) for t in common]
-            )
-        )
-        sums = (
-            dict((r[0], tuple(r[1:])) for r in self.con.execute(sql).fetchall()) if common else {}
-        )
-        for i, table in enumerate(common):
-            if sums[i] != sums[i + len(common)]:
-                raise CorruptionError(
-                    f"capture check: {table} in DuckDB differs from the committed state"
-                )
-
-    def _fetch_any(self, table: str, present: set[str]) -> bool:
-        db = self.db if table in present else self.base
-        if db == self.base:
-            self._settle(table)
-        sql = f"SELECT count(*) FROM {ident(db)}.{ident(table)}"
-        return bool(self.con.execute(sql).fetchone()[0])
-
-
-def _row_hash(table: str) -> str:
-    """A row's hash: a registry table's columns hashed as arguments (a third
-    cheaper than hashing the row as a struct; the registry fixes them on both
-    sides), an inlined table's whole row, so a column on one side only shows."""
-    spec = registry.BY_NAME.get(table)
-    if spec is None:
-        return "hash(t)"
-    return f"hash({', '.join(ident(c) for c in spec.column_names)})"
+        capture_check.verify(self.con, self.db, self.base, state)
 
 
 def _begin_end(columns: list[tuple[str, str]]) -> tuple[int | None, int | None]:
