@@ -49,11 +49,11 @@ QUOTING = {"ident", "literal"}
 ALLOWED: dict[tuple[str, str], str] = {
     # ATTACH options: each built just above from literal() or a constant
     # an error message of `slatelake sql`, not SQL: the statement's number, source and line
-    ("slatelake/cli/sql.py", "number"): "an int",
-    ("slatelake/cli/sql.py", "where"): "a file name or -c",
-    ("slatelake/cli/sql.py", "statement.line"): "an int",
-    ("slatelake/cli/sql.py", "statement.first_line"): "printed to stderr, never run",
-    ("slatelake/cli/sql.py", "one_line(exc)"): "an error's text on stderr",
+    ("slatelake/cli/sql_run.py", "number"): "an int",
+    ("slatelake/cli/sql_run.py", "where"): "a file name or -c",
+    ("slatelake/cli/sql_run.py", "statement.line"): "an int",
+    ("slatelake/cli/sql_run.py", "statement.first_line"): "printed to stderr, never run",
+    ("slatelake/cli/sql_run.py", "one_line(exc)"): "an error's text on stderr",
     # a write's result (results.py): the caller's own statement, run as they sent
     # it; casts to DuckDB-reported plain type names (_scalar_type) over ident() names
     ("slatelake/ducklake/results.py", "query"): "the caller's own statement",

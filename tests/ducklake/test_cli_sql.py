@@ -19,7 +19,8 @@ import pytest
 
 import slatelake
 from slatelake.cli import EXIT_ERROR, EXIT_USAGE, build_parser, main
-from slatelake.cli.sql import CONTINUATION, HISTORY_FILE, PROMPT, blank, complete, split
+from slatelake.cli.sql_shell import CONTINUATION, HISTORY_FILE, PROMPT
+from slatelake.cli.sql_split import blank, complete, split
 from tests.conftest import subprocess_env
 
 # Every kind of value the renderers treat differently: numbers (right-aligned),

@@ -19,14 +19,16 @@ from hypothesis import strategies as st
 
 from slatelake.cli.common import parse_kv
 from slatelake.durations import MAX_DURATION_S
-from slatelake.maintenance.options import (
+from slatelake.maintenance.option_values import (
     MAX_WINDOW_S,
     Instant,
     Interval,
-    MaintenanceConfigError,
-    MaintenanceOptions,
     Versions,
     parse_bool,
+)
+from slatelake.maintenance.options import (
+    MaintenanceConfigError,
+    MaintenanceOptions,
     parse_options,
 )
 from slatelake.store.keys import Subspace

@@ -37,7 +37,7 @@ def test_nothing_configured_configures_no_ducklake_step(signatures) -> None:  # 
 
 
 def test_derivation_rule_enables_and_parameterizes(signatures) -> None:  # noqa: ANN001
-    from slatelake.maintenance.options import Interval
+    from slatelake.maintenance.option_values import Interval
 
     opts = parse_options(
         {
@@ -132,7 +132,7 @@ def test_booleans_are_read_exactly_as_duckdb_casts_them(signatures) -> None:  # 
 
 
 def test_parameter_values_are_typed_at_bind(signatures) -> None:  # noqa: ANN001
-    from slatelake.maintenance.options import Instant, Interval, Versions
+    from slatelake.maintenance.option_values import Instant, Interval, Versions
 
     opts = parse_options(
         {
@@ -161,7 +161,7 @@ def test_parameter_values_are_typed_at_bind(signatures) -> None:  # noqa: ANN001
 
 
 def test_a_timestamp_without_an_offset_is_read_as_utc(signatures) -> None:  # noqa: ANN001
-    from slatelake.maintenance.options import Instant
+    from slatelake.maintenance.option_values import Instant
 
     raw = {"MAINTENANCE_CLEANUP_OLD_FILES_OLDER_THAN": "2024-03-10 02:30"}
     opts = parse_options(raw, signatures)

@@ -14,7 +14,8 @@ import pytest
 import slatelake
 from slatelake import MaintenanceConfigError, NotFoundError, maintenance
 from slatelake.cli import main
-from slatelake.maintenance.options import Interval, bind
+from slatelake.maintenance.option_values import Interval
+from slatelake.maintenance.options import bind
 from slatelake.maintenance.policy import FIELDS, PolicyRow, Scope, parse_fields, resolve
 from slatelake.maintenance.policy_plan import plan
 from slatelake.maintenance.report import SKIPPED

@@ -43,17 +43,12 @@ from slatelake.maintenance.api import (
     unset_policy,
 )
 from slatelake.maintenance.flight import BreakResult, LeaseRecord
-from slatelake.maintenance.health import HealthPolicy, LakeHealth, TableHealth, health
+from slatelake.maintenance.health import health
+from slatelake.maintenance.health_report import HealthPolicy, LakeHealth, TableHealth
 from slatelake.maintenance.history import AuditEntry, Page, check_before, check_limit
 from slatelake.maintenance.holds import HoldChange, check_snapshot_id
-from slatelake.maintenance.options import (
-    ALIAS_PREFIX,
-    PREFIX,
-    MaintenanceOptions,
-    bind,
-    parse_bool,
-    value_text,
-)
+from slatelake.maintenance.option_values import parse_bool, value_text
+from slatelake.maintenance.options import ALIAS_PREFIX, PREFIX, MaintenanceOptions, bind
 from slatelake.maintenance.policy import FIELDS as POLICY_FIELDS
 from slatelake.maintenance.policy import Policy, PolicyRow
 from slatelake.maintenance.report import (

@@ -44,13 +44,13 @@ from slatelake.ducklake.sql import ident
 from slatelake.maintenance import holds
 from slatelake.maintenance.health import (
     DUCKLAKE_DEFAULT_TARGET_FILE_SIZE,
-    HealthPolicy,
-    TableHealth,
     health,
     inlined_counts,
     table_targets_sql,
 )
-from slatelake.maintenance.options import Instant, Interval, StepConfig
+from slatelake.maintenance.health_report import HealthPolicy, TableHealth
+from slatelake.maintenance.option_values import Instant, Interval
+from slatelake.maintenance.options import StepConfig
 from slatelake.maintenance.steps import StepOutcome, Steps, TableName
 
 PLAN_LIMIT = 1000

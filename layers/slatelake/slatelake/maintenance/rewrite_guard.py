@@ -23,7 +23,8 @@ from slatelake.catalog import registry
 from slatelake.ducklake.session import META_DB, Session
 from slatelake.ducklake.sql import ident
 from slatelake.errors import ConflictError
-from slatelake.maintenance.options import StepConfig, Value
+from slatelake.maintenance.option_values import Value
+from slatelake.maintenance.options import StepConfig
 
 TableName = tuple[str, str]  # (schema, table)
 FLUSH = "flush_inlined_data"

@@ -46,7 +46,8 @@ from slatelake.errors import (
     retry,
 )
 from slatelake.maintenance import holds, reclaim
-from slatelake.maintenance.options import Instant, Interval, StepConfig, Value, Versions
+from slatelake.maintenance.option_values import Instant, Interval, Value, Versions
+from slatelake.maintenance.options import StepConfig
 from slatelake.maintenance.rewrite_guard import LeftOut, RewriteGuard, TableName
 from slatelake.store.location import LakeLocation
 from slatelake.store.reachable import require_answers

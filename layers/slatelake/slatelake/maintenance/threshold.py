@@ -17,7 +17,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from slatelake.ducklake.session import Session
-from slatelake.maintenance.health import HealthPolicy, health
+from slatelake.maintenance.health import health
+from slatelake.maintenance.health_report import HealthPolicy
 from slatelake.maintenance.options import bind
 from slatelake.maintenance.policy import AUTO, POLICY_KEY, decode_rows, lake_enabled, resolve
 from slatelake.maintenance.progress import Sink

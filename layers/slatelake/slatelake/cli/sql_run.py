@@ -1,0 +1,91 @@
+"""Running ``slatelake sql``'s statements: one at a time, a script to its first failure.
+
+Each statement runs by itself through ``Session.sql`` (so each autocommits)
+and prints through ``Output``; a failure becomes one line naming the
+statement (``run_scripts``) or the error alone (the shell). duckdb is
+imported only when a function runs.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from slatelake import FencedError, SlatelakeError
+from slatelake.cli.common import EXIT_ERROR
+from slatelake.cli.sql_output import Output
+from slatelake.cli.sql_split import Statement, split
+
+COMMAND, STDIN = "-c", "stdin"  # Script.source for a -c argument and for `-f -`
+
+
+@dataclass(frozen=True)
+class Script:
+    """SQL to run and where it came from: a file path, ``stdin`` or ``-c``."""
+
+    source: str
+    text: str
+
+
+def run_statement(session: Any, statement: Statement, output: Output) -> None:
+    """Run one statement and print its result (a lazy read runs as it prints)."""
+    result = session.sql(statement.text)
+    if result is not None and not _nothing_to_show(statement, result):
+        output.show(result)
+
+
+def _nothing_to_show(statement: Statement, relation: Any) -> bool:
+    """DuckDB's answer to a statement without a result set of its own (CREATE,
+    DROP): an empty "Count" or "Success". A query's empty result still prints."""
+    import duckdb
+
+    if relation.columns not in (["Count"], ["Success"]):
+        return False
+    kinds = {s.type for s in duckdb.extract_statements(statement.text)}
+    return duckdb.StatementType.SELECT not in kinds and relation.limit(1).fetchone() is None
+
+
+def one_line(exc: BaseException) -> str:
+    """An error as one line: DuckDB's message up to its ``LINE n:`` excerpt
+    (it names its own kind, "Catalog Error: ..."); slatelake's behind its type."""
+    import duckdb
+
+    kept: list[str] = []
+    for line in str(exc).splitlines():
+        if line.startswith("LINE "):
+            break
+        if line.strip():
+            kept.append(line.strip())
+    text = " ".join(kept) or type(exc).__name__
+    return text if isinstance(exc, duckdb.Error) else f"{type(exc).__name__}: {text}"
+
+
+def run_scripts(session: Any, scripts: Sequence[Script], output: Output) -> int:
+    """Every statement of every script in order; stop at the first failure."""
+    import duckdb
+
+    commands = sum(s.source == COMMAND for s in scripts)
+    number = seen = 0
+    for script in scripts:
+        where = script.source
+        if where == COMMAND:
+            seen += 1
+            where = f"-c #{seen}" if commands > 1 else COMMAND
+        for statement in split(script.text):
+            number += 1
+            try:
+                run_statement(session, statement, output)
+            except FencedError:
+                raise
+            except (duckdb.Error, SlatelakeError) as exc:
+                sys.stdout.flush()
+                print(
+                    f"slatelake sql: statement {number} at {where} line {statement.line} "
+                    f'("{statement.first_line}") failed: {one_line(exc)}',
+                    file=sys.stderr,
+                    flush=True,
+                )
+                return EXIT_ERROR
+    return 0
