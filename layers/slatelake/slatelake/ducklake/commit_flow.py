@@ -13,6 +13,7 @@ next statement, or refused. See docs/architecture.md, "Concurrent writers".
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterable
 from contextlib import suppress
 from dataclasses import replace
@@ -44,6 +45,8 @@ log = logging.getLogger("slatelake.session")
 # and the committed catalog at the session's head.
 META_DB = "__slatelake_meta"
 BASE_DB = "__slatelake_base"
+# After a commit made without the lock was overtaken, writes take it for this long.
+CONTENDED_S = 30.0
 
 
 class CommitFlow:
@@ -65,6 +68,7 @@ class CommitFlow:
     _stale: bool
     _synced: tuple[Head, int] | None
     _copy_snapshot: int | None
+    _overtaken_at: float  # monotonic; when a commit made without the lock was refused
 
     def _sync(self, reset_log: bool = True) -> None:
         raise NotImplementedError  # Session: apply others' commits to DuckLake's copy
@@ -127,7 +131,7 @@ class CommitFlow:
             raise ReadOnlyError("this session is read-only; it writes no commit-log slot")
         return self._commit(lambda: self.lake.commit_change_set(self.state, cs), in_duckdb=False)
 
-    def _commit_transaction(self, fresh: bool = False) -> None:
+    def _commit_transaction(self, fresh: bool = False, may_go_alone: bool = False) -> None:
         """COMMIT DuckDB's open transaction and the change it made to the log.
 
         Under the lake's commit lock, DuckLake's copy is first brought to the
@@ -137,9 +141,14 @@ class CommitFlow:
         land between that refresh and the slot write, so what DuckLake
         committed in its copy is what the log gets, on the base it was made on.
         ``fresh``: the session was refreshed just before the statement.
+        ``may_go_alone``: an autocommit write that can run again, which
+        commits without the lock when ``_alone`` says it may.
         """
         if self.read_only:
             self._commit_read_only()
+            return
+        if may_go_alone and self._alone(fresh):
+            self._commit_alone()
             return
         try:
             self._lock.acquire(self.state, fresh)
@@ -158,6 +167,43 @@ class CommitFlow:
             self._lock.release(self.state)
             raise
         self._commit_captured()
+
+    def _alone(self, fresh: bool) -> bool:
+        """Whether an autocommit write may commit without taking the lock: the
+        session looked at the head a moment ago, DuckLake's copy is at it, the
+        lock was free there, and no commit of this session was overtaken in
+        the last ``CONTENDED_S`` (a lake with one writer saves a slot per
+        write; one with several keeps the lock, which rebases instead of
+        re-running)."""
+        if not fresh or self._stale or self._in_txn:
+            return False
+        if time.monotonic() - self._overtaken_at < CONTENDED_S:
+            return False
+        if (self.state.head, self.state.last_seq) != self._synced:
+            return False
+        return self.lake.read_sys(self.state, LOCK_KEY) is None
+
+    def _commit_alone(self) -> None:
+        """COMMIT in DuckDB, then the slot, with no lock taken. DuckLake's copy
+        was at the head the session last saw, so its commit rebased over
+        nothing. The slot deletes the lock's key: a commit that landed since
+        either minted a snapshot (the log refuses ours over it) or took or
+        gave back the lock (the same key: refused); nothing can land under a
+        lock another committer holds. A refused write is re-run under the
+        lock by ``_autocommit_write``."""
+        try:
+            self.con.execute("COMMIT")
+        except duckdb.Error as exc:
+            raise stmt.refused(exc) from exc
+        except BaseException:
+            self._stale = True  # an interrupt: what DuckDB kept is unknown
+            raise
+        self._rebased = []
+        try:
+            self._commit_captured(fence_lock=True)
+        except ConflictError:
+            self._overtaken_at = time.monotonic()
+            raise
 
     def _commit_read_only(self) -> None:
         try:
@@ -213,9 +259,11 @@ class CommitFlow:
         query log names, or every table when the log cannot say."""
         return self.capture.capture(self.state, self.log.written() if logged else None)
 
-    def _commit_captured(self, logged: bool = True) -> None:
+    def _commit_captured(self, logged: bool = True, fence_lock: bool = False) -> None:
         """Commit what DuckLake changed; with the commit lock held, the slot
-        also releases it (so it lands only while the lock is still ours)."""
+        also releases it (so it lands only while the lock is still ours).
+        ``fence_lock``: the lock was free at the base; the slot deletes its
+        key all the same, so it overlaps (and loses to) any take since."""
         captured = None
         try:
             captured = self._captured(logged)
@@ -227,7 +275,7 @@ class CommitFlow:
             self._refuse_expiring_held(captured)
             # the data's change set, plus its index entries and cascaded ends
             cs = indexes.index_writes(self, captured)
-            if self._lock.held:
+            if self._lock.held or fence_lock:
                 cs = replace(cs, deletes=(*cs.deletes, LOCK_KEY))
             self._commit(lambda: self.lake.commit_change_set(self.state, cs), in_duckdb=True)
         except BaseException as exc:  # uncapturable, refused, unreadable index entries

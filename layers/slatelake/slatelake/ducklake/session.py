@@ -126,6 +126,7 @@ class Session(StatementFlow):
             self._attached = False
             self._copy_snapshot: int | None = None  # the newest snapshot DuckLake's copy holds
             self._refreshed_at = float("-inf")  # monotonic time of the last refresh
+            self._overtaken_at = float("-inf")  # a commit made without the lock was refused
             self.state = self._open_state()
             self._load()
         except BaseException:  # refused (another data path...): leave no reader lease behind

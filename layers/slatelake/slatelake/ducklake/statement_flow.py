@@ -181,7 +181,7 @@ class StatementFlow(CommitFlow):
             self._lock_at_head(fresh=self._just_refreshed())
         self._begin(holds_lock=lock_first)
         result = self._run(call, holds_lock=lock_first)
-        self._commit_transaction(fresh=self._just_refreshed())
+        self._commit_transaction(fresh=self._just_refreshed(), may_go_alone=not lock_first)
         return result
 
     def _begin(self, holds_lock: bool) -> None:

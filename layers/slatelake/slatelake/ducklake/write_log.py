@@ -61,15 +61,19 @@ _TARGET = (
 )
 _PARSE = re.compile(_TARGET, re.IGNORECASE)
 _PART = re.compile(r'"((?:[^"]|"")*)"|(\w+)')
+_PLAIN_INSERT = re.compile(r"insert\s+into", re.IGNORECASE)
 _DDL = ("create", "drop", "alter")
 
 
 @dataclass(frozen=True)
 class Written:
-    """Metadata tables written in the window; ``ddl`` those created, dropped or altered."""
+    """Metadata tables written in the window; ``ddl`` those created, dropped or
+    altered; ``appended`` those only ever inserted into (a plain ``INSERT
+    INTO``, no ``OR REPLACE`` or ``ON CONFLICT``): they lost and changed no row."""
 
     tables: frozenset[str]
     ddl: frozenset[str]
+    appended: frozenset[str] = frozenset()
 
 
 class WriteLog:
@@ -148,9 +152,12 @@ class WriteLog:
         self._seen(max(int(e[0]) for e in entries))
         tables: set[str] = set()
         ddl: set[str] = set()
+        changed: set[str] = set()  # written some other way than a plain insert
         for _, message in entries:
-            if "ducklake" not in message.lower():
+            lowered = message.lower()
+            if "ducklake" not in lowered:
                 continue
+            upsert = "conflict" in lowered  # INSERT ... ON CONFLICT may change rows
             for m in _PARSE.finditer(message):
                 parsed = self._target(m)
                 if parsed is None:
@@ -161,7 +168,9 @@ class WriteLog:
                 tables.add(name)
                 if verb in _DDL:
                     ddl.add(name)
-        return Written(frozenset(tables), frozenset(ddl))
+                if upsert or _PLAIN_INSERT.fullmatch(m.group(1)) is None:
+                    changed.add(name)
+        return Written(frozenset(tables), frozenset(ddl), frozenset(tables - changed))
 
     def _seen(self, newest: int) -> None:
         """What was read is forgotten: past the mark from now on, and the log
