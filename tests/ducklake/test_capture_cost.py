@@ -105,7 +105,7 @@ def test_a_reopened_session_lists_no_tables_once_ducklake_is_attached(
     from slatelake.ducklake.session import VERIFY_ENV
     from slatelake.store.location import LakeLocation
     from tests.catalog.helpers import fold_all
-    from tests.ducklake.test_oracle_many_tables import _CountingCursor, _use_cursor
+    from tests.ducklake.test_commit_cost_shape import _CountingCursor, _use_cursor
 
     monkeypatch.delenv(VERIFY_ENV, raising=False)  # the full-diff check lists on purpose
     url = (tmp_path / "lake").as_uri()

@@ -1,7 +1,7 @@
 """Oracle on a lake of many tables: random statements on random tables through
 a slatelake session and through stock DuckLake, every table and time travel
-compared after each statement; and the shape of a commit's cost (how many
-DuckDB queries capture issues) does not grow with the tables the lake holds.
+compared after each statement (the shape of a commit's cost is in
+``test_commit_cost_shape.py``).
 
 The session runs with SLATELAKE_VERIFY_CAPTURE=1, so after every commit it
 also checks that its capture equals a full diff of the catalog.
@@ -9,13 +9,11 @@ also checks that its capture equals a full diff of the catalog.
 
 from __future__ import annotations
 
-import itertools
 import os
 import random
 import re
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +24,7 @@ import pytest
 
 import slatelake
 from slatelake.ducklake import extensions
-from slatelake.ducklake.session import VERIFY_ENV, Session
+from slatelake.ducklake.session import VERIFY_ENV
 from slatelake.ducklake.sql import literal
 from tests.conftest import subprocess_env
 from tests.ducklake.many_tables import (
@@ -280,246 +278,3 @@ def test_a_flush_that_drops_another_tables_superseded_inlined_table_commits_the_
         pair = Pair(fresh, stock)
         for version in (None, 2, 3, 4):
             pair.compare_rows("t", version)
-
-
-# -- the shape of a commit's cost ----------------------------------------------
-class _CountingCursor:
-    """Forwards to a DuckDB cursor, keeping the SQL of each query it issues."""
-
-    def __init__(self, cursor: duckdb.DuckDBPyConnection) -> None:
-        self._cursor = cursor
-        self.queries: list[str] = []
-
-    def _count(self, name: str) -> Any:
-        method = getattr(self._cursor, name)
-
-        def counted(query: Any, *args: Any, **kwargs: Any) -> Any:
-            self.queries.append(str(query))
-            result = method(query, *args, **kwargs)
-            return self if result is self._cursor else result
-
-        return counted
-
-    def __getattr__(self, name: str) -> Any:
-        if name in ("execute", "executemany", "sql", "query"):
-            return self._count(name)
-        return getattr(self._cursor, name)
-
-
-def _lake_of(tmp_path: Path, tables: int) -> str:
-    """A lake of ``tables`` tables, each holding inlined rows of its own."""
-    url = (tmp_path / f"lake{tables}").as_uri()
-    with slatelake.connect(url, data_path=f"{tmp_path}/data{tables}/") as session:
-        for first in range(0, tables, PER_BLOCK):
-            with session.transaction():
-                for i in range(first, min(first + PER_BLOCK, tables)):
-                    session.sql(f"CREATE TABLE t{i:03d} (id INTEGER, v VARCHAR)")
-                    session.sql(f"INSERT INTO t{i:03d} VALUES ({i}, 'seed')")
-    return url
-
-
-def _queries_to_commit_one_row(url: str) -> list[str]:
-    return _queries_of(
-        url, "INSERT INTO t000 VALUES (1, 'warm')", "INSERT INTO t000 VALUES (2, 'counted')"
-    )
-
-
-def _queries_to_flush_one_table(url: str) -> list[str]:
-    """A pass's per-table flush: the first of the lake's tables warms the
-    session, the second is counted (each holds inlined rows of its own)."""
-    flush = "CALL ducklake_flush_inlined_data('lake', table_name => {})"
-    return _queries_of(url, flush.format(literal("t000")), flush.format(literal("t001")))
-
-
-def _queries_of(url: str, warm: str, counted: str) -> list[str]:
-    """The helper cursor's queries while ``counted`` commits, after ``warm`` did."""
-    with slatelake.connect(url) as session:
-        session.sql(warm)
-        counter = _CountingCursor(session._aux)
-        held = _use_cursor(session, counter)
-        assert "capture.con" in held, f"the helper cursor is held only by {held}"
-        start = time.perf_counter()
-        session.sql(counted)
-        elapsed = time.perf_counter() - start
-        print(f"{url}: {len(counter.queries)} queries, {elapsed * 1000:.0f} ms")
-        return counter.queries
-
-
-def _use_cursor(session: Session, cursor: _CountingCursor) -> list[str]:
-    """Put ``cursor`` wherever the session holds its helper cursor (itself, its
-    capture, write log and state); returns where it was found."""
-    aux = cursor._cursor
-    found = []
-    for owner_name, owner in [("session", session), *vars(session).items()]:
-        attrs = getattr(owner, "__dict__", {})
-        for name, value in list(attrs.items()):
-            if value is aux:
-                setattr(owner, name, cursor)
-                found.append(f"{owner_name}.{name}")
-    return found
-
-
-@pytest.mark.parametrize(
-    "tables", [40, pytest.param(200, marks=pytest.mark.long)], ids=lambda n: f"{n}-tables"
-)
-def test_committing_a_one_row_insert_issues_the_same_queries_on_many_tables_as_on_one(
-    tables: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The queries themselves are compared, not just counted: the capture that
-    read every table issued as many queries on 200 tables (27) as on one, its
-    signature query was a UNION ALL over every table (3.7 KB against 30 KB)."""
-    monkeypatch.delenv(VERIFY_ENV, raising=False)  # the full-diff check reads every table
-    one = _queries_to_commit_one_row(_lake_of(tmp_path, 1))
-    many = _queries_to_commit_one_row(_lake_of(tmp_path, tables))
-    assert one, "the counting cursor saw no query: the session no longer uses it"
-    # the same queries, up to the ids and snapshot numbers in them: a single
-    # query over every table (a UNION ALL, an IN list) shows as well as a count
-    shape_one, shape_many = _shape(one), _shape(many)
-    if len(one) != len(many) or shape_one != shape_many:
-        pad = [""] * max(len(one), len(many))
-        listing = "\n".join(
-            f"  1 ({len(a)} chars): {a[:200]}\n{tables} ({len(b)} chars): {b[:200]}"
-            for a, b in zip(shape_one + pad, shape_many + pad, strict=False)
-            if a != b
-        )
-        raise AssertionError(
-            f"1 table: {len(one)} queries, {tables} tables: {len(many)} queries; "
-            f"those that differ (digits as N):\n{listing}"
-        )
-
-
-@pytest.mark.parametrize(
-    "tables", [40, pytest.param(200, marks=pytest.mark.long)], ids=lambda n: f"{n}-tables"
-)
-def test_flushing_one_table_issues_the_same_queries_on_many_tables_as_on_one(
-    tables: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A pass flushes table by table (RFC 0021): each call's capture and apply
-    must cost its table, whatever else the lake holds."""
-    monkeypatch.delenv(VERIFY_ENV, raising=False)
-    one = _shape(_queries_to_flush_one_table(_lake_of(tmp_path, 2)))
-    many = _shape(_queries_to_flush_one_table(_lake_of(tmp_path, tables)))
-    assert one, "the counting cursor saw no query: the session no longer uses it"
-    assert many == one, "\n".join(
-        f"  2: {a[:200]}\n{tables}: {b[:200]}"
-        for a, b in itertools.zip_longest(one, many, fillvalue="")
-        if a != b
-    )
-
-
-@pytest.mark.parametrize("kind", ["insert", "flush"])
-def test_the_commit_locks_slot_leaves_what_was_read_of_the_base_standing(
-    kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A commit lock's slot changes no catalog row, so the base's row counts
-    and head ids known after the last commit still hold: the next capture
-    reads neither again (each lock slot used to send it back to counting the
-    base's tables and reading its head snapshot)."""
-    monkeypatch.delenv(VERIFY_ENV, raising=False)
-    url = _lake_of(tmp_path, 3)
-    queries = (
-        _queries_to_commit_one_row(url) if kind == "insert" else _queries_to_flush_one_table(url)
-    )
-    flat = [" ".join(q.split()) for q in queries]
-    base = '"__slatelake_base"'
-    registry_counts = [
-        q for q in flat if "count(*)" in q and re.search(base + r'\."ducklake_(?!inlined)\w+"', q)
-    ]
-    head_reads = [q for q in flat if re.search(r"SELECT next_file_id.* FROM " + base, q)]
-    assert not registry_counts, f"the base's tables counted again: {registry_counts}"
-    assert not head_reads, f"the base's head snapshot read again: {head_reads}"
-
-
-PARQUET_INSERT = "INSERT INTO t000 SELECT i, 'p' FROM range({}, {} + 50) r(i)"
-
-
-@pytest.mark.parametrize("kind", ["inlined", "parquet"])
-def test_a_run_of_inserts_leaves_the_base_database_untouched(
-    kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """After a session's first write, an INSERT (one inlined row, or a new
-    Parquet file with its column statistics) is captured from DuckLake's
-    copy alone (the base's counts and statistics are known from the last
-    capture; a new file's statistics have no group in the base) and its
-    change set waits to be applied to the base until something reads it:
-    no query names the base database."""
-    monkeypatch.delenv(VERIFY_ENV, raising=False)
-    url = _lake_of(tmp_path, 3)
-    if kind == "inlined":
-        queries = _queries_to_commit_one_row(url)
-    else:
-        warm, counted = PARQUET_INSERT.format(1000, 1000), PARQUET_INSERT.format(2000, 2000)
-        queries = _queries_of(url, warm, counted)
-    assert queries, "the counting cursor saw no query: the session no longer uses it"
-    touching = [q for q in queries if "__slatelake_base" in q]
-    assert not touching, f"the base database was read or written: {touching}"
-
-
-def test_flushing_table_after_table_writes_nothing_to_the_base_database(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A pass's flushes each touch another inlined table: the one a flush
-    empties is read from the base as it stands (the earlier flushes, still
-    waiting to be applied, did not touch it), so no flush applies them."""
-    monkeypatch.delenv(VERIFY_ENV, raising=False)
-    queries = _queries_to_flush_one_table(_lake_of(tmp_path, 3))
-    assert queries, "the counting cursor saw no query: the session no longer uses it"
-    writes = [
-        q
-        for q in queries
-        if "__slatelake_base" in q and not q.lstrip().upper().startswith("SELECT")
-    ]
-    assert not writes, f"the base database was written: {writes}"
-
-
-def test_another_writers_commit_makes_the_next_capture_count_the_base_again(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """What a session counted of its base holds only while nothing but its
-    own commits changed the base: another session's commit, applied at the
-    next refresh, must send the capture back to counting (a stale count can
-    make an unexplained change look explained)."""
-    monkeypatch.setenv(VERIFY_ENV, "1")  # every capture checked against a full diff
-    url = _lake_of(tmp_path, 3)
-    with slatelake.connect(url) as mine, slatelake.connect(url) as other:
-        mine.sql("INSERT INTO t000 VALUES (10, 'mine')")
-        other.sql("INSERT INTO t000 VALUES (11, 'other')")
-        other.sql("DELETE FROM t000 WHERE id = 0")
-        counter = _CountingCursor(mine._aux)
-        _use_cursor(mine, counter)
-        mine.sql("INSERT INTO t000 VALUES (12, 'mine again')")
-        rows = sorted(mine.sql("SELECT id FROM t000").fetchall())
-    # the capture's counts-only query (the full check's signatures hash columns)
-    snapshot_counted = [
-        q
-        for q in counter.queries
-        if "count(*), 0::HUGEINT" in q and '"__slatelake_base"."ducklake_snapshot"' in q
-    ]
-    assert snapshot_counted, "the base's snapshots were not counted again after another commit"
-    assert rows == [(10,), (11,), (12,)]
-    with slatelake.connect(url, read_only=True) as fresh:
-        assert sorted(fresh.sql("SELECT id FROM t000").fetchall()) == [(10,), (11,), (12,)]
-
-
-def _shape(queries: list[str]) -> list[str]:
-    """Queries up to their numbers and the UUIDs of new files' names."""
-    named = (re.sub(r"ducklake-[0-9a-f-]{36}", "ducklake-UUID", q) for q in queries)
-    return [re.sub(r"\d+", "N", " ".join(q.split())) for q in named]
-
-
-def test_a_commit_opens_no_empty_transaction_on_the_catalog_copies(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The commit lock's slots carry no catalog rows: applying one to the
-    base is nothing to do, not a BEGIN and a COMMIT (two statements per lock
-    slot, four per write)."""
-    monkeypatch.delenv(VERIFY_ENV, raising=False)
-    queries = [
-        " ".join(q.split()).upper() for q in _queries_to_commit_one_row(_lake_of(tmp_path, 3))
-    ]
-    empty = [
-        n
-        for n, (a, b) in enumerate(itertools.pairwise(queries))
-        if a.startswith("BEGIN") and b == "COMMIT"
-    ]
-    assert queries and not empty, f"empty transactions at queries {empty} of {len(queries)}"

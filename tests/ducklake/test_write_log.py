@@ -203,3 +203,26 @@ def test_disabling_logging_hands_the_log_back_to_the_session(session: Session) -
         f"{logged} entries after {writes} writes: the log is no longer truncated"
     )
     assert _rows(session.url)[:4] == [(1, "a"), (2, "b"), (3, "c"), (100, "x")]
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        '"__slatelake_meta"."main".ducklake_inlined_data_1_1',  # as DuckLake spells it
+        "__slatelake_meta.main.ducklake_inlined_data_1_1",  # as its appender does
+        "__SLATELAKE_META.main.ducklake_inlined_data_1_1",
+    ],
+)
+def test_a_hand_written_insert_dated_to_an_old_snapshot_is_captured(
+    session: Session, target: str
+) -> None:
+    """A row DuckLake inserts carries the new snapshot's id, so capture reads
+    what DuckLake only inserted into by that id without counting; a row a
+    user inserts by hand can carry an old one. A statement that names the
+    metadata database makes the next capture count, and the row is found."""
+    (begin,) = session.sql(
+        f"SELECT begin_snapshot FROM {META_DB}.ducklake_inlined_data_1_1 WHERE id = 1"
+    ).fetchone()
+    session.sql(f"INSERT INTO {target} VALUES (1000, ?, NULL, 9, 'hand')", [begin])
+    session.capture.verify(session.state)
+    assert _rows(session.url) == [(1, "a"), (9, "hand")]

@@ -309,9 +309,9 @@ class Capture:
     def _predicate_finds_inserts(self, table: str, scope: Scope) -> bool:
         """Whether ``_table`` reads ``table`` by a predicate every row DuckLake
         can insert matches (not a whole-table diff, which needs the counts)."""
-        if scope.snap < 0:
-            return False
-        if table in FILE_TABLES or table in FILE_CHILDREN:
+        if scope.snap < 0 or table in FILE_CHILDREN:
+            return False  # a new file's statistics lean on the counts (``new_groups``)
+        if table in FILE_TABLES:
             return scope.next_file is not None
         if table in SNAPSHOT_TABLES:
             return True

@@ -195,6 +195,7 @@ class StatementFlow(CommitFlow):
 
     def _run(self, call: _Call, holds_lock: bool = False) -> duckdb.DuckDBPyRelation | None:
         """Run a write; its result is materialized before anything commits."""
+        self.log.user_statement(call.query)
         try:
             return self._results.write(call.query, call.params, call.kinds, call.frame)
         except BaseException as exc:

@@ -26,6 +26,15 @@ caller falls back to comparing every table:
   slatelake does not know.
 Writes to the session's base copy are its own bookkeeping and are ignored.
 
+``Written.appended`` names the tables DuckLake only inserted into, in its own
+spelling (``"meta"."main".table``, or the appender's ``meta.main.table``), with
+no ``OR REPLACE`` or ``ON CONFLICT``: capture reads those by the new ids
+alone, without counting them. A row inserted by hand can carry an old id, so a
+statement sent through the session that names the metadata database turns
+this off for the next capture (``user_statement``). A hand-written insert
+through another cursor of the instance, outside the session's statements,
+is not seen that way; writing DuckLake's metadata by hand is not supported.
+
 The log is the DuckDB instance's, and a user may be logging too (``CALL
 enable_logging('DuckLakeMetadata')`` before or after connecting). Turning
 ``QueryLog`` on keeps the types the user turned on beside it, and while the
@@ -47,7 +56,7 @@ from dataclasses import dataclass
 import duckdb
 
 from slatelake.catalog import registry
-from slatelake.ducklake.sql import literal
+from slatelake.ducklake.sql import ident, literal
 
 READS_PER_TRUNCATE = 256
 WRITES_PER_TRUNCATE = 16
@@ -90,6 +99,7 @@ class WriteLog:
         self._user_all = False  # the user logs every type (enable_logging() without types)
         self._added: frozenset[str] = frozenset()  # what enable() turned on, not the user
         self._mark = 0  # the newest entry read, while the user's log is kept
+        self._user_named_meta = False  # a user statement named the metadata database
 
     @property
     def keeps_user_log(self) -> bool:
@@ -168,9 +178,30 @@ class WriteLog:
                 tables.add(name)
                 if verb in _DDL:
                     ddl.add(name)
-                if upsert or _PLAIN_INSERT.fullmatch(m.group(1)) is None:
+                if not self._ducklake_insert(m, upsert):
                     changed.add(name)
-        return Written(frozenset(tables), frozenset(ddl), frozenset(tables - changed))
+        appended = frozenset() if self._user_named_meta else frozenset(tables - changed)
+        self._user_named_meta = False
+        return Written(frozenset(tables), frozenset(ddl), appended)
+
+    def user_statement(self, query: str) -> None:
+        """A statement the user sent through the session: one that names the
+        metadata database writes it by hand, and the next capture takes no
+        insert in its window on trust (``Written.appended``)."""
+        if self.meta in query.lower():
+            self._user_named_meta = True
+
+    def _ducklake_insert(self, m: re.Match[str], upsert: bool) -> bool:
+        """A plain insert as DuckLake spells one (``"meta"."main".table``, or
+        the appender's ``meta.main.table``): it adds rows and changes none."""
+        if upsert or _PLAIN_INSERT.fullmatch(m.group(1)) is None:
+            return False
+        target = m.group(2).split(".")
+        if len(target) != 3:
+            return False
+        quoted = target[:2] == [ident(self.meta), ident("main")]
+        bare = target[:2] == [self.meta, "main"]
+        return quoted or bare
 
     def _seen(self, newest: int) -> None:
         """What was read is forgotten: past the mark from now on, and the log
