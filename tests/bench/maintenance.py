@@ -48,7 +48,10 @@ a pass's peak is not masked by its build's:
    CALL is executed without fetching (its result has TIMESTAMPTZ columns, which
    need pytz; the CALL runs fully on execute, which the snapshot count before
    and after confirms); the other five are fetched.
-   RSS: current and high water just before and after the pass; the pass
+   RSS: current and high water just before and after the pass (with
+   ``--without-pandas`` every child runs without numpy, pandas and pyarrow,
+   as in the Lambda layer: where they are installed, DuckDB's binding
+   imports them at the first query that binds a parameter); the pass
    child's peak (``ru_maxrss``) covers imports, connect and the pass (the
    verification below runs after it is read).
 3. Verify: after the pass both sides must hold the same tables with the same
@@ -656,6 +659,22 @@ def child_main(args: list[str]) -> int:
     return 0
 
 
+# Modules a child treats as not installed (``--without-pandas``), as in the
+# Lambda layer: DuckDB's Python binding imports numpy, pandas and pyarrow
+# when a query binds a parameter (~80 MB of RSS where they are installed).
+WITHOUT_ENV = "SLATELAKE_BENCH_WITHOUT"
+LAMBDA_ABSENT = ("numpy", "pandas", "pyarrow")
+
+
+def _block_absent_modules() -> None:
+    """A None in ``sys.modules`` makes an import fail at once, as for a
+    package that is not installed (slatelake's own probe then skips it)."""
+    for name in filter(None, os.environ.get(WITHOUT_ENV, "").split(",")):
+        if name in sys.modules and sys.modules[name] is not None:
+            raise SystemExit(f"{name} was imported before the child could block it")
+        sys.modules[name] = None  # type: ignore[assignment]
+
+
 def run_child(*args: str) -> dict[str, Any]:
     cmd = [sys.executable, "-m", "tests.bench.maintenance", "--child", *args]
     t0 = time.perf_counter()
@@ -787,6 +806,9 @@ def print_report(result: dict[str, Any]) -> None:
         f"  seconds: medians of {cfg['reps']} passes per side, interleaved, each on the same "
         f"build restored from a pristine copy; {os.cpu_count()} CPUs"
     )
+    if cfg.get("absent_modules"):
+        absent = ", ".join(cfg["absent_modules"])
+        print(f"  every child ran without {absent}, as in the Lambda layer")
     head = f"  {'step':<22} {'slatelake s':>11} {'stock s':>9} {'ratio':>7}"
     if tb:
         head += f" | {'sl batches s':>12} {'ratio':>7}"
@@ -999,6 +1021,7 @@ def library_revision() -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["--child"]:
+        _block_absent_modules()
         return child_main(argv[1:])
     ap = argparse.ArgumentParser(
         prog="python -m tests.bench.maintenance",
@@ -1022,12 +1045,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-profile", action="store_true", help="skip the profiled run")
     ap.add_argument("--out", help="JSON path (default bench-results/maintenance[-quick].json)")
     ap.add_argument("--tmp", help="directory for the lakes (default: a temp dir)")
+    ap.add_argument(
+        "--without-pandas",
+        action="store_true",
+        help="children run as in the Lambda layer, without numpy, pandas and pyarrow "
+        "(DuckDB's binding imports them when a query binds a parameter: ~80 MB of RSS)",
+    )
     args = ap.parse_args(argv)
+    if args.without_pandas:
+        os.environ[WITHOUT_ENV] = ",".join(LAMBDA_ABSENT)
     tables = args.tables or (8 if args.quick else 40)
     commits = args.commits or (4 if args.quick else 6)
     if tables < 1 or commits < 2 or args.reps < 1:
         ap.error("need --tables >= 1, --commits >= 2 and --reps >= 1")
     suffix = ("-quick" if args.quick else "") + ("-single" if args.churn == "single" else "")
+    suffix += "-without-pandas" if args.without_pandas else ""
     out_path = Path(args.out or f"bench-results/maintenance{suffix}.json")
     shape = (tables, commits, args.churn)
 
@@ -1050,9 +1082,12 @@ def main(argv: list[str] | None = None) -> int:
             "stock_calls": [sql for _, sql, _ in STOCK_CALLS],
             "settle_s": SETTLE_S,
             "reps": args.reps,
+            "absent_modules": list(LAMBDA_ABSENT) if args.without_pandas else [],
         },
         "library": library_revision(),
     }
+    if args.tmp:
+        Path(args.tmp).mkdir(parents=True, exist_ok=True)
     root = Path(tempfile.mkdtemp(prefix="slatelake-maint-", dir=args.tmp or None))
     t_start = time.perf_counter()
     try:
