@@ -28,9 +28,12 @@ Every proportional answer is checked against both sides' row counts; a count
 the predicates do not explain (DuckLake deleted rows outright: expiry,
 merge, flush, cleanup, a replaced delete file) falls back to a whole-table
 diff for that table only. A table the log shows DuckLake only inserted into
-(plain ``INSERT INTO``) lost and changed no row, and every row DuckLake
-inserts carries a new snapshot or file id its predicate finds: it is not
-counted (a 1-row INSERT then runs no count query at all).
+(``Written.appended``: a plain ``INSERT INTO`` in DuckLake's spelling, and
+no statement of the session's user named the metadata database) lost and
+changed no row, and every row DuckLake inserts carries a new snapshot or
+file id its predicate finds: it is not counted (a 1-row INSERT then runs
+no count query at all). A new file's statistics are still counted: their
+count is what lets ``new_groups`` skip the base.
 ``verify`` compares every table with the state a change set produces; tests
 run it after every capture (SLATELAKE_VERIFY_CAPTURE=1).
 """

@@ -6,7 +6,9 @@ DuckLake's own commit rebase the transaction onto what it missed (or refuse
 it, in DuckLake's words, as ConflictError); the captured change is then
 committed through the log, and that slot gives the lock back, so nothing can
 land in between. DuckLake's maintenance calls take the lock before they
-run. A write DuckDB ran behind the session's back is committed before the
+run. An autocommit write on a lake no one else is writing commits without
+it, in one slot that loses to any commit or lock take since (``_alone``).
+A write DuckDB ran behind the session's back is committed before the
 next statement, or refused. See docs/architecture.md, "Concurrent writers".
 """
 
