@@ -110,8 +110,9 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("slatelake/ducklake/catalog_apply.py", "values"): "literal()/int() per value (values_sql)",
     ("slatelake/ducklake/capture.py", "source"): "ident() of a database name",
     ("slatelake/ducklake/capture.py", "cols"): "select_list(): ident() per column",
-    ("slatelake/ducklake/capture.py", "a"): "ident() parts",
-    ("slatelake/ducklake/capture.py", "b"): "ident() parts",
+    ("slatelake/ducklake/table_diff.py", "cols"): "select_list(): ident() per column",
+    ("slatelake/ducklake/table_diff.py", "a"): "ident() parts",
+    ("slatelake/ducklake/table_diff.py", "b"): "ident() parts",
     ("slatelake/ducklake/capture_check.py", "_row_hash(table)"): "ident() per registry column",
     ("slatelake/ducklake/opening.py", "cols"): "ident() per column",
     # import: columns cast to a registry type constant or a type_sql() rendering

@@ -49,7 +49,7 @@ import duckdb
 from slatelake.catalog import registry
 from slatelake.catalog.changes import RowChanges
 from slatelake.catalog.rows import Row
-from slatelake.ducklake import capture_check
+from slatelake.ducklake import capture_check, table_diff
 from slatelake.ducklake.catalog_db import ColumnCache, table_exists
 from slatelake.ducklake.change_scope import Scope, named_tables
 from slatelake.ducklake.duck_state import DuckState, Version
@@ -74,8 +74,6 @@ FILE_TABLES = {"ducklake_data_file": "data_file_id", "ducklake_delete_file": "de
 # tables' registry: a flush drops older schema versions' tables after its
 # commit, for tables its snapshot does not name.)
 PER_TABLE = frozenset({"ducklake_table_stats", "ducklake_table_column_stats"})
-# Above this many rows a whole-table diff runs in DuckDB, below it in Python.
-SMALL_TABLE = 20_000
 FILE_CHILDREN = (
     "ducklake_file_column_stats",
     "ducklake_file_partition_value",
@@ -430,71 +428,10 @@ class Capture:
         elif snap >= 0 and table in PER_TABLE and scope.table_filter():
             self._per_table(table, columns, scope, changes)
             return
-        self._diff(table, columns, changes, big=max(count or 0, before) > SMALL_TABLE)
-
-    def _diff(
-        self,
-        table: str,
-        columns: list[tuple[str, str]],
-        changes: RowChanges,
-        where: str = "",
-        big: bool = False,
-    ) -> None:
-        """Diff what DuckDB holds against the committed base: both sides in one
-        read and compared in Python (a DuckDB EXCEPT ALL costs ~10 ms however
-        small the table); a big table with EXCEPT ALL in DuckDB."""
-        inline = registry.inline_table(table)
-        if big and inline is None:
-            added, removed = self._except_all(table, columns)
-            changes.insert(table, *added)
-            changes.delete(table, *removed)
-            return
-        cols = select_list(columns, inline=inline is not None)
         self._settle(table)
-        rows = self._both(table, cols, where)
-        old = [r[1:] for r in rows if not r[0]]
-        new = [r[1:] for r in rows if r[0]]
-        if inline is not None:  # rows keep their identity across an UPDATE
-            old_by_id = {_ident(inline, r): r for r in old}
-            new_by_id = {_ident(inline, r): r for r in new}
-            changes.insert(table, *(r for i, r in new_by_id.items() if old_by_id.get(i) != r))
-            changes.delete(table, *(r for i, r in old_by_id.items() if i not in new_by_id))
-            return
-        gone = Counter(old)
-        gone.subtract(new)
-        added = Counter(new)
-        added.subtract(old)
-        changes.insert(table, *added.elements())
-        changes.delete(table, *gone.elements())
-
-    def _both(self, table: str, cols: str, where: str) -> list[Row]:
-        """Both sides' rows of ``table`` in one query, each led by "is DuckLake's"."""
-        sql = (
-            f"SELECT true, {cols} FROM {ident(self.db)}.{ident(table)} {where} UNION ALL "
-            f"SELECT false, {cols} FROM {ident(self.base)}.{ident(table)} {where}"
+        table_diff.diff(
+            self.con, self.db, self.base, table, columns, changes, max(count or 0, before)
         )
-        try:
-            return [tuple(r) for r in self.con.execute(sql).fetchall()]
-        except duckdb.InvalidInputException as exc:
-            raise UnsupportedError(f"{table}: a column type cannot be captured ({exc})") from exc
-
-    def _except_all(
-        self, table: str, columns: list[tuple[str, str]]
-    ) -> tuple[list[Row], list[Row]]:
-        """Rows only in DuckLake's copy, and rows only in the base (multisets), in one query."""
-        self._settle(table)
-        cols = select_list(columns)
-        a = f"{ident(self.db)}.{ident(table)}"
-        b = f"{ident(self.base)}.{ident(table)}"
-        try:
-            rows = self.con.execute(
-                f"(SELECT true, * FROM (SELECT {cols} FROM {a} EXCEPT ALL SELECT {cols} FROM {b})) "
-                f"UNION ALL (SELECT false, * FROM "
-                f"(SELECT {cols} FROM {b} EXCEPT ALL SELECT {cols} FROM {a}))"
-            ).fetchall()
-        except duckdb.InvalidInputException as exc:
-            raise UnsupportedError(f"{table}: a column type cannot be captured ({exc})") from exc
-        return [tuple(r[1:]) for r in rows if r[0]], [tuple(r[1:]) for r in rows if not r[0]]
 
     def verify(self, state: DuckState) -> None:
         """Every metadata table DuckLake holds equals the committed base
@@ -508,10 +445,6 @@ def _begin_end(columns: list[tuple[str, str]]) -> tuple[int | None, int | None]:
     begin = names.index("begin_snapshot") if "begin_snapshot" in names else None
     end = names.index("end_snapshot") if "end_snapshot" in names else None
     return begin, end
-
-
-def _ident(table: registry.InlineTable, row: Row) -> tuple[Any, ...]:
-    return tuple(row[i] for i in table.identity)
 
 
 def _reopened(row: Row, end: int) -> Row:
