@@ -9,7 +9,7 @@ imported only when a function runs.
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,6 +34,23 @@ def run_statement(session: Any, statement: Statement, output: Output) -> None:
     result = session.sql(statement.text)
     if result is not None and not _nothing_to_show(statement, result):
         output.show(result)
+
+
+def ran(session: Any, statement: Statement, output: Output, failed: Callable[[str], str]) -> bool:
+    """Run one statement; a DuckDB or slatelake error is printed as one line
+    on stderr (``failed`` words it from ``one_line``) and False returned. A
+    fenced store ends the whole run: raised."""
+    import duckdb
+
+    try:
+        run_statement(session, statement, output)
+    except FencedError:
+        raise
+    except (duckdb.Error, SlatelakeError) as exc:
+        sys.stdout.flush()
+        print(failed(one_line(exc)), file=sys.stderr, flush=True)
+        return False
+    return True
 
 
 def _nothing_to_show(statement: Statement, relation: Any) -> bool:
@@ -64,8 +81,6 @@ def one_line(exc: BaseException) -> str:
 
 def run_scripts(session: Any, scripts: Sequence[Script], output: Output) -> int:
     """Every statement of every script in order; stop at the first failure."""
-    import duckdb
-
     commands = sum(s.source == COMMAND for s in scripts)
     number = seen = 0
     for script in scripts:
@@ -75,17 +90,10 @@ def run_scripts(session: Any, scripts: Sequence[Script], output: Output) -> int:
             where = f"-c #{seen}" if commands > 1 else COMMAND
         for statement in split(script.text):
             number += 1
-            try:
-                run_statement(session, statement, output)
-            except FencedError:
-                raise
-            except (duckdb.Error, SlatelakeError) as exc:
-                sys.stdout.flush()
-                print(
-                    f"slatelake sql: statement {number} at {where} line {statement.line} "
-                    f'("{statement.first_line}") failed: {one_line(exc)}',
-                    file=sys.stderr,
-                    flush=True,
-                )
+            said = (
+                f"slatelake sql: statement {number} at {where} line {statement.line} "
+                f'("{statement.first_line}") failed: '
+            )
+            if not ran(session, statement, output, lambda error, said=said: said + error):
                 return EXIT_ERROR
     return 0

@@ -13,10 +13,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from slatelake import FencedError, SlatelakeError
 from slatelake.cli.common import EXIT_ERROR
 from slatelake.cli.sql_output import MODES, Output
-from slatelake.cli.sql_run import one_line, run_statement
+from slatelake.cli.sql_run import ran
 from slatelake.cli.sql_split import blank, complete, split
 
 PROMPT, CONTINUATION = "slatelake> ", "      ...> "
@@ -100,18 +99,7 @@ def _read_eval_print(session: Any, output: Output, interactive: bool) -> int:
 
 
 def _run_input(session: Any, output: Output, text: str) -> bool:
-    import duckdb
-
-    for statement in split(text):
-        try:
-            run_statement(session, statement, output)
-        except FencedError:
-            raise
-        except (duckdb.Error, SlatelakeError) as exc:
-            sys.stdout.flush()
-            print(one_line(exc), file=sys.stderr, flush=True)
-            return False
-    return True
+    return all(ran(session, statement, output, str) for statement in split(text))
 
 
 def _dot_command(session: Any, output: Output, line: str) -> tuple[bool, bool]:
