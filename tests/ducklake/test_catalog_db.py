@@ -155,3 +155,26 @@ def test_a_landed_commit_is_not_reported_failed_when_the_base_cannot_apply_it_ye
         assert "could not apply 2 change sets yet" in caplog.text
     with connect(url, read_only=True) as fresh:
         assert fresh.sql("SELECT id FROM t ORDER BY id").fetchall() == [(1,), (2,), (3,)]
+
+
+def test_a_row_past_the_heads_ids_that_a_commit_deletes_leaves_the_base(tmp_path: Path) -> None:
+    """A damaged catalog can hold rows whose file id is past the head's next
+    one; the sweep deletes exactly those. The base database must lose them
+    too: it once kept them (such an id "cannot be there yet"), so a session
+    that lived on found them stranded again at every pass."""
+    from slatelake.catalog.changes import RowChanges
+    from slatelake.catalog.sweep import SweepRequest, sweep
+
+    stranded = (90_001, 9_999, 1, 10, 5, 0, "1", "5", False, None)
+    url = (tmp_path / "lake").as_uri()
+    with connect(url, data_path=f"{tmp_path}/data/") as s:
+        s.sql("CREATE TABLE t (id BIGINT)")
+        s.sql("INSERT INTO t SELECT range FROM range(10)")
+        damage = RowChanges().insert("ducklake_file_column_stats", stranded)
+        s.lake.commit(s.state, damage, mints_snapshot=False, changes_made="damage")
+        assert stranded in s.state.rows("ducklake_file_column_stats")  # the base holds it
+        request = SweepRequest(index_entries=False, inlined_tables=False)
+        swept = sweep(s.lake, request, s.state)
+        assert swept.file_column_stats_reclaimed == 1
+        assert stranded not in s.state.rows("ducklake_file_column_stats")
+        assert sweep(s.lake, request, s.state).file_column_stats_reclaimed == 0

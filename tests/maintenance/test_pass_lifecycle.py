@@ -10,10 +10,13 @@ import subprocess
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
+import duckdb
 import pytest
 
 import slatelake
+from slatelake.ducklake.session import Session
 from slatelake.log.changeset import ChangeSet
 from slatelake.maintenance import report as rpt
 from slatelake.maintenance.flight import TTL_ENV, AlreadyRunningError, PassLease, process_lock
@@ -132,6 +135,81 @@ def test_the_trigger_runs_on_a_connection_of_its_own(tmp_path: Path) -> None:
     merge = report.step("merge_adjacent_files")
     assert merge.status == rpt.RAN, merge.detail
     assert merge.counts["files_created"] >= 1
+
+
+def _opened_sessions(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The URL of every session opened from now on (the real ones, counted)."""
+    opened: list[str] = []
+    real = Session.__init__
+
+    def counting(self: Session, lake_url: str, *args: Any, **kwargs: Any) -> None:
+        opened.append(lake_url)
+        real(self, lake_url, *args, **kwargs)
+
+    monkeypatch.setattr(Session, "__init__", counting)
+    return opened
+
+
+def _three_files(tmp_path: Path) -> str:
+    url = (tmp_path / "lake").as_uri()
+    with slatelake.connect(url, data_path=f"{tmp_path}/data/") as s:
+        s.sql("CREATE TABLE t (id INTEGER)")
+        for i in range(3):  # three Parquet files for the merge to join
+            s.sql(f"INSERT INTO t SELECT * FROM range({i * 100}, {i * 100 + 100})")
+    return url
+
+
+def test_the_trigger_runs_on_the_sessions_own_database_and_leaves_the_caller_as_it_was(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """RFC 0021: the on-demand trigger runs on a connection of its own against
+    the handle the attach holds. No second catalog is opened, and what is
+    the caller's connection's own (USE, search path, a temporary table, a
+    session variable) is as it was after the pass."""
+    url = _three_files(tmp_path)
+    with slatelake.connect(url, options={"MAINTENANCE_MERGE_ADJACENT_FILES": "true"}) as s:
+        s.sql("USE memory")
+        s.sql("SET search_path = 'memory.main'")
+        s.sql("CREATE TEMP TABLE mine AS SELECT 7 AS x")
+        s.sql("SET VARIABLE answer = 42")
+        opened = _opened_sessions(monkeypatch)
+        report = s.maintenance()
+        assert opened == []
+        merge = report.step("merge_adjacent_files")
+        assert merge.status == rpt.RAN and merge.counts["files_created"] >= 1, merge.detail
+        assert s.con.execute("SELECT current_database()").fetchone() == ("memory",)
+        assert s.con.execute("SELECT current_setting('search_path')").fetchone() == ("memory.main",)
+        assert s.sql("SELECT x FROM mine").fetchall() == [(7,)]
+        assert s.sql("SELECT getvariable('answer')").fetchall() == [(42,)]
+        # the session saw the pass's commits as they landed: one file, all rows
+        files = s.sql("SELECT count(*) FROM ducklake_list_files('lake', 't')").fetchall()
+        assert files == [(1,)]
+        assert s.sql("SELECT count(*) FROM lake.t").fetchall() == [(300,)]
+    with slatelake.connect(url, read_only=True) as fresh:
+        assert fresh.sql("SELECT count(*) FROM ducklake_list_files('lake', 't')").fetchall() == [
+            (1,)
+        ]
+
+
+def test_the_trigger_opens_a_session_of_its_own_when_the_caller_changed_a_global_setting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A global setting is the database's, shared by every connection to it: once
+    the caller changed one, or when the DuckDB connection is the caller's own,
+    the pass runs on a session of its own, where none of it reaches."""
+    url = _three_files(tmp_path)
+    options = {"MAINTENANCE_MERGE_ADJACENT_FILES": "true"}
+    with slatelake.connect(url, options=options) as s:
+        s.sql("SET threads = 1")
+        opened = _opened_sessions(monkeypatch)
+        assert s.maintenance().step("merge_adjacent_files").status == rpt.RAN
+        assert opened == [url]
+    monkeypatch.undo()
+    con = duckdb.connect()
+    with slatelake.connect(url, options=options, connection=con) as s:
+        opened = _opened_sessions(monkeypatch)
+        assert s.maintenance().step("merge_adjacent_files").status == rpt.RAN
+        assert opened == [url]
 
 
 def _store_status(url: str, raw: bytes) -> None:

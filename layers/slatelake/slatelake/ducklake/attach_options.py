@@ -101,6 +101,12 @@ def setting(con: duckdb.DuckDBPyConnection, name: str) -> Any:
     return None if row is None else row[0]
 
 
+def global_settings(con: duckdb.DuckDBPyConnection) -> dict[str, str | None]:
+    """The database's global settings (every connection to it shares them)."""
+    rows = con.execute("SELECT name, value FROM duckdb_settings() WHERE scope = 'GLOBAL'")
+    return {name: value for name, value in rows.fetchall()}
+
+
 def current_use(con: duckdb.DuckDBPyConnection) -> tuple[str, str] | None:
     try:
         row = con.execute("SELECT current_database(), current_schema()").fetchone()

@@ -186,8 +186,11 @@ def _apply_net(
             continue  # an inlined table dropped in the same run
         shape, values = key_shape(con, db, key, columns)
         touched.add(name)
-        if fresh is not None and fresh(shape, values):
-            continue  # a row of a later snapshot or a new file: none there to delete
+        if fresh is not None and net.keys[key] is not None and fresh(shape, values):
+            # a row put for a later snapshot or a new file: none there to replace
+            # (a delete is always made: a damaged catalog holds rows past the head's
+            # ids, and the sweep deletes exactly those)
+            continue
         if shape.digested:
             digest_doomed[name].add(key)
         else:

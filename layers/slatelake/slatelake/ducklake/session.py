@@ -339,6 +339,30 @@ class Session(StatementFlow):
         self._commit_transaction()
 
     @contextmanager
+    def on_connection_of_its_own(self) -> Iterator[Session]:
+        """Run the block's statements on a new DuckDB connection to this
+        session's database, with this session's lake, catalog and log.
+
+        The caller's connection keeps what is its own: transaction, ``USE``,
+        search path, ``SET SESSION`` values, temporary objects and a result
+        it left pending. Global settings belong to the database and are
+        shared. RFC 0021's on-demand trigger runs a pass this way: no second
+        catalog to open, and none to bring up to date after."""
+        if self._in_txn:
+            raise MisconfigurationError(
+                "a connection of its own is not taken inside a transaction; commit or roll back"
+            )
+        caller, results = self.con, self._results
+        own = caller.cursor()
+        try:
+            own.execute(f"USE {ident(self.alias)}")
+            self.con, self._results = own, Results(own)
+            yield self
+        finally:
+            self.con, self._results = caller, results
+            own.close()
+
+    @contextmanager
     def watch_requests(self) -> Iterator[RequestWatch]:
         """Keep DuckDB's HTTP log while the block runs; the watch then names
         the data-file requests no try got answered (``request_log``)."""

@@ -3,11 +3,16 @@
 Configuration lives at connect (the RFC's attach): a misconfigured session
 fails before it exists, and ``maintenance()`` takes no parameters. A pass
 never runs on the caller's connection: ``maintenance()`` refuses inside the
-caller's explicit transaction and runs on a session of its own, as the
-scheduler thread does, so the caller's transaction and settings cannot reach
-the pass, nor the pass's commits the caller's transaction. (The refusal asks
-DuckDB on the caller's connection, two one-row SELECTs: a result the caller
-left unfetched there is gone afterwards.)
+caller's explicit transaction, then runs on a DuckDB connection of its own
+to this session's database, with this session's lake and catalog (RFC 0021:
+no handle opened, and nothing to catch up on after). The caller's
+transaction, USE, search path and session settings cannot reach the pass.
+If a global setting changed since connect (``SET enable_external_access =
+false``, ``SET threads``...), or the DuckDB connection was the caller's, the
+pass runs on a session of its own instead, as the scheduler thread always
+does, so no setting of the caller's can reach it. (The refusal asks DuckDB
+on the caller's connection, two one-row SELECTs: a result the caller left
+unfetched there is gone afterwards.)
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from datetime import datetime
 
 import duckdb
 
+from slatelake.ducklake.attach_options import global_settings
 from slatelake.ducklake.session import Session
 from slatelake.maintenance import api
 from slatelake.maintenance.options import (
@@ -72,6 +78,8 @@ class MaintainedSession(Session):
         except BaseException:
             super().close()
             raise
+        # the database's global settings now: a pass shares them only while unchanged
+        self._settings = None if connection is not None else global_settings(self.con)
         if self.options.interval_s is not None and not read_only:
             self.scheduler = Scheduler(self._pass_session, self.options, on_pass).start()
 
@@ -79,6 +87,22 @@ class MaintainedSession(Session):
         """A session of the pass's own (its own DuckDB connection and lake
         handle) on this lake; the options stay this session's."""
         return Session(self.url, alias=self.alias)
+
+    def _settings_kept(self) -> bool:
+        """Whether the database's global settings are still those at connect
+        (and the connection was ours): then a pass may share them."""
+        if self._settings is None:
+            return False
+        now = global_settings(self.con)
+        changed = sorted(
+            k for k in now.keys() | self._settings.keys() if now.get(k) != self._settings.get(k)
+        )
+        if changed:
+            log.info(
+                "global settings changed (%s): the pass runs on a session of its own",
+                ", ".join(changed),
+            )
+        return not changed
 
     def close(self) -> None:
         """Stop the scheduler (a pass in flight completes first), then close."""
@@ -94,8 +118,12 @@ class MaintainedSession(Session):
         and return its report; this session then sees what the pass did.
         Refused inside an explicit transaction."""
         refuse_unless_autocommit(self)
-        with self._pass_session() as own:
-            report = api.run(own, self.options, trigger="manual", wait_s=wait_s, stop=stop)
+        if self._settings_kept():
+            with self.on_connection_of_its_own():
+                report = api.run(self, self.options, trigger="manual", wait_s=wait_s, stop=stop)
+        else:
+            with self._pass_session() as own:
+                report = api.run(own, self.options, trigger="manual", wait_s=wait_s, stop=stop)
         try:
             self.refresh()
         except Exception as exc:  # the pass stands; the next statement refreshes again
