@@ -16,6 +16,7 @@ flush never outgrows it, however many rows the table held.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -78,6 +79,8 @@ class CatalogBase(Protocol):
     def head(self) -> Head: ...
 
     def group(self, key: bytes) -> list[Row]: ...
+
+    def groups(self, keys: Iterable[bytes]) -> dict[bytes, list[Row]]: ...
 
     def inline_row_keys(self, inline: registry.InlineTable) -> set[bytes]: ...
 
@@ -162,20 +165,15 @@ def _grouped(
     deletes: set[bytes],
     new: bool = False,
 ) -> None:
-    touched: dict[bytes, list[Row]] = {}
-
-    def group(row: Row) -> list[Row]:
-        key = group_key(spec, row)
-        if key not in touched:
-            touched[key] = [] if new else base.group(key)
-        return touched[key]
-
+    keys = {group_key(spec, row) for row in (*dels, *ins)}
+    # every group's stored rows in one read (a merge ends dozens of files' at once)
+    touched = {k: [] for k in keys} if new else base.groups(keys)
     for row in dels:
-        rows = group(row)
+        rows = touched[group_key(spec, row)]
         if row in rows:
             rows.remove(row)
     for row in ins:
-        group(row).append(row)
+        touched[group_key(spec, row)].append(row)
     for key, rows in touched.items():
         if rows:
             puts[key] = encode_group(spec, rows)

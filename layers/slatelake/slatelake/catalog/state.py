@@ -128,6 +128,8 @@ class CatalogView(SideRecords, Protocol):
 
     def group(self, key: bytes) -> list[Row]: ...
 
+    def groups(self, keys: Iterable[bytes]) -> dict[bytes, list[Row]]: ...
+
     def keys_of_kind(self, kind: int) -> set[bytes]: ...
 
     def inline_ddl(self) -> dict[str, list[tuple[str, str]]]: ...
@@ -240,6 +242,9 @@ class CatalogState:
     def group(self, key: bytes) -> list[Row]:
         """The rows of one grouped value (empty when absent)."""
         return list(self.entries.get(key, []))
+
+    def groups(self, keys: Iterable[bytes]) -> dict[bytes, list[Row]]:
+        return {key: self.group(key) for key in keys}
 
     def inline_row_keys(self, inline: registry.InlineTable) -> set[bytes]:
         """The stored row keys of one inlined table, through the kind index."""

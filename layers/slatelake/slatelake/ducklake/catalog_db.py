@@ -16,7 +16,7 @@ matched in SQL; their tables are small and are matched in Python.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -136,6 +136,9 @@ def copy_database(con: duckdb.DuckDBPyConnection, src: str, dst: str, own: bool)
 
 
 # -- keys to rows -----------------------------------------------------------------
+GROUPS_PER_QUERY = 1000  # keys matched by one query of ``groups_at``
+
+
 @dataclass(frozen=True)
 class Shape:
     """How the rows under one kind of key are found: a table and match columns."""
@@ -260,6 +263,44 @@ def rows_at(
     where = " AND ".join(f"{ident(c)} IS NOT DISTINCT FROM ?" for c in shape.columns)
     sql = f"SELECT {select} FROM {source} WHERE {where}"
     return [tuple(r) for r in con.execute(sql, list(values)).fetchall()]
+
+
+def groups_at(
+    con: duckdb.DuckDBPyConnection,
+    db: str,
+    keys: Iterable[bytes],
+    columns: ColumnCache | None = None,
+) -> dict[bytes, list[Row]]:
+    """The rows stored under each of ``keys``: one query per table for the
+    registry's plain keys (a merge ends dozens of files' statistics at
+    once), ``rows_at`` for the others."""
+    columns = columns or ColumnCache()
+    out: dict[bytes, list[Row]] = {}
+    wanted: dict[Shape, list[tuple[Any, ...]]] = {}
+    for key in keys:
+        shape, values = key_shape(con, db, key, columns)
+        if shape.spec is None or shape.digested or any(v is None for v in values):
+            out[key] = rows_at(con, db, key, columns)
+        else:
+            out[key] = []
+            wanted.setdefault(shape, []).append(values)
+    for shape, found in wanted.items():
+        select = select_list(columns.get(con, db, shape.table), inline=False)
+        for start in range(0, len(found), GROUPS_PER_QUERY):
+            chunk = found[start : start + GROUPS_PER_QUERY]
+            if len(shape.columns) == 1:
+                where = f"{ident(shape.columns[0])} IN ({', '.join('?' for _ in chunk)})"
+            else:
+                one = "(" + " AND ".join(f"{ident(c)} = ?" for c in shape.columns) + ")"
+                where = " OR ".join(one for _ in chunk)
+            sql = f"SELECT {select} FROM {ident(db)}.{ident(shape.table)} WHERE {where}"
+            params = [v for values in chunk for v in values]
+            for r in con.execute(sql, params).fetchall():
+                row = tuple(r)
+                key = key_of(shape, row)
+                if key in out:
+                    out[key].append(row)
+    return out
 
 
 def key_of(shape: Shape, row: Row) -> bytes:

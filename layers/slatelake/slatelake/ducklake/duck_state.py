@@ -251,6 +251,14 @@ class DuckState:
         self.settle([table_of_key(key)])
         return catalog_db.rows_at(self.con, self.db, key, self.columns)
 
+    def groups(self, keys: Iterable[bytes]) -> dict[bytes, list[Row]]:
+        """The rows of each grouped value, one query per table."""
+        wanted = list(keys)
+        if not wanted:
+            return {}
+        self.settle({table_of_key(k) for k in wanted})
+        return catalog_db.groups_at(self.con, self.db, wanted, self.columns)
+
     def inline_row_keys(self, inline: registry.InlineTable) -> set[bytes]:
         self.settle([inline.name])
         exists = None if self._inline_names is None else inline.name in self._inline_names
