@@ -298,3 +298,32 @@ def test_a_merge_reads_the_statistics_of_the_files_it_ended_in_one_query(
         files = fresh.sql("SELECT count(*) FROM ducklake_list_files('lake', 't000')").fetchall()
         assert files == [(1,)]
         assert fresh.sql("SELECT count(*) FROM t000").fetchall() == [(600,)]
+
+
+def test_an_expiry_reads_no_table_it_only_deleted_nothing_from(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DuckLake's expiry deletes from every table that could hold a row of
+    an expired snapshot (views, macros, tags, mappings...). Where the log
+    shows only deletes and the count did not move, no row went: capture
+    reads nothing of that table beyond its count."""
+    monkeypatch.delenv(VERIFY_ENV, raising=False)
+    url = (tmp_path / "lake").as_uri()
+    with slatelake.connect(url, data_path=f"{tmp_path}/data/") as session:
+        session.sql("CREATE TABLE t000 (id INTEGER, v VARCHAR)")
+        for i in range(4):
+            session.sql(f"INSERT INTO t000 VALUES ({i}, 'x')")
+    expire = "CALL ducklake_expire_snapshots('lake', versions => [{}])"
+    queries = _queries_of(url, expire.format(1), expire.format(2))
+    flat = [" ".join(q.split()) for q in queries]
+    quiet = ("ducklake_view", "ducklake_macro", "ducklake_tag", "ducklake_column_mapping")
+    reads = [
+        q
+        for q in flat
+        if "count(*)" not in q and any(f'"__slatelake_meta"."{t}"' in q for t in quiet)
+    ]
+    assert not reads, f"tables nothing was deleted from were read: {reads}"
+    with slatelake.connect(url, read_only=True) as fresh:
+        snapshots = fresh.sql("SELECT snapshot_id FROM ducklake_snapshots('lake')").fetchall()
+        assert (1,) not in snapshots and (2,) not in snapshots
+        assert fresh.sql("SELECT count(*) FROM t000").fetchall() == [(4,)]

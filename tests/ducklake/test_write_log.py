@@ -226,3 +226,25 @@ def test_a_hand_written_insert_dated_to_an_old_snapshot_is_captured(
     session.sql(f"INSERT INTO {target} VALUES (1000, ?, NULL, 9, 'hand')", [begin])
     session.capture.verify(session.state)
     assert _rows(session.url) == [(1, "a"), (9, "hand")]
+
+
+def test_a_table_only_deleted_from_is_read_when_its_count_moved(session: Session) -> None:
+    """Capture skips a table the log shows only deleted from while its count
+    stands; a delete that took a row moves the count, and the row is gone."""
+    session.sql(f"INSERT INTO {META_DB}.ducklake_metadata VALUES ('probe', 'x', NULL, NULL)")
+    written = session.sql(f"DELETE FROM {META_DB}.ducklake_metadata WHERE key = 'probe'")
+    assert written.fetchall() == [(1,)]
+    session.capture.verify(session.state)
+    assert "probe" not in _options(session.url)
+
+
+def test_a_delete_and_an_insert_of_as_many_rows_are_captured(session: Session) -> None:
+    """The count stands, but the table was also inserted into: not a table
+    only deleted from, so its rows are read."""
+    session.sql(f"INSERT INTO {META_DB}.ducklake_metadata VALUES ('before', 'x', NULL, NULL)")
+    with session.transaction():
+        session.sql(f"DELETE FROM {META_DB}.ducklake_metadata WHERE key = 'before'")
+        session.sql(f"INSERT INTO {META_DB}.ducklake_metadata VALUES ('after', 'y', NULL, NULL)")
+    session.capture.verify(session.state)
+    options = _options(session.url)
+    assert "before" not in options and options["after"] == "y"

@@ -305,7 +305,14 @@ class Capture:
                 counts[(self.base, t)] = cached[t]
         seen = {t: counts[(self.db, t)] for t in counted if (self.db, t) in counts}
         self._seen = (version, set(moved), seen)
-        return moved, in_meta, counts
+        # only deleted from, and as many rows as the base: none went (an
+        # expiry names every table that could hold a row it ends)
+        untouched = {
+            t
+            for t in written.removed
+            if t in seen and counts.get((self.base, t)) == seen[t] and t not in written.ddl
+        }
+        return [t for t in moved if t not in untouched], in_meta, counts
 
     def _predicate_finds_inserts(self, table: str, scope: Scope) -> bool:
         """Whether ``_table`` reads ``table`` by a predicate every row DuckLake

@@ -34,6 +34,8 @@ statement sent through the session that names the metadata database turns
 this off for the next capture (``user_statement``). A hand-written insert
 through another cursor of the instance, outside the session's statements,
 is not seen that way; writing DuckLake's metadata by hand is not supported.
+``Written.removed`` names the tables only ever deleted from: one whose
+count did not move lost no row, whoever deleted, and capture skips it.
 
 The log is the DuckDB instance's, and a user may be logging too (``CALL
 enable_logging('DuckLakeMetadata')`` before or after connecting). Turning
@@ -71,6 +73,7 @@ _TARGET = (
 _PARSE = re.compile(_TARGET, re.IGNORECASE)
 _PART = re.compile(r'"((?:[^"]|"")*)"|(\w+)')
 _PLAIN_INSERT = re.compile(r"insert\s+into", re.IGNORECASE)
+_DELETE = re.compile(r"delete\s+from", re.IGNORECASE)
 _DDL = ("create", "drop", "alter")
 
 
@@ -83,6 +86,9 @@ class Written:
     tables: frozenset[str]
     ddl: frozenset[str]
     appended: frozenset[str] = frozenset()
+    # those only ever deleted from (``DELETE FROM``): a count that did not move
+    # says no row went, so nothing changed there
+    removed: frozenset[str] = frozenset()
 
 
 class WriteLog:
@@ -163,6 +169,7 @@ class WriteLog:
         tables: set[str] = set()
         ddl: set[str] = set()
         changed: set[str] = set()  # written some other way than a plain insert
+        kept: set[str] = set()  # written some other way than a delete
         for _, message in entries:
             lowered = message.lower()
             if "ducklake" not in lowered:
@@ -180,9 +187,11 @@ class WriteLog:
                     ddl.add(name)
                 if not self._ducklake_insert(m, upsert):
                     changed.add(name)
+                if _DELETE.fullmatch(m.group(1)) is None:
+                    kept.add(name)
         appended = frozenset() if self._user_named_meta else frozenset(tables - changed)
         self._user_named_meta = False
-        return Written(frozenset(tables), frozenset(ddl), appended)
+        return Written(frozenset(tables), frozenset(ddl), appended, frozenset(tables - kept))
 
     def user_statement(self, query: str) -> None:
         """A statement the user sent through the session: one that names the
