@@ -327,3 +327,35 @@ def test_an_expiry_reads_no_table_it_only_deleted_nothing_from(
         snapshots = fresh.sql("SELECT snapshot_id FROM ducklake_snapshots('lake')").fetchall()
         assert (1,) not in snapshots and (2,) not in snapshots
         assert fresh.sql("SELECT count(*) FROM t000").fetchall() == [(4,)]
+
+
+def test_a_merge_that_deletes_files_diffs_no_file_table_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once no snapshot needs the files it merges, DuckLake deletes their
+    rows and statistics outright. Capture finds them by the file ids that
+    vanished (an anti-join in DuckDB), not by reading both copies of the
+    file tables whole into Python: a batched merge on a 200-table lake did
+    that for every table."""
+    monkeypatch.delenv(VERIFY_ENV, raising=False)
+    url = (tmp_path / "lake").as_uri()
+    with slatelake.connect(url, data_path=f"{tmp_path}/data/") as session:
+        session.sql("CREATE TABLE t000 (id INTEGER, v VARCHAR)")
+        for i in range(12):
+            session.sql(PARQUET_INSERT.format(i * 100, i * 100))
+        session.sql("CALL ducklake_expire_snapshots('lake', older_than => now())")
+    queries = _queries_of(url, "SELECT 1", "CALL ducklake_merge_adjacent_files('lake')")
+    flat = [" ".join(q.split()) for q in queries]
+    whole = [
+        q
+        for q in flat
+        if "UNION ALL SELECT false" in q
+        and ('"ducklake_data_file"' in q or '"ducklake_file_column_stats"' in q)
+    ]
+    assert not whole, f"file tables diffed whole: {whole}"
+    monkeypatch.setenv(VERIFY_ENV, "1")
+    with slatelake.connect(url) as again:
+        again.capture.verify(again.state)
+        files = again.sql("SELECT count(*) FROM ducklake_list_files('lake', 't000')").fetchall()
+        assert files == [(1,)]
+        assert again.sql("SELECT count(*), sum(id) FROM t000").fetchall() == [(600, 344700)]

@@ -149,6 +149,18 @@ class Capture:
         except duckdb.InvalidInputException as exc:
             raise UnsupportedError(f"{table}: a column type cannot be captured ({exc})") from exc
 
+    def _vanished(self, table: str, columns: list[tuple[str, str]], key: str) -> list[Row]:
+        """The base's rows of ``table`` whose ``key`` (a file id) DuckLake's
+        copy no longer holds at all: one anti-join in DuckDB, not a diff of
+        the whole table in Python (a batched merge's capture once grew with
+        the catalog). The caller's count check says whether that is all."""
+        where = (
+            f"WHERE {ident(key)} NOT IN "
+            f"(SELECT {ident(key)} FROM {ident(self.db)}.{ident(table)} WHERE {ident(key)} "
+            "IS NOT NULL)"
+        )
+        return self._fetch(table, columns, where, db=self.base)
+
     def _columns(self, table: str) -> list[tuple[str, str]]:
         return self.columns.get(self.con, self.db, table)
 
@@ -399,9 +411,11 @@ class Capture:
             k = [name for name, _ in columns].index(key)
             new = [r for r in rows if r[k] >= next_file]
             ended = [r for r in rows if r[k] < next_file]
-            if explained(len(new)) and e is not None:
+            # a merge or cleanup deletes files no snapshot needs: their ids vanish
+            gone = [] if explained(len(new)) else self._vanished(table, columns, key)
+            if explained(len(new) - len(gone)) and e is not None:
                 changes.insert(table, *new, *ended)
-                changes.delete(table, *(_reopened(r, e) for r in ended))
+                changes.delete(table, *(_reopened(r, e) for r in ended), *gone)
                 return
         elif snap >= 0 and table in SNAPSHOT_TABLES:
             column = SNAPSHOT_TABLES[table]
@@ -415,6 +429,14 @@ class Capture:
                 # the counts also say the base holds no row of a new file
                 # (grouped by file id): nothing of theirs to read there
                 changes.insert(table, *rows)
+                changes.new_groups.add(table)
+                return
+            # the statistics of the files a merge or cleanup deleted: whole
+            # groups, so every group the change touches is new or goes whole
+            gone = self._vanished(table, columns, "data_file_id")
+            if explained(len(rows) - len(gone)):
+                changes.insert(table, *rows)
+                changes.delete(table, *gone)
                 changes.new_groups.add(table)
                 return
         elif snap >= 0 and b is not None and e is not None:

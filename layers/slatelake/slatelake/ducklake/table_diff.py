@@ -1,6 +1,7 @@
 """Capture's fallback: one metadata table of DuckLake's copy diffed whole
 against the committed base, for a change no predicate explains (DuckLake
-deleted rows outright: an expiry, a merge, a flush, a cleanup).
+deleted rows outright: an expiry, a flush; the files a merge or cleanup
+deletes are found by their vanished ids first, ``Capture._vanished``).
 
 A small table is read from both sides in one query and compared in Python
 (a DuckDB ``EXCEPT ALL`` costs ~10 ms however small the table); a big one is
