@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 import threading
 from pathlib import Path
+from typing import Any
 
 import slatelake
 from slatelake import maintenance
@@ -179,11 +180,22 @@ def test_asking_one_table_for_inlined_deletions_reads_that_tables_alone(tmp_path
         real, asked = s.con, []
 
         class Counting:
+            """A connection (or a cursor of it) that keeps each query's text."""
+
+            def __init__(self, con: Any) -> None:
+                self.con = con
+
             def execute(self, query: str, *args: object) -> object:
                 asked.append(" ".join(query.split()))
-                return real.execute(query, *args)
+                return self.con.execute(query, *args)
 
-        s.con = Counting()  # type: ignore[assignment]
+            def cursor(self) -> Counting:
+                return Counting(self.con.cursor())
+
+            def close(self) -> None:
+                self.con.close()
+
+        s.con = Counting(real)  # type: ignore[assignment]
         try:
             found = tables_with_inlined_deletions(s, ("main", "b"))
         finally:

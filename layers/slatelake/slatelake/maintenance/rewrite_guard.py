@@ -19,6 +19,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
+import duckdb
+
 from slatelake.catalog import registry
 from slatelake.ducklake.session import META_DB, Session
 from slatelake.ducklake.sql import ident
@@ -70,8 +72,22 @@ def tables_with_inlined_deletions(
     nothing lists the database's tables (that walks DuckLake's catalog)."""
     tables = (registry.inline_table(n) for n in sorted(session.state.inline_names()))
     deletes = [t for t in tables if t and t.row_kind == registry.INLINE_DELETE_ROW_KIND]
+    if not deletes:
+        return set()
+    # a cursor of its own: on the session's connection, whose default catalog
+    # is the lake, each query first asks DuckLake (2.7 ms against 0.9)
+    con = session.con.cursor()
+    try:
+        return _with_inlined_deletions(con, deletes, only)
+    finally:
+        con.close()
+
+
+def _with_inlined_deletions(
+    con: duckdb.DuckDBPyConnection, deletes: list[registry.InlineTable], only: TableName | None
+) -> set[TableName]:
     if only is not None:
-        row = session.con.execute(
+        row = con.execute(
             f"""
             SELECT t.table_id FROM {ident(META_DB)}.ducklake_table t
             JOIN {ident(META_DB)}.ducklake_schema s ON s.schema_id = t.schema_id
@@ -87,7 +103,7 @@ def tables_with_inlined_deletions(
     pending = " UNION ALL ".join(
         f"SELECT file_id FROM {ident(META_DB)}.{ident(t.name)}" for t in deletes
     )
-    rows = session.con.execute(
+    rows = con.execute(
         f"""
         SELECT DISTINCT s.schema_name, t.table_name
         FROM {ident(META_DB)}.ducklake_data_file f
