@@ -158,7 +158,7 @@ def test_the_commit_locks_slot_leaves_what_was_read_of_the_base_standing(
     queries = (
         _queries_to_commit_one_row(url) if kind == "insert" else _queries_to_flush_one_table(url)
     )
-    flat = [" ".join(q.split()) for q in queries]
+    flat = _flat(queries)
     base = '"__slatelake_base"'
     registry_counts = [
         q for q in flat if "count(*)" in q and re.search(base + r'\."ducklake_(?!inlined)\w+"', q)
@@ -277,6 +277,24 @@ def test_a_one_row_insert_is_captured_without_counting_a_table(
     assert not counting, f"a one-row INSERT counted rows: {counting}"
 
 
+def _twelve_files(tmp_path: Path, expire: bool = False) -> str:
+    """A lake whose one table has 12 small Parquet files for a merge to join;
+    ``expire``: and no snapshot left that needs them once merged."""
+    url = (tmp_path / "lake").as_uri()
+    with slatelake.connect(url, data_path=f"{tmp_path}/data/") as session:
+        session.sql("CREATE TABLE t000 (id INTEGER, v VARCHAR)")
+        for i in range(12):
+            session.sql(PARQUET_INSERT.format(i * 100, i * 100))
+        if expire:
+            session.sql("CALL ducklake_expire_snapshots('lake', older_than => now())")
+    return url
+
+
+def _flat(queries: list[str]) -> list[str]:
+    """Each query on one line, its whitespace collapsed."""
+    return [" ".join(q.split()) for q in queries]
+
+
 def test_a_merge_reads_the_statistics_of_the_files_it_ended_in_one_query(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -284,13 +302,8 @@ def test_a_merge_reads_the_statistics_of_the_files_it_ended_in_one_query(
     a dozen files reads their stored groups from the base together (one
     query per file once made a 40-table merge spend 31 ms reading them)."""
     monkeypatch.delenv(VERIFY_ENV, raising=False)
-    url = (tmp_path / "lake").as_uri()
-    with slatelake.connect(url, data_path=f"{tmp_path}/data/") as session:
-        session.sql("CREATE TABLE t000 (id INTEGER, v VARCHAR)")
-        for i in range(12):
-            session.sql(PARQUET_INSERT.format(i * 100, i * 100))
-    queries = _queries_of(url, "SELECT 1", "CALL ducklake_merge_adjacent_files('lake')")
-    flat = [" ".join(q.split()) for q in queries]
+    url = _twelve_files(tmp_path)
+    flat = _flat(_queries_of(url, "SELECT 1", "CALL ducklake_merge_adjacent_files('lake')"))
     by_file = '"__slatelake_base"."ducklake_file_column_stats" WHERE "data_file_id"'
     reads = [q for q in flat if q.startswith("SELECT") and by_file in q]
     assert len(reads) == 1, f"{len(reads)} reads of stored groups by file: {reads[:3]}"
@@ -314,8 +327,7 @@ def test_an_expiry_reads_no_table_it_only_deleted_nothing_from(
         for i in range(4):
             session.sql(f"INSERT INTO t000 VALUES ({i}, 'x')")
     expire = "CALL ducklake_expire_snapshots('lake', versions => [{}])"
-    queries = _queries_of(url, expire.format(1), expire.format(2))
-    flat = [" ".join(q.split()) for q in queries]
+    flat = _flat(_queries_of(url, expire.format(1), expire.format(2)))
     quiet = ("ducklake_view", "ducklake_macro", "ducklake_tag", "ducklake_column_mapping")
     reads = [
         q
@@ -338,14 +350,8 @@ def test_a_merge_that_deletes_files_diffs_no_file_table_whole(
     file tables whole into Python: a batched merge on a 200-table lake did
     that for every table."""
     monkeypatch.delenv(VERIFY_ENV, raising=False)
-    url = (tmp_path / "lake").as_uri()
-    with slatelake.connect(url, data_path=f"{tmp_path}/data/") as session:
-        session.sql("CREATE TABLE t000 (id INTEGER, v VARCHAR)")
-        for i in range(12):
-            session.sql(PARQUET_INSERT.format(i * 100, i * 100))
-        session.sql("CALL ducklake_expire_snapshots('lake', older_than => now())")
-    queries = _queries_of(url, "SELECT 1", "CALL ducklake_merge_adjacent_files('lake')")
-    flat = [" ".join(q.split()) for q in queries]
+    url = _twelve_files(tmp_path, expire=True)
+    flat = _flat(_queries_of(url, "SELECT 1", "CALL ducklake_merge_adjacent_files('lake')"))
     whole = [
         q
         for q in flat

@@ -27,13 +27,16 @@ S the head snapshot before the transaction and F the next file id at S:
 Every proportional answer is checked against both sides' row counts; a count
 the predicates do not explain (DuckLake deleted rows outright: expiry,
 merge, flush, cleanup, a replaced delete file) falls back to a whole-table
-diff for that table only. A table the log shows DuckLake only inserted into
-(``Written.appended``: a plain ``INSERT INTO`` in DuckLake's spelling, and
-no statement of the session's user named the metadata database) lost and
-changed no row, and every row DuckLake inserts carries a new snapshot or
-file id its predicate finds: it is not counted (a 1-row INSERT then runs
-no count query at all). A new file's statistics are still counted: their
-count is what lets ``new_groups`` skip the base.
+diff for that table only (``table_diff.py``), unless the deleted rows are
+the files and statistics whose ids vanished (``_vanished``), or the table
+was only deleted from and its count stands (``Written.removed``). A table
+the log shows DuckLake only inserted into (``Written.appended``: a plain
+``INSERT INTO`` in DuckLake's spelling, and no statement of the session's
+user named the metadata database) lost and changed no row, and every row
+DuckLake inserts carries a new snapshot or file id its predicate finds: it
+is not counted (a 1-row INSERT then runs no count query at all). A new
+file's statistics are still counted: their count is what lets
+``new_groups`` skip the base.
 ``verify`` compares every table with the state a change set produces; tests
 run it after every capture (SLATELAKE_VERIFY_CAPTURE=1).
 """
@@ -155,9 +158,8 @@ class Capture:
         the whole table in Python (a batched merge's capture once grew with
         the catalog). The caller's count check says whether that is all."""
         where = (
-            f"WHERE {ident(key)} NOT IN "
-            f"(SELECT {ident(key)} FROM {ident(self.db)}.{ident(table)} WHERE {ident(key)} "
-            "IS NOT NULL)"
+            f"WHERE {ident(key)} NOT IN (SELECT {ident(key)} "
+            f"FROM {ident(self.db)}.{ident(table)} WHERE {ident(key)} IS NOT NULL)"
         )
         return self._fetch(table, columns, where, db=self.base)
 
