@@ -134,6 +134,7 @@ FAST_MODULES = {
     "tests/ducklake/test_change_scope.py",
     "tests/ducklake/test_failed_statement.py",
     "tests/ducklake/test_session.py",
+    "tests/ducklake/test_sql_values.py",
     "tests/functions/test_stack_lake.py",
     "tests/fuzz/test_fuzz_events.py",
     "tests/fuzz/test_fuzz_locations.py",

@@ -44,7 +44,7 @@ KEYWORDS = re.compile(
     r"INSTALL|SET|RESET|USE|PRAGMA|DESCRIBE|FROM|WHERE|INTO|VALUES|SECRET|DATA_PATH|"
     r"TABLE|DATABASE|BEGIN|COMMIT|ROLLBACK|CAST|LIMIT|UNION|JOIN)\b"
 )
-QUOTING = {"ident", "literal"}
+QUOTING = {"ident", "literal", "value_sql"}
 # (file, interpolated expression) -> why it carries no outside text.
 ALLOWED: dict[tuple[str, str], str] = {
     # ATTACH options: each built just above from literal() or a constant
@@ -85,7 +85,11 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("slatelake/ducklake/tables.py", "types"): "literal() pairs",
     ("slatelake/ducklake/write_log.py", "types"): "literal() per log type",
     ("slatelake/ducklake/tables.py", "marks"): "placeholders, CAST(? AS type_sql())",
-    ("slatelake/ducklake/tables.py", "typ"): "type_sql(): DuckDB's rendering of a parsed type",
+    ("slatelake/ducklake/tables.py", "spelled"): "_spelled(): value_sql() per value, cast",
+    ("slatelake/ducklake/tables.py", "parts[0]"): "a value_sql()/literal() spelling or ?",
+    ("slatelake/ducklake/tables.py", "epoch"): "a value_sql() spelling or ?",
+    ("slatelake/ducklake/tables.py", "text"): "a value_sql() spelling or ?",
+    ("slatelake/ducklake/tables.py", "self.typ"): "type_sql(): DuckDB's rendering of a parsed type",
     ("slatelake/ducklake/tables.py", "expr"): "ident(), or its CAST to a type_sql() type",
     # relations and value expressions assembled from ident() and constants
     ("slatelake/ducklake/indexes.py", "_relation(session, target)"): "ident() parts",

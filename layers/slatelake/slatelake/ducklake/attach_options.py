@@ -19,7 +19,7 @@ import duckdb
 from slatelake.catalog import registry
 from slatelake.ducklake.duck_state import DuckState
 from slatelake.ducklake.guard import ducklake_data_path
-from slatelake.ducklake.sql import ident, literal
+from slatelake.ducklake.sql import ident, literal, run
 from slatelake.errors import MisconfigurationError
 
 
@@ -88,7 +88,7 @@ def pin_options(version: int | None, when: datetime | str | None) -> list[str]:
             "'2026-12-01 10:00:00+00'"
         )
     try:
-        duckdb.execute("SELECT CAST(? AS TIMESTAMPTZ)", [text]).fetchone()
+        run(duckdb.default_connection(), "SELECT CAST(? AS TIMESTAMPTZ)", [text]).fetchone()
     except duckdb.Error:
         raise MisconfigurationError(
             f"snapshot_time {when!r} is not a timestamp; use e.g. '2026-12-01 10:00:00+00'"
@@ -97,7 +97,7 @@ def pin_options(version: int | None, when: datetime | str | None) -> list[str]:
 
 
 def setting(con: duckdb.DuckDBPyConnection, name: str) -> Any:
-    row = con.execute("SELECT current_setting(?)", [name]).fetchone()
+    row = run(con, "SELECT current_setting(?)", [name]).fetchone()
     return None if row is None else row[0]
 
 

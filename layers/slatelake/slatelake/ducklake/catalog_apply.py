@@ -42,7 +42,7 @@ from slatelake.ducklake.catalog_db import (
     table_exists,
     values_sql,
 )
-from slatelake.ducklake.sql import ident
+from slatelake.ducklake.sql import ident, run
 from slatelake.ducklake.tables import (
     insert_inline_rows,
     load_inline_table,
@@ -261,7 +261,8 @@ def _delete_matching(
         f"t.{ident(c)} IS NOT DISTINCT FROM v.k{int(i)}" for i, c in enumerate(shape.columns)
     )
     params = [list(col) for col in zip(*rows, strict=True)]
-    con.execute(
+    run(
+        con,
         f"DELETE FROM {ident(db)}.{ident(shape.table)} t USING (SELECT {lists}) v WHERE {match}",
         params,
     )
@@ -298,7 +299,8 @@ def _delete_digested(con: duckdb.DuckDBPyConnection, db: str, table: str, keys: 
     sql = f"SELECT rowid, {select_list(spec.columns)} FROM {ident(db)}.{ident(table)}"
     doomed = [r[0] for r in con.execute(sql).fetchall() if key_of(shape, tuple(r[1:])) in keys]
     if doomed:
-        con.execute(
+        run(
+            con,
             f"DELETE FROM {ident(db)}.{ident(table)} WHERE rowid IN (SELECT unnest(?::BIGINT[]))",
             [doomed],
         )
@@ -347,7 +349,8 @@ def _delete_range(
                 doomed.append(rowid)
         if doomed:
             touched.add(name)
-            con.execute(
+            run(
+                con,
                 f"DELETE FROM {ident(db)}.{ident(name)} WHERE rowid IN "
                 "(SELECT unnest(?::BIGINT[]))",
                 [doomed],

@@ -33,7 +33,7 @@ from slatelake.catalog.rows import (
     table_of_key,
 )
 from slatelake.catalog.state import CatalogState
-from slatelake.ducklake.sql import ident, literal
+from slatelake.ducklake.sql import ident, literal, run
 from slatelake.ducklake.tables import (
     create_sql,
     load_inline_table,
@@ -219,7 +219,8 @@ class Fresh:
 
     def _next_file_id(self) -> int | None:
         if self._next_file is False:
-            row = self.con.execute(
+            row = run(
+                self.con,
                 f"SELECT next_file_id FROM {ident(self.db)}.ducklake_snapshot "
                 "WHERE snapshot_id = ?",
                 [self.head],
@@ -262,7 +263,7 @@ def rows_at(
         return [r for r in rows if key_of(shape, r) == key]
     where = " AND ".join(f"{ident(c)} IS NOT DISTINCT FROM ?" for c in shape.columns)
     sql = f"SELECT {select} FROM {source} WHERE {where}"
-    return [tuple(r) for r in con.execute(sql, list(values)).fetchall()]
+    return [tuple(r) for r in run(con, sql, list(values)).fetchall()]
 
 
 def groups_at(
@@ -295,7 +296,7 @@ def groups_at(
                 where = " OR ".join(one for _ in chunk)
             sql = f"SELECT {select} FROM {ident(db)}.{ident(shape.table)} WHERE {where}"
             params = [v for values in chunk for v in values]
-            for r in con.execute(sql, params).fetchall():
+            for r in run(con, sql, params).fetchall():
                 row = tuple(r)
                 key = key_of(shape, row)
                 if key in out:

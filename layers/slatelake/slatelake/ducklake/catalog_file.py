@@ -29,7 +29,7 @@ import duckdb
 
 from slatelake.catalog import registry
 from slatelake.ducklake import extensions
-from slatelake.ducklake.sql import ident, literal
+from slatelake.ducklake.sql import ident, literal, run
 from slatelake.ducklake.tables import table_columns, type_sql
 from slatelake.errors import MisconfigurationError, NotFoundError, UnsupportedError
 from slatelake.store.location import show_input
@@ -166,7 +166,8 @@ def open_catalog_file(
 
 def read_schema(catalog: CatalogFile) -> SourceSchema:
     con, path = catalog.con, catalog.path
-    listed = con.execute(
+    listed = run(
+        con,
         "SELECT schema_name, table_name FROM duckdb_tables() WHERE database_name = ?",
         [catalog.alias],
     ).fetchall()
@@ -231,7 +232,8 @@ def _version_key(version: str | None) -> tuple[int, ...]:
 
 
 def _metadata(catalog: CatalogFile, key: str) -> str | None:
-    row = catalog.con.execute(
+    row = run(
+        catalog.con,
         f"SELECT value FROM {ident(catalog.alias)}.ducklake_metadata "
         "WHERE key = ? AND scope IS NULL",
         [key],
@@ -278,7 +280,8 @@ def _snapshot_of_version(
         schema._versions = {int(v): int(s) for v, s in rows}
     if version in schema._versions:
         return schema._versions[version]
-    row = catalog.con.execute(
+    row = run(
+        catalog.con,
         f"SELECT min(CAST(begin_snapshot AS BIGINT)) FROM "
         f"{ident(catalog.alias)}.ducklake_schema_versions "
         "WHERE CAST(table_id AS BIGINT) = ? AND CAST(schema_version AS BIGINT) = ?",

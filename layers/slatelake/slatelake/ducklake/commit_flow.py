@@ -32,7 +32,7 @@ from slatelake.ducklake.attach_options import stored_data_path
 from slatelake.ducklake.capture import Capture, Captured
 from slatelake.ducklake.catalog_db import CATALOG_SUBSPACES
 from slatelake.ducklake.refused_commit import remove_new_files, unsafe_rebase
-from slatelake.ducklake.sql import ident
+from slatelake.ducklake.sql import ident, run
 from slatelake.ducklake.write_log import WriteLog
 from slatelake.errors import ConflictError, HeldSnapshotError, ReadOnlyError
 from slatelake.log.changeset import ChangeSet
@@ -347,7 +347,8 @@ class CommitFlow:
         wanted = sorted({int(i) for i in ids})
         if not wanted:
             return set()
-        rows = self._aux.execute(
+        rows = run(
+            self._aux,
             f"SELECT snapshot_id FROM {ident(META_DB)}.ducklake_snapshot "
             "WHERE list_contains(?, snapshot_id)",
             [wanted],
@@ -371,7 +372,7 @@ class CommitFlow:
                 "AND t.end_snapshot IS NULL AND s.end_snapshot IS NULL"
             )
             params = [schema, table]
-        return bool(self._aux.execute(sql, params).fetchone()[0])
+        return bool(run(self._aux, sql, params).fetchone()[0])
 
     def live_tables(self) -> list[tuple[str, str]]:
         """(schema, table) of every live table, from DuckLake's copy of the
@@ -403,7 +404,8 @@ class CommitFlow:
         held = sorted({int(i) for i in snapshot_ids})
         if not held:
             return []
-        rows = self._aux.execute(
+        rows = run(
+            self._aux,
             f"""
             WITH files AS (
                 SELECT data_file_id AS id, begin_snapshot, end_snapshot

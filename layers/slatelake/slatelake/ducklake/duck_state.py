@@ -33,7 +33,7 @@ from slatelake.catalog import registry
 from slatelake.catalog.rows import Row, group_key, row_key, table_of_key
 from slatelake.catalog.state import CatalogState, apply_side_records, check_catalog_ranges
 from slatelake.ducklake import catalog_apply, catalog_db
-from slatelake.ducklake.sql import ident
+from slatelake.ducklake.sql import ident, run
 from slatelake.errors import CorruptionError, UnsupportedError
 from slatelake.log.changeset import ChangeSet, Head
 from slatelake.store.keys import Subspace
@@ -272,7 +272,8 @@ class DuckState:
             row = None
             if self.head.snapshot_id >= 0:
                 self.settle(["ducklake_snapshot"])
-                row = self.con.execute(
+                row = run(
+                    self.con,
                     f"SELECT next_file_id, next_catalog_id FROM {ident(self.db)}.ducklake_snapshot "
                     "WHERE snapshot_id = ?",
                     [self.head.snapshot_id],

@@ -39,7 +39,7 @@ from slatelake.catalog import registry
 from slatelake.catalog.rows import Row, decode_entry, table_of_key
 from slatelake.catalog.state import CATALOG_SUBSPACES, EMPTY_HEAD, SYS_FOLD, decode_fold
 from slatelake.ducklake import extensions
-from slatelake.ducklake.sql import ident, literal
+from slatelake.ducklake.sql import ident, literal, run
 from slatelake.ducklake.tables import (
     LOAD_CHUNK,
     create_sql,
@@ -272,7 +272,8 @@ def _write_record(con: duckdb.DuckDBPyConnection, record: ImageRecord) -> None:
         "written_at TIMESTAMP WITH TIME ZONE NOT NULL, lake VARCHAR NOT NULL, "
         "writer VARCHAR NOT NULL)"
     )
-    con.execute(
+    run(
+        con,
         f"INSERT INTO {ident(_DB)}.{ident(IMAGE_SCHEMA)}.{ident(RECORD_TABLE)} "
         "VALUES (?, ?, ?, ?, make_timestamptz(?), ?, ?)",
         [

@@ -35,7 +35,7 @@ from slatelake.catalog import registry
 from slatelake.catalog.changes import RowChanges, build_change_set
 from slatelake.catalog.rows import Row
 from slatelake.catalog.state import CatalogView
-from slatelake.ducklake.sql import ident
+from slatelake.ducklake.sql import ident, run, value_sql
 from slatelake.errors import (
     ConflictError,
     MisconfigurationError,
@@ -426,7 +426,10 @@ def _lookup(
         f"value {show_input(value)} does not fit {target.table}.{column} ({ctype})"
     )
     try:
-        typed = duckdb.ConstantExpression(value).cast(ctype)
+        spelled = value_sql(value)  # a Python value bound would import pandas (sql.py)
+        typed = (
+            duckdb.ConstantExpression(value) if spelled is None else duckdb.SQLExpression(spelled)
+        ).cast(ctype)
         (rendered,) = cur.sql("SELECT 1").select(typed.cast(_key_type(defn.kind))).fetchone()
     except (
         duckdb.ConversionException,
@@ -445,9 +448,10 @@ def _lookup(
         return []
     return [
         tuple(r)
-        for r in cur.execute(
+        for r in run(
+            cur,
             f"SELECT * FROM {rel} WHERE rowid IN (SELECT unnest(?::BIGINT[])) "
-            f"AND {_value_sql(defn.kind, column)} = ? ORDER BY rowid",  # as the index renders it
+            f"AND {_value_sql(defn.kind, column)} = ? ORDER BY rowid",
             [row_ids, rendered],
         ).fetchall()
     ]
@@ -473,7 +477,8 @@ def index_writes(session: Session, captured: Captured) -> ChangeSet:
                 if defn.table_id not in touched or (defn.table_id, defn.column_id) not in names:
                     continue
                 schema, table, column = names[(defn.table_id, defn.column_id)]
-                rows = cur.execute(
+                rows = run(
+                    cur,
                     f"SELECT rowid, {_value_sql(defn.kind, column)} FROM ducklake_table_changes("
                     f"?, ?, ?, ?, ?) WHERE {_INSERTED} AND {ident(column)} IS NOT NULL",
                     [session.alias, schema, table, snap, snap],

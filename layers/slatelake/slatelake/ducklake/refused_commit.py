@@ -42,7 +42,7 @@ import duckdb
 from slatelake.catalog import registry
 from slatelake.catalog.changes import RowChanges
 from slatelake.ducklake.guard import data_location
-from slatelake.ducklake.sql import ident
+from slatelake.ducklake.sql import ident, run
 from slatelake.log.changeset import ChangeSet
 from slatelake.store.location import LakeLocation
 from slatelake.store.objects import ObjectClient
@@ -165,7 +165,8 @@ _FILE_TABLES = ("ducklake_data_file", "ducklake_delete_file")
 
 
 def _listed(con: duckdb.DuckDBPyConnection, meta: str, alias: str, table_id: int) -> list[str]:
-    named = con.execute(
+    named = run(
+        con,
         f"SELECT t.table_name, s.schema_name FROM {ident(meta)}.ducklake_table t "
         f"JOIN {ident(meta)}.ducklake_schema s ON s.schema_id = t.schema_id "
         "WHERE t.table_id = ? AND t.end_snapshot IS NULL",
@@ -173,7 +174,8 @@ def _listed(con: duckdb.DuckDBPyConnection, meta: str, alias: str, table_id: int
     ).fetchone()
     if named is None:
         return []
-    rows = con.execute(
+    rows = run(
+        con,
         "SELECT data_file, delete_file FROM ducklake_list_files(?, ?, schema => ?)",
         [alias, named[0], named[1]],
     ).fetchall()

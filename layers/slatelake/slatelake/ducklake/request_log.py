@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import duckdb
 
-from slatelake.ducklake.sql import literal
+from slatelake.ducklake.sql import literal, run
 
 LOG_TYPE = "HTTP"
 _STATUS = re.compile(r"_(\d{3})$")  # DuckDB spells a status as ServiceUnavailable_503
@@ -66,7 +66,8 @@ class RequestWatch:
         self._mark = 0  # the newest entry taken: an untruncated log is read once
 
     def harvest(self) -> None:
-        rows = self.con.execute(
+        rows = run(
+            self.con,
             "SELECT context_id, request.type, request.url, response.status, response.reason "
             f"FROM duckdb_logs_parsed({literal(LOG_TYPE)}) WHERE context_id > ?",
             [self._mark],

@@ -2,11 +2,21 @@
 
 Every name or value that reaches SQL text (an alias, a data path, a table
 name, an option, a credential) goes through ``ident`` or ``literal`` (or is
-bound as a parameter). Both refuse a NUL byte, which DuckDB's parser would
+bound as a parameter). ``value_sql`` spells a Python value as a typed literal,
+through ``literal``, so our own statements need not bind parameters at all
+(see below for why). Both refuse a NUL byte, which DuckDB's parser would
 read as the end of the statement, so nothing after it could hide.
 """
 
 from __future__ import annotations
+
+import datetime as dt
+import decimal
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+import duckdb
 
 from slatelake.errors import MisconfigurationError
 
@@ -27,3 +37,103 @@ def ident(name: str) -> str:
 def literal(value: str) -> str:
     """A single-quoted SQL string literal."""
     return "'" + _checked(value, "SQL string").replace("'", "''") + "'"
+
+
+# -- values as literals ---------------------------------------------------------
+# DuckDB's Python binding imports pandas, numpy and pyarrow (~85 MB, ~0.5 s) the
+# first time it converts any parameter, to check whether the value is one of
+# theirs. Our own statements therefore spell their values as typed literals, of
+# the type DuckDB would give the bound parameter; a value with no such spelling
+# (a dict, a HUGEINT, a DECIMAL DuckDB would widen) is still bound.
+_INT32 = 2**31
+_INT64 = 2**63
+_DECIMAL_WIDTH = 38
+
+
+def value_sql(value: Any) -> str | None:
+    """``value`` as a SQL literal that reads back as the same value and type as
+    the bound parameter would; None when there is no such spelling."""
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        # a literal in INTEGER's range is an INTEGER, past it a BIGINT, as bound
+        return str(int(value)) if -_INT64 <= value < _INT64 else None
+    if isinstance(value, float):
+        return f"CAST({literal(repr(value))} AS DOUBLE)"
+    if isinstance(value, str):
+        return None if "\x00" in value else literal(value)
+    if isinstance(value, bytes | bytearray | memoryview):
+        return f"from_hex({literal(bytes(value).hex())})"
+    if isinstance(value, uuid.UUID):
+        return f"CAST({literal(str(value))} AS UUID)"
+    if isinstance(value, decimal.Decimal):
+        return _decimal_sql(value)
+    if isinstance(value, dt.datetime):
+        return _datetime_sql(value)
+    if isinstance(value, dt.date):
+        return f"CAST({literal(value.isoformat())} AS DATE)"
+    if isinstance(value, dt.time) and value.tzinfo is None:
+        return f"CAST({literal(value.isoformat())} AS TIME)"
+    if isinstance(value, list | tuple):
+        items = [value_sql(v) for v in value]
+        if any(item is None for item in items):
+            return None
+        return "[" + ", ".join(item for item in items if item is not None) + "]"
+    return None
+
+
+def _decimal_sql(value: decimal.Decimal) -> str | None:
+    # DuckDB types a bound Decimal DECIMAL(its digits, its scale) when it has a
+    # digit before the point and fits 38; others (0.5, 1E+2, 39 digits) it
+    # types by rules of its own, so they stay bound.
+    _, digits, exponent = value.as_tuple()
+    if not isinstance(exponent, int) or exponent > 0:
+        return None
+    scale = -exponent
+    width = len(digits)
+    if width <= scale or width > _DECIMAL_WIDTH:
+        return None
+    return f"CAST({literal(str(value))} AS DECIMAL({int(width)}, {int(scale)}))"
+
+
+def _datetime_sql(value: dt.datetime) -> str | None:
+    offset = value.utcoffset()
+    if offset is None:
+        return f"CAST({literal(value.isoformat(sep=' '))} AS TIMESTAMP)"
+    if offset % dt.timedelta(minutes=1):
+        return None
+    return f"CAST({literal(value.isoformat(sep=' '))} AS TIMESTAMPTZ)"
+
+
+def bound(sql: str, params: Sequence[Any]) -> str | None:
+    """``sql`` with each ``?`` placeholder (found by DuckDB's own tokenizer, so
+    never one inside a string, a quoted name or a comment) replaced by its
+    value's literal; None when a value has none."""
+    values = [value_sql(p) for p in params]
+    if any(v is None for v in values):
+        return None
+    marks = [
+        offset
+        for offset, kind in duckdb.tokenize(sql)
+        if kind == duckdb.token_type.operator and sql.startswith("?", offset)
+    ]
+    if len(marks) != len(values):
+        raise ValueError(f"{len(marks)} placeholders for {len(values)} values in: {sql[:200]}")
+    pieces: list[str] = []
+    start = 0
+    for offset, text in zip(marks, values, strict=True):
+        pieces.extend((sql[start:offset], str(text)))
+        start = offset + 1
+    pieces.append(sql[start:])
+    return "".join(pieces)
+
+
+def run(
+    con: duckdb.DuckDBPyConnection, sql: str, params: Sequence[Any] = ()
+) -> duckdb.DuckDBPyConnection:
+    """Execute one of our own statements with its values spelled in (``bound``),
+    or bound as parameters when one has no spelling."""
+    text = bound(sql, params)
+    return con.execute(sql, list(params)) if text is None else con.execute(text)

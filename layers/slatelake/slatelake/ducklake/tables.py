@@ -5,7 +5,7 @@ Registry tables: TIMESTAMPTZ travels as epoch microseconds (``epoch_us`` out,
 are exact. UUIDs travel as text. Registry tables load through a temporary CSV
 file (Python's C writer, DuckDB's parallel reader: ~5x the JSON route end to
 end); inlined-data tables, small by definition and typed by the user, load
-with executemany.
+as ``VALUES`` lists of literals (``sql.value_sql``), 256 rows a statement.
 
 Inlined-data tables hold the user's values, of every type DuckLake inlines,
 and each travels in a form DuckDB gives back exactly (``inline_form``):
@@ -33,12 +33,14 @@ from __future__ import annotations
 
 import csv
 import datetime as dt
+import decimal
 import json
 import os
 import re
 import tempfile
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import duckdb
@@ -46,7 +48,7 @@ import duckdb
 from slatelake.catalog import registry
 from slatelake.catalog.registry import TIMESTAMPTZ, TableSpec
 from slatelake.catalog.rows import Row
-from slatelake.ducklake.sql import ident, literal
+from slatelake.ducklake.sql import ident, literal, run, value_sql
 from slatelake.errors import CorruptionError
 
 # DuckLake's own constraints on the five tables that have them.
@@ -168,7 +170,8 @@ def _load_csv(con: duckdb.DuckDBPyConnection, db: str, spec: TableSpec, rows: li
         with open(path, "w", newline="", encoding="utf-8") as f:
             writer = csv.writer(f, quoting=csv.QUOTE_ALL, lineterminator="\n")
             writer.writerows(tuple(mark if v is None else v for v in row) for row in rows)
-        con.execute(
+        run(
+            con,
             f"INSERT INTO {ident(db)}.{ident(spec.name)} SELECT {exprs} FROM read_csv(?, "
             f"columns = {{{types}}}, header = false, auto_detect = false, delim = ',', "
             "quote = '\"', escape = '\"', new_line = '\\n', allow_quoted_nulls = true, "
@@ -193,7 +196,7 @@ def _load_json(con: duckdb.DuckDBPyConnection, db: str, spec: TableSpec, rows: l
         doc = json.dumps(
             [{n: _json_value(v) for n, v in zip(names, row, strict=True)} for row in chunk]
         )
-        con.execute(sql, [doc])
+        run(con, sql, [doc])
 
 
 def load_inline_table(
@@ -221,54 +224,93 @@ def insert_inline_rows(
     rows: list[Row],
 ) -> None:
     """Rows into an inlined-data table, each value in its ``inline_form`` or as
-    stored before it (typed Python values, TIMESTAMPTZ as epoch µs)."""
+    stored before it (typed Python values, TIMESTAMPTZ as epoch µs), spelled
+    as literals (``sql.value_sql``); a chunk holding a value with no spelling
+    binds its values instead."""
     if not rows:
         return
-    parts: list[str] = []
-    convert: list[Callable[[Any], tuple[Any, ...]] | None] = []
-    for column, stored_type in columns:
-        typ = type_sql(con, name, column, stored_type)
-        form = inline_form(typ)
-        if form == UTC_TEXT:
-            parts.append(_UTC_LOAD)
-            convert.append(_timestamptz_params)
-        elif form == TEXT:
-            parts.append(f"CAST(? AS {typ})")
-            convert.append(_text_param)
-        else:
-            # cast here, so every row's value has the column's type before
-            # VALUES unites the rows' types (an empty list has none of its own)
-            parts.append(f"CAST(? AS {typ})")
-            convert.append(None)
-    row_sql = f"({', '.join(parts)})"
-    params = [_params(convert, row, name) for row in rows]
-    # many rows per statement: executemany runs one statement per row
-    for i in range(0, len(params), ROWS_PER_INSERT):
-        chunk = params[i : i + ROWS_PER_INSERT]
-        marks = ", ".join([row_sql] * len(chunk))
+    cols = [_InlineColumn.of(type_sql(con, name, c, t)) for c, t in columns]
+    values = [_params(cols, row, name) for row in rows]
+    row_marks = f"({', '.join(col.sql(['?'] * col.width) for col in cols)})"
+    # many rows per statement: one statement's cost, not one per row
+    for i in range(0, len(values), ROWS_PER_INSERT):
+        chunk = values[i : i + ROWS_PER_INSERT]
+        spelled = _spelled(cols, chunk)
+        if spelled is not None:
+            con.execute(f"INSERT INTO {ident(db)}.{ident(name)} VALUES {spelled}")
+            continue
+        marks = ", ".join([row_marks] * len(chunk))
         con.execute(
             f"INSERT INTO {ident(db)}.{ident(name)} VALUES {marks}",
             [value for row in chunk for value in row],
         )
 
 
-# Rows of an inlined table per INSERT: one statement's cost, not one per row.
+# Rows of an inlined table per INSERT.
 ROWS_PER_INSERT = 256
-# A TIMESTAMPTZ from epoch µs (rows stored before the text form) or from text.
-_UTC_LOAD = "COALESCE(make_timestamptz(CAST(? AS BIGINT)), CAST(CAST(? AS VARCHAR) AS TIMESTAMPTZ))"
 
 
-def _params(
-    convert: list[Callable[[Any], tuple[Any, ...]] | None], row: Row, table: str
-) -> list[Any]:
-    if len(row) != len(convert):
-        raise CorruptionError(f"{table}: a row has {len(row)} values for {len(convert)} columns")
+@dataclass(frozen=True)
+class _InlineColumn:
+    """How one inlined column's values load: ``CAST(v AS type)``, or for a
+    TIMESTAMPTZ either of its stored forms (epoch µs, UTC text)."""
+
+    typ: str
+    form: str
+    decimal: bool
+
+    @classmethod
+    def of(cls, typ: str) -> _InlineColumn:
+        return cls(typ, inline_form(typ), bool(_DECIMAL.fullmatch(typ.upper())))
+
+    @property
+    def width(self) -> int:
+        return 2 if self.form == UTC_TEXT else 1
+
+    def convert(self, value: Any) -> tuple[Any, ...]:
+        if self.form == UTC_TEXT:
+            return _timestamptz_params(value)
+        if self.form == TEXT:
+            return _text_param(value)
+        return (value,)
+
+    def spell(self, value: Any) -> str | None:
+        if self.decimal and isinstance(value, decimal.Decimal) and value.is_finite():
+            return literal(str(value))  # cast to the column's own DECIMAL: exact
+        return value_sql(value)
+
+    def sql(self, parts: list[str]) -> str:
+        if self.form == UTC_TEXT:
+            epoch, text = parts
+            return (
+                f"COALESCE(make_timestamptz(CAST({epoch} AS BIGINT)), "
+                f"CAST(CAST({text} AS VARCHAR) AS TIMESTAMPTZ))"
+            )
+        return f"CAST({parts[0]} AS {self.typ})"
+
+
+def _spelled(cols: list[_InlineColumn], chunk: list[list[Any]]) -> str | None:
+    """``(v, ...), ...`` for a chunk of rows; None when a value has no spelling."""
+    out: list[str] = []
+    for row in chunk:
+        parts: list[str] = []
+        at = 0
+        for col in cols:
+            spelled = [col.spell(v) for v in row[at : at + col.width]]
+            at += col.width
+            if any(p is None for p in spelled):
+                return None
+            parts.append(col.sql([p for p in spelled if p is not None]))
+        out.append(f"({', '.join(parts)})")
+    return ", ".join(out)
+
+
+def _params(cols: list[_InlineColumn], row: Row, table: str) -> list[Any]:
+    if len(row) != len(cols):
+        raise CorruptionError(f"{table}: a row has {len(row)} values for {len(cols)} columns")
     out: list[Any] = []
-    for fn, value in zip(convert, row, strict=True):
-        if fn is None:
-            out.append(value)
-        else:
-            out.extend(fn(value))
+    for col, value in zip(cols, row, strict=True):
+        out.extend(col.convert(value))
     return out
 
 
@@ -321,8 +363,8 @@ def meta_tables(con: duckdb.DuckDBPyConnection, db: str) -> set[str]:
     table at each new snapshot, a cost per commit that grows with the lake."""
     return {
         name
-        for (name,) in con.execute(
-            "SELECT DISTINCT table_name FROM duckdb_columns() WHERE database_name = ?", [db]
+        for (name,) in run(
+            con, "SELECT DISTINCT table_name FROM duckdb_columns() WHERE database_name = ?", [db]
         ).fetchall()
     }
 

@@ -55,7 +55,7 @@ from slatelake.ducklake.catalog_file import (
     open_catalog_file,
 )
 from slatelake.ducklake.guard import check_overlap, data_location, ducklake_data_path
-from slatelake.ducklake.sql import ident, literal
+from slatelake.ducklake.sql import ident, literal, run
 from slatelake.ducklake.tables import create_sql, inline_value_sql, meta_tables, select_list
 from slatelake.errors import MisconfigurationError, NotFoundError
 from slatelake.store.location import LakeLocation
@@ -185,7 +185,8 @@ def _copy_tables(con: duckdb.DuckDBPyConnection, meta_db: str) -> dict[str, int]
 def _exported_data_path(con: duckdb.DuckDBPyConnection) -> str | None:
     """The data path as stock DuckLake must find the files: a local one plain
     and absolute (a ``file://`` spelling rewritten), an object store URL as is."""
-    row = con.execute(
+    row = run(
+        con,
         f"SELECT value FROM {ident(EXPORT_DB)}.ducklake_metadata WHERE key = ? AND scope IS NULL",
         [DATA_PATH_KEY],
     ).fetchone()
@@ -198,7 +199,8 @@ def _exported_data_path(con: duckdb.DuckDBPyConnection) -> str | None:
         log.warning("export: the catalog's data path %r is kept as stored", stored)
         return stored
     if plain != stored:
-        con.execute(
+        run(
+            con,
             f"UPDATE {ident(EXPORT_DB)}.ducklake_metadata SET value = ? "
             "WHERE key = ? AND scope IS NULL",
             [plain, DATA_PATH_KEY],

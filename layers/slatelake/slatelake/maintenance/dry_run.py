@@ -40,7 +40,7 @@ from typing import Any
 
 from slatelake.ducklake.commit_flow import META_DB
 from slatelake.ducklake.session import Session
-from slatelake.ducklake.sql import ident
+from slatelake.ducklake.sql import ident, run
 from slatelake.maintenance import holds
 from slatelake.maintenance.health import (
     DUCKLAKE_DEFAULT_TARGET_FILE_SIZE,
@@ -216,11 +216,9 @@ class Planner:
                target, file_size_bytes, schema_version, partition_id, vals
         FROM files
         """
-        rows = (
-            self._cursor()
-            .execute(sql, [None, DUCKLAKE_DEFAULT_TARGET_FILE_SIZE, list(inlined_deletes)])
-            .fetchall()
-        )
+        rows = run(
+            self._cursor(), sql, [None, DUCKLAKE_DEFAULT_TARGET_FILE_SIZE, list(inlined_deletes)]
+        ).fetchall()
         groups: dict[tuple[Any, ...], list[str]] = {}
         full = self._paths()
         for schema, table, tid, path, rel, target, nbytes, version, partition, vals in rows:
@@ -310,7 +308,7 @@ class Planner:
         SELECT DISTINCT table_id, path, path_is_relative FROM freed
         """
         full = self._paths()
-        rows = self._cursor().execute(sql, [self.expiring]).fetchall()
+        rows = run(self._cursor(), sql, [self.expiring]).fetchall()
         return [full(*r) for r in rows]
         return [str(r[0]) for r in rows]
 

@@ -31,7 +31,7 @@ import duckdb
 
 from slatelake.ducklake.commit_flow import META_DB
 from slatelake.ducklake.session import Session
-from slatelake.ducklake.sql import ident
+from slatelake.ducklake.sql import ident, run
 from slatelake.errors import MisconfigurationError, NotFoundError
 from slatelake.maintenance.health_report import (
     HealthPolicy,
@@ -153,7 +153,8 @@ def table_targets_sql() -> str:
 def inlined_counts(con: duckdb.DuckDBPyConnection) -> tuple[dict[int, int], dict[int, int]]:
     """Inlined rows waiting per table id, and inlined deletions per data file
     id: one query lists the inlined tables that exist, one counts them all."""
-    listed = con.execute(
+    listed = run(
+        con,
         f"""
         SELECT i.table_id, d.table_name
         FROM duckdb_tables() d
@@ -263,7 +264,7 @@ def _tables(
         float(policy.rewrite_delete_threshold),
     ]
     out = []
-    for schema, table, *figures in con.execute(sql, params).fetchall():
+    for schema, table, *figures in run(con, sql, params).fetchall():
         tid, target, files, nbytes, rows, small, *rest = (int(v) for v in figures)
         dfiles, dbytes, deleted, inlined, merge, rewrite, dead = rest
         out.append(
@@ -353,7 +354,7 @@ def _lake(
                + COALESCE((SELECT sum(file_size_bytes) FROM freed_del), 0) END
     """
     cutoff = epoch - policy.retention
-    row = con.execute(sql, [holds, cutoff, cutoff, epoch - policy.cleanup_grace]).fetchone()
+    row = run(con, sql, [holds, cutoff, cutoff, epoch - policy.cleanup_grace]).fetchone()
     head, snaps, oldest, *counts = row
     return (
         None if head is None else int(head),

@@ -19,6 +19,7 @@ from typing import Any
 
 import duckdb
 
+from slatelake.ducklake.sql import run
 from slatelake.durations import parse_duration
 from slatelake.errors import MaintenanceConfigError, MisconfigurationError
 from slatelake.store.keys import Subspace
@@ -189,10 +190,11 @@ class Casts:
             )
             self._con.execute("SET TimeZone = 'UTC'")
         text = value_text(option, value).strip(WS)
-        interval, seconds, instant, finite = self._con.execute(
-            "SELECT CAST(TRY_CAST($1 AS INTERVAL) AS VARCHAR), epoch(TRY_CAST($1 AS INTERVAL)), "
-            "CAST(TRY_CAST($1 AS TIMESTAMPTZ) AS VARCHAR), isfinite(TRY_CAST($1 AS TIMESTAMPTZ))",
-            [text],
+        interval, seconds, instant, finite = run(
+            self._con,
+            "SELECT CAST(TRY_CAST(? AS INTERVAL) AS VARCHAR), epoch(TRY_CAST(? AS INTERVAL)), "
+            "CAST(TRY_CAST(? AS TIMESTAMPTZ) AS VARCHAR), isfinite(TRY_CAST(? AS TIMESTAMPTZ))",
+            [text] * 4,
         ).fetchone()
         if interval is not None:
             if not 0 <= seconds <= MAX_WINDOW_S:

@@ -34,6 +34,7 @@ from typing import Any
 
 import duckdb
 
+from slatelake.ducklake.sql import run
 from slatelake.errors import MaintenanceConfigError
 from slatelake.maintenance.option_values import (
     WS,
@@ -104,7 +105,8 @@ def ducklake_signatures(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, s
     """Named parameters per maintenance step and their DuckDB types, from the
     loaded extension."""
     out: dict[str, dict[str, str]] = {step: {} for step in DUCKLAKE_STEPS}
-    rows = con.execute(
+    rows = run(
+        con,
         "SELECT function_name, parameters, parameter_types FROM duckdb_functions() "
         "WHERE list_contains(?, function_name)",
         [[f"ducklake_{s}" for s in DUCKLAKE_STEPS]],

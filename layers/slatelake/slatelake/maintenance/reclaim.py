@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from slatelake.ducklake.session import Session
+from slatelake.ducklake.sql import run
 
 CHUNK = 1000
 _GLOB = frozenset("*?[{")
@@ -28,7 +29,7 @@ def file_sizes(session: Session, paths: Iterable[str]) -> dict[str, int]:
     try:
         for start in range(0, len(wanted), CHUNK):
             chunk = wanted[start : start + CHUNK]
-            rows = con.execute("SELECT filename, size FROM read_blob(?)", [chunk]).fetchall()
+            rows = run(con, "SELECT filename, size FROM read_blob(?)", [chunk]).fetchall()
             sizes.update({str(name): int(size) for name, size in rows})
     finally:
         con.close()

@@ -23,7 +23,7 @@ import duckdb
 
 from slatelake.catalog import registry
 from slatelake.ducklake.session import META_DB, Session
-from slatelake.ducklake.sql import ident
+from slatelake.ducklake.sql import ident, run
 from slatelake.errors import ConflictError
 from slatelake.maintenance.option_values import Value
 from slatelake.maintenance.options import StepConfig
@@ -87,7 +87,8 @@ def _with_inlined_deletions(
     con: duckdb.DuckDBPyConnection, deletes: list[registry.InlineTable], only: TableName | None
 ) -> set[TableName]:
     if only is not None:
-        row = con.execute(
+        row = run(
+            con,
             f"""
             SELECT t.table_id FROM {ident(META_DB)}.ducklake_table t
             JOIN {ident(META_DB)}.ducklake_schema s ON s.schema_id = t.schema_id

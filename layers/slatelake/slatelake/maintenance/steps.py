@@ -180,9 +180,8 @@ class Steps:
 
     def tables(self) -> list[TableName]:
         rows = self.session.sql(
-            "SELECT schema_name, table_name FROM duckdb_tables() WHERE database_name = ? "
-            "ORDER BY 1, 2",
-            [self.lake],
+            "SELECT schema_name, table_name FROM duckdb_tables() "
+            f"WHERE database_name = {literal(self.lake)} ORDER BY 1, 2"
         ).fetchall()
         return [(s, t) for s, t in rows]
 
