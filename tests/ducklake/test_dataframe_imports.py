@@ -39,6 +39,9 @@ SCRIPT = textwrap.dedent(
     with slatelake.connect(url) as session:
         session.sql("UPDATE trips_0 SET km = km + 1 WHERE id < 50")
         session.sql("ALTER TABLE trips_1 ADD COLUMN note VARCHAR")
+        # 70 columns: more catalog rows in one commit than a VALUES list holds
+        wide = ", ".join(f"i AS c{n}" for n in range(70))
+        session.sql(f"CREATE TABLE wide AS SELECT {wide} FROM range(3) r(i)")
         session.sql("INSERT INTO trips_1 VALUES (7, 'Oslo', 1.0, 'it''s')")
         session.sql("CALL ducklake_expire_snapshots('lake', older_than => now())")
         at = session.state.head.snapshot_id

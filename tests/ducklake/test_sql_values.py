@@ -59,8 +59,11 @@ EDGES: list[Any] = [
     dt.time(1, 2, 3, 4),
     dt.time(0, 0),
     [1, None, 3],
+    [None, 2**40],
+    [None],
     [],
-    ["a", "it's"],
+    ["a", "it's", None, '"', "\\", "caf\u00e9"],
+    [uuid.UUID("5c9c7634-a718-4d6a-af63-88f81a7ea75d"), None],
     (1, 2**40),
     [[1], [2, 3]],
 ]
@@ -138,11 +141,28 @@ def test_an_integer_list_spelled_reads_back_as_bound(value: list[int | None]) ->
     assert spelled == as_bound
 
 
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.text().filter(lambda s: "\x00" not in s) | st.none(), max_size=20))
+def test_a_text_list_spelled_reads_back_as_bound(value: list[str | None]) -> None:
+    spelled, as_bound = _both(value)
+    assert spelled == as_bound
+
+
 def test_only_the_tokenizers_placeholders_are_filled() -> None:
     sql = "SELECT '?' AS \"a?\", ? -- a ? in a comment\n, /* ? */ ?::BIGINT[]"
     text = bound(sql, ["x'?", [1, 2]])
     assert text is not None
     assert duckdb.connect().execute(text).fetchall() == [("?", "x'?", [1, 2])]
+
+
+def test_placeholders_after_text_of_several_bytes_are_filled_in_place() -> None:
+    # DuckDB's tokenizer counts UTF-8 bytes, not characters
+    sql = "SELECT '\u2400caf\u00e9 \U0001f986' AS \"\u00e9?\", ?, '?', ?"
+    text = bound(sql, ["\u00e9", 2])
+    assert text is not None
+    assert duckdb.connect().execute(text).fetchall() == [
+        ("\u2400caf\u00e9 \U0001f986", "\u00e9", "?", 2)
+    ]
 
 
 def test_a_placeholder_count_that_does_not_match_is_refused() -> None:

@@ -410,6 +410,4 @@ def _insert(
         f"make_timestamptz({ident(c)})" if t == TIMESTAMPTZ else ident(c) for c, t in spec.columns
     )
     params = [list(col) for col in zip(*rows, strict=True)]
-    con.execute(
-        f"INSERT INTO {ident(db)}.{ident(table)} SELECT {exprs} FROM (SELECT {lists})", params
-    )
+    run(con, f"INSERT INTO {ident(db)}.{ident(table)} SELECT {exprs} FROM (SELECT {lists})", params)

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import functools
+import json
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -77,11 +79,27 @@ def value_sql(value: Any) -> str | None:
     if isinstance(value, dt.time) and value.tzinfo is None:
         return f"CAST({literal(value.isoformat())} AS TIME)"
     if isinstance(value, list | tuple):
-        items = [value_sql(v) for v in value]
-        if any(item is None for item in items):
-            return None
-        return "[" + ", ".join(item for item in items if item is not None) + "]"
+        return _list_sql(value)
     return None
+
+
+def _list_sql(values: Sequence[Any]) -> str | None:
+    # DuckDB binds a list literal element by element (~5 us each: 24 ms for
+    # 5,000 ids, against 2.7 ms to cast one text), so lists of integers or of
+    # text travel as one text cast to the list type a bound list would have.
+    present = [v for v in values if v is not None]
+    if present and all(isinstance(v, int) and not isinstance(v, bool) for v in present):
+        if not all(-_INT64 <= v < _INT64 for v in present):
+            return None
+        small = all(-_INT32 <= v < _INT32 for v in present)
+        text = ", ".join("NULL" if v is None else str(int(v)) for v in values)
+        return f"CAST({literal('[' + text + ']')} AS {'INTEGER[]' if small else 'BIGINT[]'})"
+    if present and all(isinstance(v, str) and "\x00" not in v for v in present):
+        return f"from_json({literal(json.dumps(list(values)))}, '[\"VARCHAR\"]')"
+    items = [value_sql(v) for v in values]
+    if any(item is None for item in items):
+        return None
+    return "[" + ", ".join(item for item in items if item is not None) + "]"
 
 
 def _decimal_sql(value: decimal.Decimal) -> str | None:
@@ -114,20 +132,30 @@ def bound(sql: str, params: Sequence[Any]) -> str | None:
     values = [value_sql(p) for p in params]
     if any(v is None for v in values):
         return None
-    marks = [
-        offset
-        for offset, kind in duckdb.tokenize(sql)
-        if kind == duckdb.token_type.operator and sql.startswith("?", offset)
-    ]
+    raw = sql.encode()
+    marks = _placeholders(sql)
     if len(marks) != len(values):
         raise ValueError(f"{len(marks)} placeholders for {len(values)} values in: {sql[:200]}")
-    pieces: list[str] = []
+    pieces: list[bytes] = []
     start = 0
     for offset, text in zip(marks, values, strict=True):
-        pieces.extend((sql[start:offset], str(text)))
+        pieces.extend((raw[start:offset], str(text).encode()))
         start = offset + 1
-    pieces.append(sql[start:])
-    return "".join(pieces)
+    pieces.append(raw[start:])
+    return b"".join(pieces).decode()
+
+
+_OPERATOR = duckdb.token_type.operator
+
+
+@functools.lru_cache(maxsize=256)
+def _placeholders(sql: str) -> tuple[int, ...]:
+    """Byte offsets (DuckDB's tokenizer counts UTF-8 bytes) of the ``?``s.
+    Our statements repeat (a few hundred shapes), so each is tokenized once."""
+    raw = sql.encode()
+    return tuple(
+        offset for offset, kind in duckdb.tokenize(sql) if raw[offset] == 0x3F and kind == _OPERATOR
+    )
 
 
 def run(
