@@ -44,6 +44,19 @@ SCRIPT = textwrap.dedent(
         session.sql(f"CREATE TABLE wide AS SELECT {wide} FROM range(3) r(i)")
         session.sql("INSERT INTO trips_1 VALUES (7, 'Oslo', 1.0, 'it''s')")
         session.sql("CALL ducklake_expire_snapshots('lake', older_than => now())")
+        # inlined values of the types whose bound form a literal cannot spell
+        session.sql(
+            "CREATE TABLE odd (u UBIGINT, h HUGEINT, d DECIMAL(38, 10), b BLOB, g UUID, f FLOAT)"
+        )
+        session.sql(
+            "INSERT INTO odd VALUES (18446744073709551615,"
+            " '-1267650600228229401496703205376'::HUGEINT, 0.5, from_hex('00ff'),"
+            " uuid(), 1.5), (NULL, NULL, NULL, NULL, NULL, NULL)"
+        )
+        session.sql("CALL ducklake_flush_inlined_data('lake', table_name => 'odd')")
+        rows = session.sql("SELECT u, h, d, b, f FROM odd WHERE u IS NOT NULL").fetchall()
+        assert rows[0][0] == 2**64 - 1 and rows[0][1] == -(2**100), rows
+        assert str(rows[0][2]) == "0.5000000000" and rows[0][3] == bytes.fromhex("00ff"), rows
         at = session.state.head.snapshot_id
         session.sql(f"SELECT count(*) FROM trips_0 AT (VERSION => {at})").fetchall()
         session.maintenance()

@@ -113,6 +113,10 @@ _PYTHON_EXACT = frozenset(
     }
 )
 _DECIMAL = re.compile(r"DECIMAL\(\d+,\s*\d+\)")
+_INTEGER_TYPES = frozenset(
+    {"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT"}
+    | {"UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT", "UHUGEINT"}
+)
 _QUOTED_NAME = re.compile(r'"(?:[^"]|"")*"')  # a STRUCT field name in a type's text
 _NO_TEXT_INSIDE = re.compile(r"\b(JSON|VARIANT)\b")  # their text inside a LIST is lossy
 
@@ -257,11 +261,13 @@ class _InlineColumn:
 
     typ: str
     form: str
-    decimal: bool
+    exact_text: bool  # a DECIMAL or integer column: text casts to it exactly
 
     @classmethod
     def of(cls, typ: str) -> _InlineColumn:
-        return cls(typ, inline_form(typ), bool(_DECIMAL.fullmatch(typ.upper())))
+        upper = typ.upper()
+        exact = bool(_DECIMAL.fullmatch(upper)) or upper in _INTEGER_TYPES
+        return cls(typ, inline_form(typ), exact)
 
     @property
     def width(self) -> int:
@@ -275,8 +281,13 @@ class _InlineColumn:
         return (value,)
 
     def spell(self, value: Any) -> str | None:
-        if self.decimal and isinstance(value, decimal.Decimal) and value.is_finite():
-            return literal(str(value))  # cast to the column's own DECIMAL: exact
+        # a DECIMAL below 1 or an integer past 64 bits has no literal of the
+        # type a bound one gets, but cast to its own column its text is exact
+        if self.exact_text and (
+            (isinstance(value, int) and not isinstance(value, bool))
+            or (isinstance(value, decimal.Decimal) and value.is_finite())
+        ):
+            return literal(str(value))
         return value_sql(value)
 
     def sql(self, parts: list[str]) -> str:
