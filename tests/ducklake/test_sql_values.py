@@ -82,6 +82,8 @@ UNSPELLED: list[Any] = [
     dt.time(1, tzinfo=dt.UTC),
     {"a": 1},
     [{"a": 1}, {"a": 2}],
+    [True, 1],
+    [1, 1.5],
 ]
 
 

@@ -96,6 +96,8 @@ def _list_sql(values: Sequence[Any]) -> str | None:
         return f"CAST({literal('[' + text + ']')} AS {'INTEGER[]' if small else 'BIGINT[]'})"
     if present and all(isinstance(v, str) and "\x00" not in v for v in present):
         return f"from_json({literal(json.dumps(list(values)))}, '[\"VARCHAR\"]')"
+    if len({type(v) for v in present}) > 1:
+        return None  # DuckDB's own rules unite mixed element types
     items = [value_sql(v) for v in values]
     if any(item is None for item in items):
         return None
