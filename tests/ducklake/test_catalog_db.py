@@ -178,3 +178,32 @@ def test_a_row_past_the_heads_ids_that_a_commit_deletes_leaves_the_base(tmp_path
         assert swept.file_column_stats_reclaimed == 1
         assert stranded not in s.state.rows("ducklake_file_column_stats")
         assert sweep(s.lake, request, s.state).file_column_stats_reclaimed == 0
+
+
+def test_registry_rows_holding_the_null_mark_load_exactly_in_json_documents() -> None:
+    """A value equal to the CSV spelling of NULL sends a table's rows through
+    JSON documents; 1,200 rows cross two document boundaries, with NULLs,
+    the mark itself, quotes and a value that only contains the mark."""
+    from slatelake.ducklake.tables import JSON_CHUNK, NULL_MARK, create_sql, load_registry_table
+
+    spec = registry.BY_NAME["ducklake_column"]
+    texts = [NULL_MARK, f"a {NULL_MARK} b", "it's", '"q"', None, ""]
+    rows = [
+        tuple(
+            i
+            if typ == "BIGINT"
+            else texts[(i + n) % len(texts)]
+            if typ == "VARCHAR"
+            else (None if i % 3 == 0 else bool(i % 2))
+            for n, (_, typ) in enumerate(spec.columns)
+        )
+        for i in range(JSON_CHUNK * 2 + 200)
+    ]
+    con = duckdb.connect()
+    con.execute("ATTACH ':memory:' AS m")
+    con.execute(create_sql("m", spec))
+    load_registry_table(con, "m", spec, rows)
+    got = con.execute(
+        f"SELECT {select_list(spec.columns)} FROM m.ducklake_column ORDER BY column_id"
+    ).fetchall()
+    assert got == rows
