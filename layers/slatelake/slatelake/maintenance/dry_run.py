@@ -41,7 +41,7 @@ from typing import Any
 from slatelake.ducklake.commit_flow import META_DB
 from slatelake.ducklake.session import Session
 from slatelake.ducklake.sql import ident, run
-from slatelake.maintenance import holds
+from slatelake.maintenance import flush_rounding, holds
 from slatelake.maintenance.health import (
     DUCKLAKE_DEFAULT_TARGET_FILE_SIZE,
     health,
@@ -104,14 +104,21 @@ class Planner:
 
     def flush(self, cfg: StepConfig) -> StepOutcome:
         figures = self._figures(cfg)
+        kept = flush_rounding.rounded_by_flush(self.session, self.steps.only)
         items = [
             {"table": _name(t), "rows": figures[t].inlined_rows}
             for t in self.steps.tables_for("flush_inlined_data", set())
-            if t in figures and figures[t].inlined_rows > 0
+            if t in figures and figures[t].inlined_rows > 0 and t not in kept
         ]
         rows = sum(i["rows"] for i in items)
-        self.plan["flush_inlined_data"] = bounded(items, rows=rows)
-        return _dry(f"would flush {rows} inlined rows from {len(items)} tables")
+        detail = f"would flush {rows} inlined rows from {len(items)} tables"
+        extra: dict[str, Any] = {}
+        if kept:
+            extra["left_inlined"] = [_name(t) for t in sorted(kept)]
+            detail += f"; would leave {', '.join(extra['left_inlined'])} inlined: "
+            detail += flush_rounding.WHY
+        self.plan["flush_inlined_data"] = bounded(items, rows=rows, **extra)
+        return _dry(detail)
 
     def compact(self, step: str, cfg: StepConfig) -> StepOutcome:
         if step == "merge_adjacent_files":

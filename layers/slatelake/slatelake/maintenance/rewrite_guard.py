@@ -25,6 +25,7 @@ from slatelake.catalog import registry
 from slatelake.ducklake.session import META_DB, Session
 from slatelake.ducklake.sql import ident, run
 from slatelake.errors import ConflictError
+from slatelake.maintenance.flush_rounding import WHY, rounded_by_flush
 from slatelake.maintenance.option_values import Value
 from slatelake.maintenance.options import StepConfig
 
@@ -41,6 +42,8 @@ class Steps(Protocol):
     only: TableName | None
     per_table: dict[str, dict[TableName, StepConfig]]
     log: Callable[[str], None]
+
+    def flush_table(self, table: TableName | None) -> list[tuple[Any, ...]] | None: ...
 
     def call(
         self,
@@ -137,21 +140,30 @@ class RewriteGuard:
         self.flushed_scopes: set[str] = set()
         self.left_out: set[TableName] = set()
         self._own = steps.per_table.get(FLUSH) or {}
+        self._rounding: set[TableName] = set()  # a flush would round them: never flushed here
         if step != "rewrite_data_files":
             return
         steps.session.refresh()
+        self._rounding = rounded_by_flush(steps.session, steps.only)
         found = tables_with_inlined_deletions(steps.session, steps.only) - skip
         self.left_out = {t for t in found if not self._may_flush(t)}
         for schema, table in sorted(self.left_out):
-            steps.log(f"{step}: leaves out {schema}.{table}: its inlined deletions are not flushed")
+            why = WHY if (schema, table) in self._rounding else "they are not flushed"
+            steps.log(f"{step}: leaves out {schema}.{table}: inlined deletions; {why}")
 
     @property
     def lake_wide(self) -> bool:
         """Whether one lake-wide call may serve: every table flushes alike."""
-        return self.step != "rewrite_data_files" or (self.steps.may_flush and not self._own)
+        return self.step != "rewrite_data_files" or (
+            self.steps.may_flush and not self._own and not self._rounding
+        )
 
     def _may_flush(self, table: TableName) -> bool:
-        return self.steps.may_flush and (table not in self._own or self._own[table].enabled)
+        return (
+            self.steps.may_flush
+            and table not in self._rounding
+            and (table not in self._own or self._own[table].enabled)
+        )
 
     def call(
         self, cols: tuple[str, ...], args: dict[str, Value], table: TableName | None
@@ -166,7 +178,10 @@ class RewriteGuard:
                 return result.fetchall() if result is not None else []
             if table is not None and not self._may_flush(table):
                 raise LeftOut(reason)
-            self._flush(table)
+            if not self._flush(table):
+                if table is None:  # a table gained such rows during the pass
+                    raise ConflictError(f"rewrite_data_files: no lake-wide flush: {WHY}")
+                raise LeftOut(f"its inlined rows stay: {WHY}")
         raise ConflictError(
             f"rewrite_data_files: inlined deletions kept arriving in {self._name(table)} "
             f"between {self.ATTEMPTS} flushes and the rewrite; nothing was rewritten, run it again"
@@ -180,14 +195,18 @@ class RewriteGuard:
         names = ", ".join(f"{s}.{t}" for s, t in sorted(found))
         return f"inlined deletions in {names} are not flushed"
 
-    def _flush(self, table: TableName | None) -> None:
+    def _flush(self, table: TableName | None) -> bool:
+        """Flush the scope; False when a flush would round a value (nothing ran)."""
         rows = self.steps.with_retry(
             f"flush {self._name(table)} before the rewrite",
-            lambda: self.steps.call(FLUSH, ("rows_flushed",), {}, scope=table),
+            lambda: self.steps.flush_table(table),
         )
+        if rows is None:
+            return False
         self.flushed += sum(int(r[0]) for r in rows)
         self.flushes += 1
         self.flushed_scopes.add(self._name(table))
+        return True
 
     @staticmethod
     def _name(table: TableName | None) -> str:
@@ -201,11 +220,16 @@ class RewriteGuard:
                 f"; flushed {names} first: inlined deletions "
                 f"({self.flushes} flushes, {self.flushed} inserted rows)"
             )
-        if self.left_out:
-            names = ", ".join(f"{s}.{t}" for s, t in sorted(self.left_out))
+        unflushed = self.left_out - self._rounding
+        if unflushed:
+            names = ", ".join(f"{s}.{t}" for s, t in sorted(unflushed))
             out += (
                 f"; left out {names}: their inlined deletions are not flushed (this pass does "
                 "not flush them), and DuckLake 1.5.5 would leave them to a later flush that "
                 "makes time travel count the rewritten files twice"
             )
+        rounding = self.left_out & self._rounding
+        if rounding:
+            names = ", ".join(f"{s}.{t}" for s, t in sorted(rounding))
+            out += f"; left out {names}: their inlined deletions wait for a flush, and {WHY}"
         return out

@@ -45,7 +45,7 @@ from slatelake.errors import (
     StoreUnavailableError,
     retry,
 )
-from slatelake.maintenance import holds, reclaim
+from slatelake.maintenance import flush_rounding, holds, reclaim
 from slatelake.maintenance.option_values import Instant, Interval, Value, Versions
 from slatelake.maintenance.options import StepConfig
 from slatelake.maintenance.rewrite_guard import LeftOut, RewriteGuard, TableName
@@ -263,7 +263,7 @@ class Steps:
         """One call and commit per table. The commit removes the table's
         inlined rows by range deletes, one change-set operation per inlined
         table whatever its row count, so a flush never outgrows the cap."""
-        flushed, failed = 0, []
+        flushed, failed, kept = 0, [], []
         tables = self.tables_for("flush_inlined_data", skip)
         for n, table in enumerate(tables):
             if (stopped := self._stopped("flush_inlined_data", n, tables)) is not None:
@@ -276,22 +276,40 @@ class Steps:
             name = f"{table[0]}.{table[1]}"
             self.log(f"flush_inlined_data: {name}")
             try:
-                rows = self.with_retry(
-                    f"flush {table[1]}",
-                    lambda t=table: self.call("flush_inlined_data", ("rows_flushed",), {}, scope=t),
-                )
+                rows = self.with_retry(f"flush {table[1]}", lambda t=table: self.flush_table(t))
             except Exception as exc:
                 if not is_conflict(exc):
                     raise
                 failed.append(table)
                 self.log(f"flush_inlined_data: deferred {name} after 3 attempts")
                 continue
+            if rows is None:
+                kept.append(table)
+                self.log(f"flush_inlined_data: leaves {name} inlined: {flush_rounding.WHY}")
+                continue
             flushed += sum(int(r[0]) for r in rows)
-        outcome = self._per_table_outcome(
-            f"flushed {flushed} rows from {len(tables)} tables", failed
-        )
+        detail = f"flushed {flushed} rows from {len(tables) - len(kept)} tables"
+        if kept:
+            listed = ", ".join(f"{s}.{t}" for s, t in kept)
+            detail += f"; left {listed} inlined: {flush_rounding.WHY}"
+        outcome = self._per_table_outcome(detail, failed)
         outcome.counts = {"rows_flushed": flushed}
+        if kept:
+            outcome.counts["tables_left_inlined"] = len(kept)
         return outcome
+
+    def flush_table(self, table: TableName | None) -> list[tuple[Any, ...]] | None:
+        """Flush one table's inlined rows (None: every table's), unless a flush
+        would round a value (flush_rounding.py): then None, and nothing ran.
+        Asked with the commit lock held on the head, so no such row can land
+        between the question and the flush's commit."""
+        sql = self.statement("flush_inlined_data", ("rows_flushed",), {}, table)
+        result, why = self.session.maintain_unless(
+            sql, lambda: flush_rounding.reason(self.session, table)
+        )
+        if why is not None:
+            return None
+        return result.fetchall() if result is not None else []
 
     def compact(
         self, step: str, cfg: StepConfig, per_table: bool, skip: set[TableName]
