@@ -181,6 +181,7 @@ class RewriteGuard:
             if not self._flush(table):
                 if table is None:  # a table gained such rows during the pass
                     raise ConflictError(f"rewrite_data_files: no lake-wide flush: {WHY}")
+                self._rounding.add(table)
                 raise LeftOut(f"its inlined rows stay: {WHY}")
         raise ConflictError(
             f"rewrite_data_files: inlined deletions kept arriving in {self._name(table)} "
