@@ -150,6 +150,16 @@ def test_a_text_list_spelled_reads_back_as_bound(value: list[str | None]) -> Non
     assert spelled == as_bound
 
 
+class _Labelled(float):
+    def __repr__(self) -> str:
+        return f"_Labelled({float(self)})"
+
+
+def test_a_float_subclass_is_spelled_by_its_value_not_its_repr() -> None:
+    value = _Labelled(1.5)
+    assert duckdb.connect().execute(bound("SELECT ?", [value]) or "").fetchall() == [(1.5,)]
+
+
 def test_only_the_tokenizers_placeholders_are_filled() -> None:
     sql = "SELECT '?' AS \"a?\", ? -- a ? in a comment\n, /* ? */ ?::BIGINT[]"
     text = bound(sql, ["x'?", [1, 2]])

@@ -63,7 +63,8 @@ def value_sql(value: Any) -> str | None:
         # a literal in INTEGER's range is an INTEGER, past it a BIGINT, as bound
         return str(int(value)) if -_INT64 <= value < _INT64 else None
     if isinstance(value, float):
-        return f"CAST({literal(repr(value))} AS DOUBLE)"
+        # float's own repr: a subclass's (numpy's "np.float64(1.5)") is no number
+        return f"CAST({literal(float.__repr__(value))} AS DOUBLE)"
     if isinstance(value, str):
         return None if "\x00" in value else literal(value)
     if isinstance(value, bytes | bytearray | memoryview):
