@@ -78,8 +78,6 @@ def rounded_by_flush(session: Session, only: TableName | None = None) -> set[Tab
 
 
 def reason(session: Session, table: TableName | None) -> str | None:
-    """Why a flush of ``table`` (None: every table) must not run now."""
-    kept = rounded_by_flush(session, table)
-    if not kept:
-        return None
-    return f"left inlined in {', '.join(f'{s}.{t}' for s, t in sorted(kept))}: {WHY}"
+    """Why a flush of ``table`` (None: every table) must not run now; the
+    callers name the tables themselves."""
+    return WHY if rounded_by_flush(session, table) else None
