@@ -318,9 +318,9 @@ def test_a_write_after_a_commit_rebased_past_a_status_record_and_overtaken_is_no
         a.sql("INSERT INTO t VALUES (0)")
         real = a.lake.committer.commit
 
-        def raced(cs: ChangeSet, seq: int):  # noqa: ANN202
+        def raced(cs: ChangeSet, seq: int, **kw: object):  # noqa: ANN202
             if not cs.mints_snapshot:
-                return real(cs, seq)  # the lock's own slot
+                return real(cs, seq, **kw)  # the lock's own slot
             b.refresh()
             record = ChangeSet(
                 base=b.state.head,
@@ -328,7 +328,7 @@ def test_a_write_after_a_commit_rebased_past_a_status_record_and_overtaken_is_no
                 tables=("sys/maintenance_status",),
             )
             b.commit_change_set(record)  # takes the slot a's commit aims at
-            committed = real(cs, seq)  # rebased one slot later
+            committed = real(cs, seq, **kw)  # rebased one slot later
             b.sql("INSERT INTO t VALUES (2)")  # lands before a reads the log again
             return committed
 

@@ -20,6 +20,7 @@ from slatelake.catalog.lake import Lake
 from slatelake.catalog.sweep import SweepRequest, sweep
 from slatelake.ducklake.session import Session
 from slatelake.ducklake.sql import literal
+from slatelake.log.leases import CLOCK_SKEW_S
 from slatelake.maintenance.options import ducklake_signatures, parse_options
 from slatelake.maintenance.runner import run_pass
 from slatelake.store import objects
@@ -53,7 +54,10 @@ STEP_NAMES = {
 # and a flush in the same pass would take the rule's requests, so the base
 # lake's inlined deletions are flushed first, unfaulted.
 PREPARE = {"pass_rewrite": "ducklake_flush_inlined_data"}
-OPERATIONS = ("commit", "fold", *STEP_OPTIONS, "sweep", "store_merge")
+OPERATIONS = ("commit", "commit_late", "fold", *STEP_OPTIONS, "sweep", "store_merge")
+# "commit_late": a commit whose reader lease ends within the clock-skew
+# allowance, so its lease vouches for nothing and it reads the truncation mark.
+LATE_LEASE_S = CLOCK_SKEW_S / 2
 # What a commit adds: a Parquet insert (its data file goes through httpfs).
 COMMIT_ROWS = CaseRows("a", 100_000, 100_100)
 
@@ -100,8 +104,12 @@ def run_operation(
     """Run ``operation`` on the lake at ``url``: ``arm`` installs the faults
     once everything the operation needs is open, ``disarm`` removes them as
     soon as it ends."""
-    if operation == "commit":
+    if operation in ("commit", "commit_late"):
         with Session(url) as s:
+            if operation == "commit_late":
+                lease = s.lake.lease
+                lease.ttl_s, lease.lease = LATE_LEASE_S, None  # rewritten now, ending soon
+                s.lake.keep_lease(s.state)
             arm()
             return _observe(lambda: str(s.sql(COMMIT_ROWS.sql()).fetchall()), disarm)
     if operation == "fold":  # opening the writer (fencing the last one) is part of it

@@ -98,7 +98,7 @@ def test_fault(
         proxy.clear()
     assert proxy.injected > before, f"the fault never fired: {case.operation} made no such request"
     _assert_outcome(case, seen)
-    rows = COMMIT_ROWS if case.operation == "commit" else None
+    rows = COMMIT_ROWS if case.operation in ("commit", "commit_late") else None
     present = {
         "retried": "once",
         "durable": "once",

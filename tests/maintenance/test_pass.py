@@ -350,12 +350,12 @@ def test_table_batches_defer_a_table_that_keeps_conflicting(
     rival = slatelake.connect(url)
     original = Session._commit_captured
 
-    def contended(self) -> None:  # noqa: ANN001
+    def contended(self, *args, **kwargs) -> None:  # noqa: ANN001, ANN002, ANN003
         # Before each maintenance commit on table a, another session lands a commit:
         # the pass's commit then loses the race for its slot (a real ConflictError).
         if self is not rival and getattr(self, "_target", None) == "a":
             rival.sql("INSERT INTO b VALUES (7777)")
-        return original(self)
+        return original(self, *args, **kwargs)
 
     monkeypatch.setattr(Session, "_commit_captured", contended)
     original_sql = Session.sql

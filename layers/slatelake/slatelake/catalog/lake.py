@@ -10,6 +10,7 @@ store writer: to lay down the format stamp and the empty head.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TypeVar
@@ -77,6 +78,8 @@ class Lake:
         self.lease = ReaderLease(LeaseBook(location, self.log.client))
         self._lease_refused = False  # a read-only role that may not write readers/
         self._reader: StoreReader | None = None
+        # (seq, monotonic time): the log was seen to end at seq then (no slot after it)
+        self._looked: tuple[int, float] | None = None
 
     # -- lifecycle -------------------------------------------------------
     @classmethod
@@ -181,7 +184,7 @@ class Lake:
         for sub in CATALOG_SUBSPACES:
             for batch in reader.scan_prefix_batches(bytes((sub,))):
                 state.load(batch)
-        tail = read_tail(self.log, head, seq)  # StaleViewError: truncated under this view
+        tail = self._read_tail(head, seq)  # StaleViewError: truncated under this view
         for slot, cs in tail.applied:
             state.apply(cs, slot)
         state.last_seq = tail.last_seq
@@ -192,7 +195,28 @@ class Lake:
         slots pinned by this handle's reader lease. StaleViewError when the
         folder already truncated slots the view needs."""
         self._renew_reader_lease(seq)
-        return read_tail(self.log, head, seq)
+        return self._read_tail(head, seq)
+
+    def _read_tail(self, head: Head, seq: int) -> Tail:
+        """The log past ``seq``, noting when its end was seen (``_pinned``)."""
+        looked = time.monotonic()
+        tail = read_tail(self.log, head, seq)
+        self._saw_end(tail.last_seq, looked)
+        return tail
+
+    def _saw_end(self, seq: int, at: float) -> None:
+        if self._looked is None or self._looked[1] <= at:
+            self._looked = (seq, at)
+
+    def _pinned(self, seq: int) -> bool:
+        """Whether slot ``seq``, just won, cannot lie below the truncation
+        mark, so the committer need not read it. It was absent when this
+        handle last saw the log's end, so whoever wrote it before (a slot the
+        folder then truncated) wrote it after that look; the reader lease has
+        pinned every slot after its fold (at most the view's seq) since before
+        the look, and is still live with the clock-skew allowance to spare."""
+        looked = self._looked
+        return looked is not None and seq > looked[0] and self.lease.pins_since(looked[1])
 
     def _renew_reader_lease(self, seq: int) -> None:
         """Pin the slots this view needs. Best effort when read-only: a
@@ -225,7 +249,7 @@ class Lake:
         if not self._lease_refused:
             self._renew_reader_lease(state.last_seq)
         try:
-            tail = read_tail(self.log, state.head, state.last_seq)
+            tail = self._read_tail(state.head, state.last_seq)
         except StaleViewError:
             if not rematerialize:
                 raise
@@ -235,6 +259,12 @@ class Lake:
         state.apply_tail(tail.applied)
         state.last_seq = tail.last_seq
         return state
+
+    def keep_lease(self, state: CatalogView) -> None:
+        """Renew the reader lease of a view that skips its look at the log
+        (a PUT only past half the lease's life), as ``refresh`` would."""
+        if not self._lease_refused:
+            self._renew_reader_lease(state.last_seq)
 
     def read_sys(self, state: CatalogView, key: bytes) -> bytes | None:
         """A sys record as of ``state``: the log tail's last write, else the store's."""
@@ -298,7 +328,10 @@ class Lake:
 
     def commit_change_set(self, state: CatalogView, cs: ChangeSet) -> Committed:
         self._writable()
-        committed = self.committer.commit(cs, state.last_seq + 1)
+        looked = time.monotonic()
+        committed = self.committer.commit(cs, state.last_seq + 1, pinned=self._pinned)
+        # the slot was absent at ``looked``, so no slot after it existed then
+        self._saw_end(committed.seq, looked)
         if committed.seq == state.last_seq + 1:
             state.apply(committed.change_set, committed.seq)
         else:  # rebased past other commits: pick them up with ours

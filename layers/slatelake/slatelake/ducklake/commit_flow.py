@@ -7,7 +7,8 @@ it, in DuckLake's words, as ConflictError); the captured change is then
 committed through the log, and that slot gives the lock back, so nothing can
 land in between. DuckLake's maintenance calls take the lock before they
 run. An autocommit write on a lake no one else is writing commits without
-it, in one slot that loses to any commit or lock take since (``_alone``).
+it, in one slot that loses to any commit or lock take since (``_alone``),
+and right after another such write it does not look at the log first.
 A write DuckDB ran behind the session's back is committed before the
 next statement, or refused. See docs/architecture.md, "Concurrent writers".
 """
@@ -71,6 +72,7 @@ class CommitFlow:
     _synced: tuple[Head, int] | None
     _copy_snapshot: int | None
     _overtaken_at: float  # monotonic; when a commit made without the lock was refused
+    _refreshed_at: float  # monotonic; when the session last saw the log's end
 
     def _sync(self, reset_log: bool = True) -> None:
         raise NotImplementedError  # Session: apply others' commits to DuckLake's copy
@@ -172,11 +174,11 @@ class CommitFlow:
 
     def _alone(self, fresh: bool) -> bool:
         """Whether an autocommit write may commit without taking the lock: the
-        session looked at the head a moment ago, DuckLake's copy is at it, the
-        lock was free there, and no commit of this session was overtaken in
-        the last ``CONTENDED_S`` (a lake with one writer saves a slot per
-        write; one with several keeps the lock, which rebases instead of
-        re-running)."""
+        session saw the log's end a moment ago (a refresh, or its own lone
+        slot landing), DuckLake's copy is at that head, the lock was free
+        there, and no commit of this session was overtaken in the last
+        ``CONTENDED_S`` (a lake with one writer saves a slot per write; one
+        with several keeps the lock, which rebases instead of re-running)."""
         if not fresh or self._stale or self._in_txn:
             return False
         if time.monotonic() - self._overtaken_at < CONTENDED_S:
@@ -201,11 +203,15 @@ class CommitFlow:
             self._stale = True  # an interrupt: what DuckDB kept is unknown
             raise
         self._rebased = []
+        looked = time.monotonic()
         try:
             self._commit_captured(fence_lock=True)
         except ConflictError:
             self._overtaken_at = time.monotonic()
             raise
+        if (self.state.head, self.state.last_seq) == self._synced:
+            # the slot was free when written: a look at the log's end, as a refresh's
+            self._refreshed_at = looked
 
     def _commit_read_only(self) -> None:
         try:

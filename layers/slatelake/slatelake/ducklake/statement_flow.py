@@ -84,19 +84,24 @@ class StatementFlow(CommitFlow):
                 "a statement in this transaction failed; leave the transaction block "
                 "(it is rolled back) and run it again"
             )
-        if not self._in_txn:
-            self._commit_outside_writes()
-            self.refresh()
         # A read can still change the catalog through a DuckLake table function
         # (SELECT * FROM ducklake_expire_snapshots(...)): treat those as writes.
         may_write = bool(types - stmt.READ_TYPES) or "ducklake_" in query.lower()
+        looked = True
+        if not self._in_txn:
+            self._commit_outside_writes()
+            looked = not (may_write and self._needs_no_look(query, types))
+            if looked:
+                self.refresh()
+            else:
+                self.lake.keep_lease(self.state)
         if not may_write:
             self.log.read_done()
             return self._read(query, params, frame, pending)
         call = _Call(query, params, types, frame, kinds={st.type for st in parsed})
         wrapped = not (self._in_txn or self.read_only or types <= stmt.NOT_LAKE_WRITES)
         if wrapped:
-            result = self._autocommit_write(call)
+            result = self._autocommit_write(call, looked)
         else:
             if self._in_txn and stmt.maintains(query):
                 self._txn_maintains = True
@@ -112,6 +117,19 @@ class StatementFlow(CommitFlow):
                 self._commit_captured()
         return self._results.pend(result) if pending else result
 
+    def _needs_no_look(self, query: str, types: set[Any]) -> bool:
+        """Whether an autocommit write may skip the look at the log's end (a
+        LIST) before it runs. One that will commit alone writes its slot only
+        where the session's head is still the log's last: a commit since
+        takes that slot and the write runs again under the lock, on the head.
+        So the look only guesses early what the slot write finds out anyway.
+        Only while the session saw the log's end a moment ago (a look, or its
+        own slot landing), so a write after a pause, or on a busy lake, still
+        looks first and rarely runs twice."""
+        if self.read_only or types <= stmt.NOT_LAKE_WRITES or stmt.maintains(query):
+            return False
+        return self._alone(self._just_refreshed())
+
     def _read(self, query: str, params: Any, frame: FrameType, pending: bool) -> Any:
         """DuckDB's own answer to a read: a lazy relation, or the pending result."""
         try:
@@ -122,25 +140,49 @@ class StatementFlow(CommitFlow):
             self._statement_failed(exc)
             raise
 
-    def _autocommit_write(self, call: _Call) -> duckdb.DuckDBPyRelation | None:
+    def _autocommit_write(self, call: _Call, looked: bool) -> duckdb.DuckDBPyRelation | None:
         """A write in a transaction of its own. A DuckLake maintenance call runs
         with the commit lock held from the start (its commit never needs a
         rebase); any other write runs first without it, and if its commit is
         refused as a conflict it runs once more with the lock held on the head,
         where nothing can overtake it: nothing of the first run was committed,
         and a statement run again later is what its author would have got by
-        sending it a moment later."""
+        sending it a moment later. A write that skipped its look at the log
+        (``looked`` False) and wrote no slot, which would have told, looks
+        after it: if the log had moved, it runs again the same way, since its
+        error or its result (no row matched) may be the stale head's (a table
+        or a row another writer added since), never the caller's to see."""
         lock_first = stmt.maintains(call.query)
+        seq = self.state.last_seq
         try:
-            return self._write_in_transaction(call, lock_first)
+            result = self._write_in_transaction(call, lock_first)
+            if looked or self.state.last_seq != seq or not self._log_moved():
+                return result
+            log.info("re-running a write that changed nothing on a head the log has moved past")
         except CommitLockBusyError:
             raise
         except ConflictError as exc:
             if lock_first:
                 raise
             log.info("re-running a write under the commit lock after: %s", exc)
+        except Exception as exc:
+            if looked or not self._log_moved():
+                raise
+            log.info("re-running a write that failed on a head the log has moved past: %s", exc)
         self.refresh()
         return self._write_in_transaction(call, lock_first=True)
+
+    def _log_moved(self) -> bool:
+        """Look at the log's end: whether it moved past the session's head.
+        A look that fails says no: the statement's own error is the one to
+        see (DuckDB invalidates the database after a fatal error, and the
+        next statement reports that itself)."""
+        seen = (self.state.head, self.state.last_seq)
+        try:
+            self.refresh()
+        except Exception:
+            return False
+        return (self.state.head, self.state.last_seq) != seen
 
     def maintain_unless(
         self, query: str, check: Callable[[], str | None]

@@ -13,7 +13,8 @@
 - Truncated: a won slot at or below the folder's truncation mark was
   re-created after the folder deleted it, below the fold cursor, where nothing
   folds it: the view was stale. The slot is removed and ConflictError raised;
-  no commit is ever acknowledged there.
+  no commit is ever acknowledged there. The mark is read after each win
+  unless the caller vouches that its reader lease pinned the slot.
 - Over the operation limit: OperationLimitError before anything is written.
 """
 
@@ -22,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from slatelake.errors import (
@@ -85,8 +87,14 @@ class Committer:
         if cs.operations > self.max_operations:
             raise OperationLimitError(cs.operations, self.max_operations)
 
-    def commit(self, cs: ChangeSet, seq: int) -> Committed:
+    def commit(
+        self, cs: ChangeSet, seq: int, pinned: Callable[[int], bool] | None = None
+    ) -> Committed:
         """Write ``cs`` at ``seq`` (the slot after the committer's view).
+
+        ``pinned(seq)``: the caller vouches that the slot it won cannot lie
+        below the truncation mark (its reader lease pinned it), which saves
+        reading the mark; without it, or when it says no, the mark is read.
 
         Not ``retry``: a lost race is an answer, not an error; each attempt
         writes the next slot with a rebased change set, and the one error
@@ -95,7 +103,8 @@ class Committer:
         for attempt in range(1, self.max_attempts + 1):
             outcome, winner = self._attempt(cs, seq)
             if outcome:
-                self._refuse_if_truncated(cs, seq)
+                if pinned is None or not pinned(seq):
+                    self._refuse_if_truncated(cs, seq)
                 return Committed(seq, cs.result, cs, attempt)
             cs = self._rebase_or_raise(cs, seq, winner)
             seq += 1

@@ -14,6 +14,13 @@ Expired leases are ignored (and removed): a holder that vanished cannot pin
 the log forever; its view then finds itself stale through the truncation mark
 (log/slots.py) instead of missing slots. ``Lake.refresh`` renews the lease, so
 only a view that neither refreshes nor materializes for a TTL loses it.
+
+A lease also lets a committer skip reading the truncation mark after it wins a
+slot (``ReaderLease.pins_since``): a slot after the lease's fold, absent when
+the committer last looked at the log's end, cannot have been truncated while
+the lease was live in every folder's eyes. That holds while the committer's
+and folders' wall clocks agree within ``CLOCK_SKEW_S``; past it the mark is
+read as before.
 """
 
 from __future__ import annotations
@@ -30,6 +37,9 @@ READERS_DIR = "readers"
 DEFAULT_TTL_S = 600.0
 DEFAULT_MARGIN_S = 30.0
 ADVANCE_STEP = 64
+# How far a folder's wall clock may run ahead of a committer's before a lease
+# the committer counts on could look expired to the folder.
+CLOCK_SKEW_S = 120.0
 
 
 def now_us() -> int:
@@ -86,6 +96,9 @@ class ReaderLease:
         self.ttl_s = ttl_s
         self.reader_id = uuid.uuid4().hex
         self.lease: Lease | None = None
+        # monotonic time from which a record of this lease has pinned every
+        # slot after its fold without a gap (None: no record written)
+        self.live_since: float | None = None
 
     def hold(self, fold: int) -> None:
         """Pin slots after ``fold``, the cursor of the view now relied on.
@@ -97,12 +110,32 @@ class ReaderLease:
         lease = self.lease
         due = lease is None or lease.expires_at_us - now_us() < int(self.ttl_s * 500_000)
         if due or fold < lease.fold or fold - lease.fold >= ADVANCE_STEP:
-            self.lease = self.book.write(self.reader_id, fold, self.ttl_s)
+            written = self.book.write(self.reader_id, fold, self.ttl_s)
+            # the pin ran on without a gap only when the record replaced one
+            # still surely live, and pins at least as much
+            gapless = (
+                lease is not None
+                and written.fold >= lease.fold
+                and now_us() < lease.expires_at_us - int(CLOCK_SKEW_S * 1_000_000)
+            )
+            if not gapless or self.live_since is None:
+                self.live_since = time.monotonic()
+            self.lease = written
+
+    def pins_since(self, since: float) -> bool:
+        """Whether this lease has pinned every slot after its fold since the
+        monotonic time ``since`` and is still live, with ``CLOCK_SKEW_S`` to
+        spare, in any folder's eyes: no folder can have truncated such a slot
+        in between."""
+        lease, live_since = self.lease, self.live_since
+        if lease is None or live_since is None or live_since > since:
+            return False
+        return now_us() < lease.expires_at_us - int(CLOCK_SKEW_S * 1_000_000)
 
     def release(self) -> None:
         if self.lease is not None:
+            self.lease, self.live_since = None, None
             self.book.drop(self.reader_id)
-            self.lease = None
 
 
 def truncation_bound(flushed_fold: int, leases: list[Lease]) -> int:
