@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from slatelake.catalog import lake as lake_module
 from slatelake.catalog.lake import Lake
 from slatelake.errors import ConflictError
 from slatelake.log.leases import ADVANCE_STEP, CLOCK_SKEW_S, LeaseBook, ReaderLease
@@ -70,6 +71,30 @@ def test_a_commit_its_lease_pins_lands_without_reading_the_mark(
         committed = lake.commit(state, commit_changes(state, 1), mints_snapshot=True)
         again = lake.commit(state, commit_changes(state, 1), mints_snapshot=True)
         assert (committed.seq, again.seq) == (3, 4)
+
+
+def test_a_slot_won_long_after_the_look_reads_the_mark(
+    lake_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past ``VOUCH_SPAN_S`` a slot written since the look may have been
+    folded for the margin: the lease alone does not vouch for it."""
+    Lake.create(lake_url).close()
+    commit_inserts(lake_url, 2, 1)
+    with Lake.open(lake_url) as lake:
+        state = lake.materialize()
+        reads: list[int] = []
+        real = SlotLog.truncated_upto
+
+        def counted(self: SlotLog) -> int:
+            reads.append(1)
+            return real(self)
+
+        monkeypatch.setattr(SlotLog, "truncated_upto", counted)
+        lake.commit(state, commit_changes(state, 1), mints_snapshot=True)
+        assert reads == []
+        monkeypatch.setattr(lake_module, "VOUCH_SPAN_S", 0.0)
+        lake.commit(state, commit_changes(state, 1), mints_snapshot=True)
+        assert reads == [1]
 
 
 def test_a_lease_rewritten_after_it_lapsed_vouches_for_no_earlier_look(lake_url: str) -> None:

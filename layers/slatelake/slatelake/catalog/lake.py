@@ -46,6 +46,10 @@ from slatelake.store.db import StoreReader, open_reader, open_writer, store_exis
 from slatelake.store.location import LakeLocation
 
 STALE_VIEW_RETRIES = 3
+# A won slot is vouched for by the reader lease only this soon after the look
+# it was absent at: well inside the folder's default truncation margin (30 s),
+# so a folder would have to ignore that too to truncate it.
+VOUCH_SPAN_S = 10.0
 T = TypeVar("T")
 log = logging.getLogger("slatelake.lake")
 
@@ -214,9 +218,13 @@ class Lake:
         handle last saw the log's end, so whoever wrote it before (a slot the
         folder then truncated) wrote it after that look; the reader lease has
         pinned every slot after its fold (at most the view's seq) since before
-        the look, and is still live with the clock-skew allowance to spare."""
+        the look, and is still live with the clock-skew allowance to spare.
+        And the look was less than ``VOUCH_SPAN_S`` ago, inside the folder's
+        margin: a slot written since has not been folded that long."""
         looked = self._looked
-        return looked is not None and seq > looked[0] and self.lease.pins_since(looked[1])
+        if looked is None or seq <= looked[0]:
+            return False
+        return time.monotonic() - looked[1] < VOUCH_SPAN_S and self.lease.pins_since(looked[1])
 
     def _renew_reader_lease(self, seq: int) -> None:
         """Pin the slots this view needs. Best effort when read-only: a
