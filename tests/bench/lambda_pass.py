@@ -38,6 +38,7 @@ from typing import Any
 
 from tests.bench.common import run_header
 from tests.bench.maintenance import OPTIONS, REPO, SETTLE_S, build_side, log, pass_once, ratio
+from tests.functions.conftest import powertools_env
 
 FUNCTION_DIR = REPO / "functions" / "maintenance"
 
@@ -62,6 +63,18 @@ def _timed(owner, name, key):
 
 _timed(extensions, "connect", "extensions.connect")  # every load goes through here
 _timed(app.slatelake, "connect", "slatelake.connect")
+first_step = []
+_run = app.maintenance.run
+
+def _watched_run(*a, on_progress, **kw):
+    # the first step's start, as the handler's progress log reports it
+    def watched(message, fields):
+        if not first_step and message.startswith("step ") and message.endswith(" start"):
+            first_step.append(time.monotonic() - t_import)
+        return on_progress(message, fields)
+    return _run(*a, on_progress=watched, **kw)
+
+app.maintenance.run = _watched_run
 buffer = io.StringIO()
 app.logger.registered_handler.setStream(buffer)
 
@@ -79,13 +92,12 @@ t0 = time.monotonic()
 out = app.handler({event!r}, Context())
 wall = time.monotonic() - t0
 lines = [json.loads(x) for x in buffer.getvalue().splitlines() if x.strip()]
-first = next((x for x in lines if x["message"] == "first step starting"), {{}})
 print("RESULT " + json.dumps({{
     "ok": out["ok"],
     "report": out.get("result"),
     "error": out.get("error"),
     "imported_s": imported_s,
-    "since_start_to_first_step_s": first.get("since_start_s"),
+    "since_start_to_first_step_s": first_step[0] if first_step else None,
     "last_lines": [x["message"] for x in lines[-5:]],
     "invocation_wall_s": wall,
     # VmHWM: RUSAGE_SELF would include the benchmark driver's peak, carried over fork and exec
@@ -115,7 +127,8 @@ def lambda_pass(lake: str, options: dict[str, str] | None = None) -> dict[str, A
         capture_output=True,
         text=True,
         check=False,
-        env={**os.environ, "SLATELAKE_LAKE": lake},  # the stack's lake, as template.yaml sets it
+        # the stack's lake and the Powertools settings, as template.yaml sets them
+        env={**os.environ, **powertools_env(), "SLATELAKE_LAKE": lake},
     )
     wall = time.monotonic() - t0
     if proc.returncode != 0:
