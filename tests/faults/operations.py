@@ -109,7 +109,7 @@ def run_operation(
             if operation == "commit_late":
                 lease = s.lake.lease
                 lease.ttl_s, lease.lease = LATE_LEASE_S, None  # rewritten now, ending soon
-                s.lake.keep_lease(s.state)
+                lease.hold(s.state.last_seq)
             arm()
             return _observe(lambda: str(s.sql(COMMIT_ROWS.sql()).fetchall()), disarm)
     if operation == "fold":  # opening the writer (fencing the last one) is part of it

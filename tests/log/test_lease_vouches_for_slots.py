@@ -110,7 +110,7 @@ def test_a_lease_rewritten_after_it_lapsed_vouches_for_no_earlier_look(lake_url:
         stale.lease.release()  # lapsed: no folder honours it
         commit_inserts(lake_url, 3, 1)  # slots 3..5
         fold_all(lake_url)  # slots up to 4 truncated, 5 kept
-        stale.keep_lease(state)  # written again, after the gap
+        stale.lease.hold(state.last_seq)  # written again, after the gap
         with pytest.raises(ConflictError, match="already truncated"):
             stale.commit(state, commit_changes(state, 1), mints_snapshot=True)
         assert stale.log.read(3) is None  # withdrawn

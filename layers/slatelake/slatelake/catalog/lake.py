@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -84,6 +85,7 @@ class Lake:
         self._reader: StoreReader | None = None
         # (seq, monotonic time): the log was seen to end at seq then (no slot after it)
         self._looked: tuple[int, float] | None = None
+        self._looker: ThreadPoolExecutor | None = None  # ``look_beside``'s worker
 
     # -- lifecycle -------------------------------------------------------
     @classmethod
@@ -129,6 +131,9 @@ class Lake:
         """Release the reader lease, best effort: it only holds truncation back
         and lapses at its TTL, so a failed delete never fails the work that
         came before the close; the store reader is closed either way."""
+        if self._looker is not None:
+            self._looker.shutdown(wait=True)
+            self._looker = None
         try:
             self.lease.release()
         except Exception as exc:
@@ -268,11 +273,27 @@ class Lake:
         state.last_seq = tail.last_seq
         return state
 
-    def keep_lease(self, state: CatalogView) -> None:
-        """Renew the reader lease of a view that skips its look at the log
-        (a PUT only past half the lease's life), as ``refresh`` would."""
+    def look_beside(self, state: CatalogView) -> Callable[[], bool]:
+        """Start a look at the log's end past ``state`` on a worker thread,
+        for the caller to run a statement meanwhile; the call returned waits
+        for it and says whether the log moved past the view (its errors are
+        raised there). The reader lease is renewed first, as ``refresh`` does;
+        a look that finds nothing new counts as one for ``_pinned``."""
         if not self._lease_refused:
             self._renew_reader_lease(state.last_seq)
+        seq = state.last_seq
+
+        def look() -> bool:
+            started = time.monotonic()
+            # the folder never deletes the newest slot: nothing listed, nothing new
+            moved = next(iter(self.log.list_after(seq)), None) is not None
+            if not moved:
+                self._saw_end(seq, started)
+            return moved
+
+        if self._looker is None:
+            self._looker = ThreadPoolExecutor(1, thread_name_prefix="slatelake-look")
+        return self._looker.submit(look).result
 
     def read_sys(self, state: CatalogView, key: bytes) -> bytes | None:
         """A sys record as of ``state``: the log tail's last write, else the store's."""

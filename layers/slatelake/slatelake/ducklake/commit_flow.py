@@ -8,7 +8,7 @@ committed through the log, and that slot gives the lock back, so nothing can
 land in between. DuckLake's maintenance calls take the lock before they
 run. An autocommit write on a lake no one else is writing commits without
 it, in one slot that loses to any commit or lock take since (``_alone``),
-and right after another such write it does not look at the log first.
+and right after another such write it looks at the log while it runs.
 A write DuckDB ran behind the session's back is committed before the
 next statement, or refused. See docs/architecture.md, "Concurrent writers".
 """

@@ -12,6 +12,7 @@ the file.
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import FrameType
@@ -87,21 +88,21 @@ class StatementFlow(CommitFlow):
         # A read can still change the catalog through a DuckLake table function
         # (SELECT * FROM ducklake_expire_snapshots(...)): treat those as writes.
         may_write = bool(types - stmt.READ_TYPES) or "ducklake_" in query.lower()
-        looked = True
+        look = None
         if not self._in_txn:
             self._commit_outside_writes()
-            looked = not (may_write and self._needs_no_look(query, types))
-            if looked:
-                self.refresh()
+            if may_write and self._looks_beside(query, types):
+                started = time.monotonic()
+                look = self.lake.look_beside(self.state), started
             else:
-                self.lake.keep_lease(self.state)
+                self.refresh()
         if not may_write:
             self.log.read_done()
             return self._read(query, params, frame, pending)
         call = _Call(query, params, types, frame, kinds={st.type for st in parsed})
         wrapped = not (self._in_txn or self.read_only or types <= stmt.NOT_LAKE_WRITES)
         if wrapped:
-            result = self._autocommit_write(call, looked)
+            result = self._autocommit_write(call, look)
         else:
             if self._in_txn and stmt.maintains(query):
                 self._txn_maintains = True
@@ -117,15 +118,16 @@ class StatementFlow(CommitFlow):
                 self._commit_captured()
         return self._results.pend(result) if pending else result
 
-    def _needs_no_look(self, query: str, types: set[Any]) -> bool:
-        """Whether an autocommit write may skip the look at the log's end (a
-        LIST) before it runs. One that will commit alone writes its slot only
-        where the session's head is still the log's last: a commit since
-        takes that slot and the write runs again under the lock, on the head.
-        So the look only guesses early what the slot write finds out anyway.
-        Only while the session saw the log's end a moment ago (a look, or its
-        own slot landing), so a write after a pause, or on a busy lake, still
-        looks first and rarely runs twice."""
+    def _looks_beside(self, query: str, types: set[Any]) -> bool:
+        """Whether an autocommit write may run while the session looks at the
+        log's end (a LIST, on a worker thread), instead of after: one that
+        will commit alone, right after the session saw the log's end (a look,
+        or its own slot landing). Before anything commits, the look's answer
+        is in: if the log moved, DuckDB's transaction is rolled back (nothing
+        of it committed anywhere, DuckLake removes its files) and the write
+        runs again on the head, so it sees what a look before it would have.
+        A write after a pause, or on a busy lake, looks first and rarely runs
+        twice."""
         if self.read_only or types <= stmt.NOT_LAKE_WRITES or stmt.maintains(query):
             return False
         return self._alone(self._just_refreshed())
@@ -140,49 +142,31 @@ class StatementFlow(CommitFlow):
             self._statement_failed(exc)
             raise
 
-    def _autocommit_write(self, call: _Call, looked: bool) -> duckdb.DuckDBPyRelation | None:
+    def _autocommit_write(
+        self, call: _Call, look: tuple[Callable[[], bool], float] | None
+    ) -> duckdb.DuckDBPyRelation | None:
         """A write in a transaction of its own. A DuckLake maintenance call runs
         with the commit lock held from the start (its commit never needs a
         rebase); any other write runs first without it, and if its commit is
         refused as a conflict it runs once more with the lock held on the head,
         where nothing can overtake it: nothing of the first run was committed,
         and a statement run again later is what its author would have got by
-        sending it a moment later. A write that skipped its look at the log
-        (``looked`` False) and wrote no slot, which would have told, looks
-        after it: if the log had moved, it runs again the same way, since its
-        error or its result (no row matched) may be the stale head's (a table
-        or a row another writer added since), never the caller's to see."""
+        sending it a moment later. A write that ran beside its look at the
+        log (``look``: its answer and when it started) and finds the log
+        moved runs again the same way, before anything of it committed."""
         lock_first = stmt.maintains(call.query)
-        seq = self.state.last_seq
         try:
-            result = self._write_in_transaction(call, lock_first)
-            if looked or self.state.last_seq != seq or not self._log_moved():
-                return result
-            log.info("re-running a write that changed nothing on a head the log has moved past")
+            return self._write_in_transaction(call, lock_first, look)
         except CommitLockBusyError:
             raise
+        except _LogMoved:
+            log.info("re-running a write on the head: the log moved while it ran")
         except ConflictError as exc:
             if lock_first:
                 raise
             log.info("re-running a write under the commit lock after: %s", exc)
-        except Exception as exc:
-            if looked or not self._log_moved():
-                raise
-            log.info("re-running a write that failed on a head the log has moved past: %s", exc)
         self.refresh()
         return self._write_in_transaction(call, lock_first=True)
-
-    def _log_moved(self) -> bool:
-        """Look at the log's end: whether it moved past the session's head.
-        A look that fails says no: the statement's own error is the one to
-        see (DuckDB invalidates the database after a fatal error, and the
-        next statement reports that itself)."""
-        seen = (self.state.head, self.state.last_seq)
-        try:
-            self.refresh()
-        except Exception:
-            return False
-        return (self.state.head, self.state.last_seq) != seen
 
     def maintain_unless(
         self, query: str, check: Callable[[], str | None]
@@ -217,12 +201,25 @@ class StatementFlow(CommitFlow):
         return result, None
 
     def _write_in_transaction(
-        self, call: _Call, lock_first: bool
+        self,
+        call: _Call,
+        lock_first: bool,
+        look: tuple[Callable[[], bool], float] | None = None,
     ) -> duckdb.DuckDBPyRelation | None:
         if lock_first:
             self._lock_at_head(fresh=self._just_refreshed())
         self._begin(holds_lock=lock_first)
-        result = self._run(call, holds_lock=lock_first)
+        try:
+            result = self._run(call, holds_lock=lock_first)
+        except Exception:
+            if look is not None and _moved(look[0]):  # its error may be the stale head's
+                raise _LogMoved from None
+            raise
+        if look is not None:
+            if _moved(look[0]):
+                self._rollback()  # nothing committed: DuckLake removes the files it wrote
+                raise _LogMoved
+            self._refreshed_at = look[1]  # the look saw the log's end at the session's head
         self._commit_transaction(fresh=self._just_refreshed(), may_go_alone=not lock_first)
         return result
 
@@ -325,3 +322,16 @@ class StatementFlow(CommitFlow):
         except BaseException:
             self._stale = True
             raise
+
+
+class _LogMoved(Exception):
+    """A write that ran beside its look at the log found it moved: run it again."""
+
+
+def _moved(look: Callable[[], bool]) -> bool:
+    """The look's answer; a look that failed counts as moved (the refresh
+    before the write runs again meets the store error itself)."""
+    try:
+        return look()
+    except Exception:
+        return True

@@ -1,9 +1,9 @@
 """An autocommit write that follows a look at the log's end (a refresh, or
-its own slot landing) within a moment skips the next look: its slot is
-written only where the session's head is still the log's last, so a commit
-made since makes it lose, and the write runs again under the lock, on the
-head. These tests count the requests a write makes on the log and act as a
-rival would between two writes, where the skipped look would have seen it.
+its own slot landing) within a moment runs while the session looks again,
+on a worker thread, instead of after. Before anything of it commits the
+look's answer is in: if the log moved, the write is rolled back and runs
+again on the head. These tests count the requests a write makes on the log
+and act as a rival would between two writes, where the look finds it.
 """
 
 from __future__ import annotations
@@ -56,17 +56,21 @@ def _rows(session: Session) -> list[tuple[int, int]]:
     return sorted(session.sql("SELECT id, v FROM t").fetchall())
 
 
-def test_a_write_right_after_its_own_commit_makes_one_log_request_its_slot(
-    url: str, requests: list[tuple[str, str]]
+def test_a_write_right_after_its_own_commit_looks_beside_it_and_reads_no_mark(
+    url: str, requests: list[tuple[str, str]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with connect(url) as session:
         session.sql("INSERT INTO t VALUES (3, 30)")  # looks first: the session just opened
+        refreshes: list[int] = []
+        monkeypatch.setattr(Session, "refresh", lambda self: refreshes.append(1))
         requests.clear()
         session.sql("INSERT INTO t VALUES (4, 40)")
         session.sql("UPDATE t SET v = v + 1 WHERE id = 4")
-        # no LIST before either statement and no truncation-mark GET after
-        # either slot: the reader lease pins the slots it wins
-        assert _log_requests(requests) == ["PUT slot", "PUT slot"]
+        monkeypatch.undo()
+        # each write's LIST ran beside it (no refresh before it), and no
+        # truncation-mark GET followed either slot: the reader lease pins them
+        assert refreshes == []
+        assert _log_requests(requests) == ["LIST slot", "PUT slot", "LIST slot", "PUT slot"]
         assert _rows(session)[-2:] == [(3, 30), (4, 41)]
 
 
@@ -84,17 +88,17 @@ def test_a_read_still_looks_at_the_log_right_after_a_commit(
 def test_a_write_that_skipped_its_look_and_was_overtaken_runs_again_on_the_new_head(
     url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """The rival's commits land between two writes of the session, where the
-    look it skipped would have seen them: each write's first run is made on
-    the old head and loses its slot; it runs again under the lock and its
-    result is what it would have been had it been sent after the rival's."""
+    """The rival's commits land between two writes of the session: each
+    write's first run is made on the old head, its look finds the log moved,
+    and it runs again on the head; its result is what it would have been had
+    it been sent after the rival's."""
     with connect(url) as session, connect(url) as rival:
         session.sql("INSERT INTO t VALUES (3, 30)")
         rival.sql("UPDATE t SET v = v * 100 WHERE id = 1")
         rival.sql("DELETE FROM t WHERE id = 2")
         with caplog.at_level(logging.INFO, "slatelake.session"):
             session.sql("UPDATE t SET v = v + 1")  # made on a head without the rival's
-        assert "re-running a write under the commit lock" in caplog.text
+        assert "the log moved while it ran" in caplog.text
         assert _rows(session) == [(1, 1001), (3, 31)]
         rival.sql("INSERT INTO t VALUES (5, 50)")
         session.sql("INSERT INTO t SELECT id + 10, v FROM t")
@@ -117,14 +121,14 @@ def test_a_write_after_a_pause_looks_at_the_log_first(
 def test_a_write_that_failed_on_a_head_the_log_moved_past_runs_again_on_the_new_head(
     url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """The skipped look would have seen the table another writer created: the
-    write's error on the old head (no such table) is not the caller's."""
+    """The look finds the table another writer created: the write's error on
+    the old head (no such table) is not the caller's."""
     with connect(url) as session, connect(url) as rival:
         session.sql("INSERT INTO t VALUES (3, 30)")
         rival.sql("CREATE TABLE u (id INTEGER)")
         with caplog.at_level(logging.INFO, "slatelake.session"):
             session.sql("INSERT INTO u VALUES (7)")
-        assert "failed on a head the log has moved past" in caplog.text
+        assert "the log moved while it ran" in caplog.text
         assert session.sql("SELECT id FROM u").fetchall() == [(7,)]
         rival.sql("DROP TABLE u")
         session.sql("DROP TABLE t")  # made on a head that still holds u: no error
@@ -147,9 +151,9 @@ def test_a_write_that_fails_on_the_log_head_fails_once_with_duckdbs_error(
 def test_a_write_that_changed_nothing_on_a_head_the_log_moved_past_runs_again(
     url: str,
 ) -> None:
-    """No slot tells such a write that its head was stale, so it looks after
-    it: the row another writer added is found, and a DuckLake function read
-    (treated as a write) answers at the log's head."""
+    """No slot would tell such a write that its head was stale; its look
+    does: the row another writer added is found, and a DuckLake function
+    read (treated as a write) answers at the log's head."""
     with connect(url) as session, connect(url) as rival:
         session.sql("INSERT INTO t VALUES (3, 30)")
         rival.sql("INSERT INTO t VALUES (4, 40)")
@@ -160,3 +164,19 @@ def test_a_write_that_changed_nothing_on_a_head_the_log_moved_past_runs_again(
         (head,) = rival.sql("FROM ducklake_current_snapshot('lake')").fetchone()
         assert snapshot == head
         assert _rows(session)[-2:] == [(5, 50), (6, 60)]
+
+
+def test_a_write_with_effects_outside_the_lake_runs_once_when_the_log_moved(
+    url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The run on the old head is rolled back before anything commits, so an
+    insert into another attached database lands once, with the fresh count."""
+    with connect(url) as session, connect(url) as rival:
+        session.sql("ATTACH ':memory:' AS side")
+        session.sql("CREATE TABLE side.counts (n BIGINT)")
+        session.sql("INSERT INTO t VALUES (3, 30)")
+        rival.sql("INSERT INTO t VALUES (4, 40)")
+        with caplog.at_level(logging.INFO, "slatelake.session"):
+            session.sql("INSERT INTO side.counts SELECT count(*) FROM t")
+        assert "the log moved while it ran" in caplog.text
+        assert session.sql("SELECT n FROM side.counts").fetchall() == [(4,)]
