@@ -100,6 +100,8 @@ BOUNDARIES: dict[str, tuple[tuple[str, str], ...]] = {
     ),
     # a commit whose reader lease is about to end reads the truncation mark after its slot
     "commit_late": (("GET", "log/"),),
+    # a write right after a look: its LIST runs beside the statement
+    "commit_beside": (("LIST", "commits/"),),
     "fold": (
         ("GET", "commits/"),
         ("LIST", "commits/"),
@@ -148,6 +150,8 @@ def expect(operation: str, method: str, prefix: str, kind: str, persistent: bool
     unavailability (5xx, a drop, a delay past the deadline), or, where the
     write may have landed, an ambiguous error. A delay is past every deadline."""
     data, store = prefix == "data/", prefix.startswith("store/")
+    if operation == "commit_beside" and not persistent:
+        return "retried", None, None  # a failed look counts as moved: rolled back, refreshed
     slot_write = (method, prefix) == ("PUT", "commits/")
     lease_write = (method, prefix) == ("PUT", "maintenance/")
     mark_read = operation == "commit_late" and (method, prefix) == ("GET", "log/")
@@ -251,6 +255,7 @@ DEFAULT_STEMS = (
     "commit-put-commits-delay",
     "commit-put-data-503_persistent",
     "commit_late-get-log-403",
+    "commit_beside-list-commits-403",
     "commit-list-commits-drop_before",
     "fold-put-store_manifest-500_persistent",
     "fold-put-store_compacted-drop_after",
@@ -276,6 +281,7 @@ DEFAULT_STEMS = (
 # time); the rest of DEFAULT and the full matrix are the long tier.
 QUICK_STEMS = (
     "commit-put-commits-403",
+    "commit_beside-list-commits-403",
     "commit-put-commits-503_persistent",
     "commit-put-commits-delay",
     "commit-put-data-503_persistent",

@@ -54,9 +54,11 @@ STEP_NAMES = {
 # and a flush in the same pass would take the rule's requests, so the base
 # lake's inlined deletions are flushed first, unfaulted.
 PREPARE = {"pass_rewrite": "ducklake_flush_inlined_data"}
-OPERATIONS = ("commit", "commit_late", "fold", *STEP_OPTIONS, "sweep", "store_merge")
+COMMITS = ("commit", "commit_late", "commit_beside")
+OPERATIONS = (*COMMITS, "fold", *STEP_OPTIONS, "sweep", "store_merge")
 # "commit_late": a commit whose reader lease ends within the clock-skew
 # allowance, so its lease vouches for nothing and it reads the truncation mark.
+# "commit_beside": a write right after a look, whose LIST runs beside it.
 LATE_LEASE_S = CLOCK_SKEW_S / 2
 # What a commit adds: a Parquet insert (its data file goes through httpfs).
 COMMIT_ROWS = CaseRows("a", 100_000, 100_100)
@@ -104,12 +106,14 @@ def run_operation(
     """Run ``operation`` on the lake at ``url``: ``arm`` installs the faults
     once everything the operation needs is open, ``disarm`` removes them as
     soon as it ends."""
-    if operation in ("commit", "commit_late"):
+    if operation in COMMITS:
         with Session(url) as s:
             if operation == "commit_late":
                 lease = s.lake.lease
                 lease.ttl_s, lease.lease = LATE_LEASE_S, None  # rewritten now, ending soon
                 lease.hold(s.state.last_seq)
+            if operation == "commit_beside":
+                s.sql("SELECT count(*) FROM a").fetchall()  # a look: the write then looks beside
             arm()
             return _observe(lambda: str(s.sql(COMMIT_ROWS.sql()).fetchall()), disarm)
     if operation == "fold":  # opening the writer (fencing the last one) is part of it

@@ -20,7 +20,7 @@ import pytest
 from slatelake.store.db import COMPACTOR_POLL_ENV
 from tests.faults import matrix
 from tests.faults.lake import BaseLake, build_base, check_lake, copy_bucket, record, stray_file
-from tests.faults.operations import COMMIT_ROWS, Observation, run_operation
+from tests.faults.operations import COMMIT_ROWS, COMMITS, Observation, run_operation
 from tests.faults.proxy import FaultProxy
 
 STORE_TIMEOUT_ENV = "SLATELAKE_STORE_TIMEOUT_S"
@@ -98,7 +98,7 @@ def test_fault(
         proxy.clear()
     assert proxy.injected > before, f"the fault never fired: {case.operation} made no such request"
     _assert_outcome(case, seen)
-    rows = COMMIT_ROWS if case.operation in ("commit", "commit_late") else None
+    rows = COMMIT_ROWS if case.operation in COMMITS else None
     present = {
         "retried": "once",
         "durable": "once",
