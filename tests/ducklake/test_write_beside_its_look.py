@@ -52,6 +52,13 @@ def _log_requests(seen: list[tuple[str, str]]) -> list[str]:
     ]
 
 
+def _runs_again(session: Session, query: str, caplog: pytest.LogCaptureFixture) -> None:
+    """Run ``query``, which its look must find the log moved under."""
+    with caplog.at_level(logging.INFO, "slatelake.session"):
+        session.sql(query)
+    assert "the log moved while it ran" in caplog.text
+
+
 def _rows(session: Session) -> list[tuple[int, int]]:
     return sorted(session.sql("SELECT id, v FROM t").fetchall())
 
@@ -96,9 +103,7 @@ def test_a_write_that_skipped_its_look_and_was_overtaken_runs_again_on_the_new_h
         session.sql("INSERT INTO t VALUES (3, 30)")
         rival.sql("UPDATE t SET v = v * 100 WHERE id = 1")
         rival.sql("DELETE FROM t WHERE id = 2")
-        with caplog.at_level(logging.INFO, "slatelake.session"):
-            session.sql("UPDATE t SET v = v + 1")  # made on a head without the rival's
-        assert "the log moved while it ran" in caplog.text
+        _runs_again(session, "UPDATE t SET v = v + 1", caplog)  # made on a head without the rival's
         assert _rows(session) == [(1, 1001), (3, 31)]
         rival.sql("INSERT INTO t VALUES (5, 50)")
         session.sql("INSERT INTO t SELECT id + 10, v FROM t")
@@ -126,9 +131,7 @@ def test_a_write_that_failed_on_a_head_the_log_moved_past_runs_again_on_the_new_
     with connect(url) as session, connect(url) as rival:
         session.sql("INSERT INTO t VALUES (3, 30)")
         rival.sql("CREATE TABLE u (id INTEGER)")
-        with caplog.at_level(logging.INFO, "slatelake.session"):
-            session.sql("INSERT INTO u VALUES (7)")
-        assert "the log moved while it ran" in caplog.text
+        _runs_again(session, "INSERT INTO u VALUES (7)", caplog)
         assert session.sql("SELECT id FROM u").fetchall() == [(7,)]
         rival.sql("DROP TABLE u")
         session.sql("DROP TABLE t")  # made on a head that still holds u: no error
@@ -176,7 +179,5 @@ def test_a_write_with_effects_outside_the_lake_runs_once_when_the_log_moved(
         session.sql("CREATE TABLE side.counts (n BIGINT)")
         session.sql("INSERT INTO t VALUES (3, 30)")
         rival.sql("INSERT INTO t VALUES (4, 40)")
-        with caplog.at_level(logging.INFO, "slatelake.session"):
-            session.sql("INSERT INTO side.counts SELECT count(*) FROM t")
-        assert "the log moved while it ran" in caplog.text
+        _runs_again(session, "INSERT INTO side.counts SELECT count(*) FROM t", caplog)
         assert session.sql("SELECT n FROM side.counts").fetchall() == [(4,)]
