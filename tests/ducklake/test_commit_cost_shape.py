@@ -193,6 +193,28 @@ def test_a_run_of_inserts_leaves_the_base_database_untouched(
     assert not touching, f"the base database was read or written: {touching}"
 
 
+def test_a_parquet_insert_is_read_by_new_ids_alone_with_no_count(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DuckLake only inserted (its log says so): the new file, its column
+    statistics and the snapshot rows are read by their new ids, one read a
+    table, and nothing is counted (a count once checked the statistics, and
+    a second half looked for ended files no insert can end)."""
+    monkeypatch.delenv(VERIFY_ENV, raising=False)
+    url = _lake_of(tmp_path, 3)
+    warm, counted = PARQUET_INSERT.format(1000, 1000), PARQUET_INSERT.format(2000, 2000)
+    flat = _flat(_queries_of(url, warm, counted))
+    counts = [q for q in flat if "count(*)" in q]
+    assert not counts, f"an insert counted rows: {counts}"
+    reads = {
+        table: [q for q in flat if re.search(rf'FROM "__slatelake_meta"\."{table}"', q)]
+        for table in ("ducklake_data_file", "ducklake_file_column_stats", "ducklake_snapshot")
+    }
+    for table, found in reads.items():
+        assert len(found) == 1, f"{table}: {found}"
+        assert "UNION ALL" not in found[0] and " OR " not in found[0], found[0]
+
+
 def test_flushing_table_after_table_writes_nothing_to_the_base_database(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

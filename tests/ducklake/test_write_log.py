@@ -248,3 +248,21 @@ def test_a_delete_and_an_insert_of_as_many_rows_are_captured(session: Session) -
     session.capture.verify(session.state)
     options = _options(session.url)
     assert "before" not in options and options["after"] == "y"
+
+
+def test_a_hand_written_update_of_a_file_row_in_place_is_captured(session: Session) -> None:
+    """A data file's row changes only by a new id or an end snapshot when
+    DuckLake writes it, and capture reads it by those; an UPDATE by hand
+    (DuckLake's own tests model a legacy file so) changes it in place, with
+    neither. A statement naming the metadata database makes the tables it
+    wrote be compared whole, and a fresh session sees the change."""
+    session.sql("CALL lake.set_option('data_inlining_row_limit', '0')")
+    session.sql("INSERT INTO t VALUES (2, 'b')")
+    session.sql(f"UPDATE {META_DB}.ducklake_data_file SET file_order = 7")
+    session.capture.verify(session.state)
+    session.sql("DELETE FROM t WHERE id = 2")  # a write after it, on the same rows
+    session.capture.verify(session.state)
+    with Session(session.url, read_only=True) as fresh:
+        rows = fresh.sql(f"SELECT file_order FROM {META_DB}.ducklake_data_file").fetchall()
+    assert rows and all(r == (7,) for r in rows)
+    assert _rows(session.url) == [(1, "a")]

@@ -29,10 +29,11 @@ Writes to the session's base copy are its own bookkeeping and are ignored.
 ``Written.appended`` names the tables DuckLake only inserted into, in its own
 spelling (``"meta"."main".table``, or the appender's ``meta.main.table``), with
 no ``OR REPLACE`` or ``ON CONFLICT``: capture reads those by the new ids
-alone, without counting them. A row inserted by hand can carry an old id, so a
-statement sent through the session that names the metadata database turns
-this off for the next capture (``user_statement``). A hand-written insert
-through another cursor of the instance, outside the session's statements,
+alone, without counting them. A row written by hand can carry an old id, or
+change in place, so a statement sent through the session that names the
+metadata database turns this off for the next capture (``user_statement``),
+which then compares each table written whole (``Written.by_hand``). A
+hand-written insert through another cursor of the instance, outside the session's statements,
 is not seen that way; writing DuckLake's metadata by hand is not supported.
 ``Written.removed`` names the tables only ever deleted from: one whose
 count did not move lost no row, whoever deleted, and capture skips it.
@@ -89,6 +90,9 @@ class Written:
     # those only ever deleted from (``DELETE FROM``): a count that did not move
     # says no row went, so nothing changed there
     removed: frozenset[str] = frozenset()
+    # a statement of the session's user named the metadata database: a row
+    # may have changed in place, where no id or snapshot predicate looks
+    by_hand: bool = False
 
 
 class WriteLog:
@@ -189,9 +193,11 @@ class WriteLog:
                     changed.add(name)
                 if _DELETE.fullmatch(m.group(1)) is None:
                     kept.add(name)
-        appended = frozenset() if self._user_named_meta else frozenset(tables - changed)
-        self._user_named_meta = False
-        return Written(frozenset(tables), frozenset(ddl), appended, frozenset(tables - kept))
+        by_hand, self._user_named_meta = self._user_named_meta, False
+        appended = frozenset() if by_hand else frozenset(tables - changed)
+        return Written(
+            frozenset(tables), frozenset(ddl), appended, frozenset(tables - kept), by_hand
+        )
 
     def user_statement(self, query: str) -> None:
         """A statement the user sent through the session: one that names the
