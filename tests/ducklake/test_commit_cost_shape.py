@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import re
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -24,9 +25,13 @@ PER_BLOCK = 25
 class _CountingCursor:
     """Forwards to a DuckDB cursor, keeping the SQL of each query it issues."""
 
-    def __init__(self, cursor: duckdb.DuckDBPyConnection) -> None:
+    def __init__(self, cursor: duckdb.DuckDBPyConnection, queries: list[str] | None = None) -> None:
         self._cursor = cursor
-        self.queries: list[str] = []
+        self.queries: list[str] = [] if queries is None else queries
+
+    def cursor(self) -> _CountingCursor:
+        """A cursor of its own (capture's worker reads ahead on one), counted here too."""
+        return _CountingCursor(self._cursor.cursor(), self.queries)
 
     def _count(self, name: str) -> Any:
         method = getattr(self._cursor, name)
@@ -94,6 +99,9 @@ def _use_cursor(session: Session, cursor: _CountingCursor) -> list[str]:
             if value is aux:
                 setattr(owner, name, cursor)
                 found.append(f"{owner_name}.{name}")
+    ahead = session.capture._ahead  # capture's worker reads ahead on a cursor of its own
+    if ahead._cursor is not None:
+        ahead._cursor = _CountingCursor(ahead._cursor, cursor.queries)
     return found
 
 
@@ -215,6 +223,45 @@ def test_a_parquet_insert_is_read_by_new_ids_alone_with_no_count(
         assert "UNION ALL" not in found[0] and " OR " not in found[0], found[0]
 
 
+def test_an_inserts_reads_are_shared_between_the_helper_cursor_and_a_worker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each read of an insert's new rows is a small query of mostly fixed
+    cost; a worker's cursor answers every other one while the helper cursor
+    answers the rest, each table read once, and the worker's thread ends with
+    the session."""
+    monkeypatch.delenv(VERIFY_ENV, raising=False)
+    url = _lake_of(tmp_path, 3)
+    warm, counted = PARQUET_INSERT.format(1000, 1000), PARQUET_INSERT.format(2000, 2000)
+    with slatelake.connect(url) as session:
+        session.sql(warm)
+        helper = _CountingCursor(session._aux)
+        _use_cursor(session, helper)
+        ahead = session.capture._ahead
+        worker = _CountingCursor(ahead._cursor._cursor)  # its own count, not the helper's
+        ahead._cursor = worker
+        session.sql(counted)
+    assert ahead._pool is None and ahead._cursor is None
+    alive = [t.name for t in threading.enumerate() if t.name.startswith("slatelake-capture")]
+    assert not alive, alive
+
+    def tables(queries: list[str]) -> list[str]:
+        return [m for q in queries for m in re.findall(r'FROM "__slatelake_meta"\."(\w+)"', q)]
+
+    on_helper, on_worker = tables(helper.queries), tables(worker.queries)
+    assert on_worker and on_helper, (on_helper, on_worker)
+    read = sorted(on_helper + on_worker)
+    assert len(read) == len(set(read)), f"a table read twice: {read}"
+    assert {
+        "ducklake_snapshot",
+        "ducklake_snapshot_changes",
+        "ducklake_data_file",
+        "ducklake_file_column_stats",
+        "ducklake_table_stats",
+        "ducklake_table_column_stats",
+    } <= set(read)
+
+
 def test_flushing_table_after_table_writes_nothing_to_the_base_database(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -262,9 +309,10 @@ def test_another_writers_commit_makes_the_next_capture_count_the_base_again(
 
 
 def _shape(queries: list[str]) -> list[str]:
-    """Queries up to their numbers and the UUIDs of new files' names."""
+    """Queries up to their numbers and the UUIDs of new files' names, sorted:
+    capture's worker reads ahead while the helper cursor reads, in either order."""
     named = (re.sub(r"ducklake-[0-9a-f-]{36}", "ducklake-UUID", q) for q in queries)
-    return [re.sub(r"\d+", "N", " ".join(q.split())) for q in named]
+    return sorted(re.sub(r"\d+", "N", " ".join(q.split())) for q in named)
 
 
 def test_a_commit_opens_no_empty_transaction_on_the_catalog_copies(

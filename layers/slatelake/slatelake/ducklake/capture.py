@@ -58,6 +58,25 @@ from slatelake.catalog import registry
 from slatelake.catalog.changes import RowChanges
 from slatelake.catalog.rows import Row
 from slatelake.ducklake import capture_check, table_diff
+from slatelake.ducklake.capture_reads import (
+    AHEAD,
+    CHILDREN,
+    DIFF,
+    EMPTIED,
+    FILE_CHILDREN,
+    FILE_TABLES,
+    FILES,
+    INLINE_DELETES,
+    PER_TABLE,
+    PER_TABLE_READ,
+    SNAPSHOT_TABLES,
+    SNAPSHOTS,
+    VERSIONED,
+    FirstRead,
+    ReadAhead,
+    first_read,
+    rows_of,
+)
 from slatelake.ducklake.catalog_db import ColumnCache, table_exists
 from slatelake.ducklake.change_scope import Scope, named_tables
 from slatelake.ducklake.duck_state import DuckState, Version
@@ -70,23 +89,6 @@ from slatelake.ducklake.tables import (
 )
 from slatelake.ducklake.write_log import Written
 from slatelake.errors import UnsupportedError
-
-SNAPSHOT_TABLES = {
-    "ducklake_snapshot": "snapshot_id",
-    "ducklake_snapshot_changes": "snapshot_id",
-    "ducklake_schema_versions": "begin_snapshot",
-}
-FILE_TABLES = {"ducklake_data_file": "data_file_id", "ducklake_delete_file": "delete_file_id"}
-# Statistics DuckLake updates in place, a few rows per table, for exactly the
-# tables the new snapshot's changes name: read for those. (Not the inlined
-# tables' registry: a flush drops older schema versions' tables after its
-# commit, for tables its snapshot does not name.)
-PER_TABLE = frozenset({"ducklake_table_stats", "ducklake_table_column_stats"})
-FILE_CHILDREN = (
-    "ducklake_file_column_stats",
-    "ducklake_file_partition_value",
-    "ducklake_file_variant_stats",
-)
 
 
 @dataclass
@@ -120,6 +122,7 @@ class Capture:
         self._captured_at: Version | None = None
         # the user's statement wrote the metadata database by hand (``Written.by_hand``)
         self._by_hand = False
+        self._ahead = ReadAhead()
 
     def _present(self) -> list[str]:
         tables = meta_tables(self.con, self.db)
@@ -149,15 +152,42 @@ class Capture:
         matching that: the two must not overlap)."""
         if db == self.base:
             self._settle(table)
+        sql = self._fetch_sql(table, columns, where, db, also)
+        ahead = self._ahead.take(sql) if db is None else None
+        return rows_of(self.con, table, sql) if ahead is None else ahead
+
+    def _fetch_sql(
+        self,
+        table: str,
+        columns: list[tuple[str, str]],
+        where: str = "",
+        db: str | None = None,
+        also: str | None = None,
+    ) -> str:
         source = ident(self.db if db is None else db)
         cols = select_list(columns, inline=registry.inline_table(table) is not None)
         sql = f"SELECT {cols} FROM {source}.{ident(table)} {where}"
         if also is not None:
             sql += f" UNION ALL SELECT {cols} FROM {source}.{ident(table)} {also}"
-        try:
-            return [tuple(r) for r in self.con.execute(sql).fetchall()]
-        except duckdb.InvalidInputException as exc:
-            raise UnsupportedError(f"{table}: a column type cannot be captured ({exc})") from exc
+        return sql
+
+    def _first_read(self, table: str, count: int | None, scope: Scope) -> FirstRead:
+        return first_read(table, self._columns(table), count, scope, self._by_hand)
+
+    def _read_ahead(
+        self, tables: list[str], counts: dict[tuple[str, str], int], scope: Scope
+    ) -> None:
+        """Start every other one of ``tables``' first reads that are known now
+        (in the order the loop makes them) on the worker (``capture_reads``)."""
+        reads = [(t, self._first_read(t, counts.get((self.db, t)), scope)) for t in tables]
+        ahead = [(t, r) for t, r in reads if r.kind in AHEAD or r.kind == PER_TABLE_READ]
+        for table, read in ahead[1::2]:
+            sql = self._fetch_sql(table, self._columns(table), read.where, also=read.also)
+            self._ahead.submit(self.con, table, sql)
+
+    def close(self) -> None:
+        """Stop the worker that reads ahead (the session closes)."""
+        self._ahead.close()
 
     def _vanished(self, table: str, columns: list[tuple[str, str]], key: str) -> list[Row]:
         """The base's rows of ``table`` whose ``key`` (a file id) DuckLake's
@@ -228,8 +258,27 @@ class Capture:
             moved, in_meta, counts = self._written(written, known_inline, state.version, scope)
         if not moved:
             return None
+        try:
+            changes = self._read_changes(moved, in_meta, counts, known_inline, scope)
+        finally:
+            self._ahead.drain()
+        if changes.empty():
+            return None
+        return _captured(changes, scope.snap)
+
+    def _read_changes(
+        self,
+        moved: list[str],
+        in_meta: set[str],
+        counts: dict[tuple[str, str], int],
+        known_inline: set[str],
+        scope: Scope,
+    ) -> RowChanges:
+        ordered = sorted(moved, key=lambda t: t not in SNAPSHOT_TABLES)  # changes first
+        read = [t for t in ordered if t in in_meta and (_registry(t) or t in known_inline)]
+        self._read_ahead(read, counts, scope)
         changes = RowChanges()
-        for table in sorted(moved, key=lambda t: t not in SNAPSHOT_TABLES):  # changes first
+        for table in ordered:
             in_base = _registry(table) or table in known_inline
             if table not in in_meta:
                 if in_base and registry.inline_table(table) is not None:
@@ -245,9 +294,8 @@ class Capture:
             self._table(table, count, before, scope, changes)
             if table == "ducklake_snapshot_changes":
                 scope.tables = named_tables(changes.inserted.get(table, []), scope.snap)
-        if changes.empty():
-            return None
-        return _captured(changes, scope.snap)
+                self._read_ahead([t for t in read if t in PER_TABLE], counts, scope)
+        return changes
 
     def landed(self, captured: Captured, state: DuckState) -> None:
         """The captured change set was committed and applied to the base
@@ -392,57 +440,43 @@ class Capture:
         inserted, so the predicate's rows are all there is to check), else a
         whole-table diff."""
         columns = self._columns(table)
+        read = self._first_read(table, count, scope)
 
         def explained(added: int) -> bool:
             return count is None or count == before + added
 
-        if count == 0 and registry.inline_table(table) is not None:
+        if read.kind == EMPTIED:
             # DuckLake emptied it (a flush): every row of the base goes, read once
             rows = self._fetch(table, columns, db=self.base)
             changes.delete(table, *rows)
             if rows:
                 changes.emptied.add(table)
             return
+        if read.kind == PER_TABLE_READ:
+            self._per_table(table, columns, scope, changes)
+            return
+        rows = [] if read.kind == DIFF else self._fetch(table, columns, read.where, also=read.also)
         snap, next_file = scope.snap, scope.next_file
         b, e = _begin_end(columns)
-        if self._by_hand:
-            pass  # a row may have changed in place: the whole table is compared
-        elif snap >= 0 and next_file is not None and table in FILE_TABLES:
+        if read.kind == FILES and next_file is not None and e is not None:
             key = FILE_TABLES[table]
-            # New files carry new ids (a rewritten delete file may keep an old
-            # begin_snapshot, so begin > S is not enough); ended files keep
-            # theirs. One read, split by id; its two halves each let DuckDB
-            # skip row groups by their min/max (an OR of the two scanned
-            # every row: 7 ms against 0.9 at 100k files).
-            # (DuckLake only inserted: nothing ended, the second half is not read)
-            rows = self._fetch(
-                table,
-                columns,
-                f"WHERE {ident(key)} >= {int(next_file)}",
-                also=None
-                if count is None
-                else f"WHERE end_snapshot > {int(snap)} AND {ident(key)} < {int(next_file)}",
-            )
             k = [name for name, _ in columns].index(key)
             new = [r for r in rows if r[k] >= next_file]
             ended = [r for r in rows if r[k] < next_file]
             # a merge or cleanup deletes files no snapshot needs: their ids vanish
             gone = [] if explained(len(new)) else self._vanished(table, columns, key)
-            if explained(len(new) - len(gone)) and e is not None:
+            if explained(len(new) - len(gone)):
                 changes.insert(table, *new, *ended)
                 changes.delete(table, *(_reopened(r, e) for r in ended), *gone)
                 return
-        elif snap >= 0 and table in SNAPSHOT_TABLES:
-            column = SNAPSHOT_TABLES[table]
-            rows = self._fetch(table, columns, f"WHERE {ident(column)} > {int(snap)}")
+        elif read.kind in (SNAPSHOTS, INLINE_DELETES):  # (inlined deletes: only ever added)
             if explained(len(rows)):
                 changes.insert(table, *rows)
                 return
-        elif snap >= 0 and table in FILE_CHILDREN and next_file is not None:
-            rows = self._fetch(table, columns, f"WHERE data_file_id >= {int(next_file)}")
+        elif read.kind == CHILDREN:
             if explained(len(rows)):
-                # the counts also say the base holds no row of a new file
-                # (grouped by file id): nothing of theirs to read there
+                # no row of the base is of a new file (grouped by file id):
+                # nothing of theirs to read there
                 changes.insert(table, *rows)
                 changes.new_groups.add(table)
                 return
@@ -454,23 +488,15 @@ class Capture:
                 changes.delete(table, *gone)
                 changes.new_groups.add(table)
                 return
-        elif snap >= 0 and b is not None and e is not None:
-            ended_too = "" if count is None else f" OR end_snapshot > {int(snap)}"
-            rows = self._fetch(table, columns, f"WHERE begin_snapshot > {int(snap)}{ended_too}")
+        elif read.kind == VERSIONED and b is not None and e is not None:
             ended = [r for r in rows if r[b] is not None and r[b] <= snap]
             if explained(len(rows) - len(ended)):
                 changes.insert(table, *rows)
                 if registry.inline_table(table) is None:  # an inlined row keeps its key
                     changes.delete(table, *(_reopened(r, e) for r in ended))
                 return
-        elif snap >= 0 and registry.inline_table(table) is not None and b is not None:
-            rows = self._fetch(table, columns, f"WHERE begin_snapshot > {int(snap)}")
-            if explained(len(rows)):  # inlined deletes: only ever added, until a flush
-                changes.insert(table, *rows)
-                return
-        elif snap >= 0 and table in PER_TABLE and scope.table_filter():
-            self._per_table(table, columns, scope, changes)
-            return
+        # no predicate, a row changed in place by hand, or the counts do not
+        # agree with what the predicate found
         self._settle(table)
         table_diff.diff(
             self.con, self.db, self.base, table, columns, changes, max(count or 0, before)

@@ -402,7 +402,12 @@ class Session(StatementFlow):
 
     def _close(self) -> None:
         try:
-            self.con.close()
+            capture = getattr(self, "capture", None)  # a failed open may not have made it
+            try:
+                if capture is not None:
+                    capture.close()  # its worker's cursor, before the connection
+            finally:
+                self.con.close()
         finally:
             try:
                 self.lake.close()

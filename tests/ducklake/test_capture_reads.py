@@ -1,0 +1,57 @@
+"""Capture's reads ahead, on a worker's cursor beside the helper cursor."""
+
+from __future__ import annotations
+
+import duckdb
+import pytest
+
+from slatelake.ducklake.capture_reads import ReadAhead
+
+
+@pytest.fixture
+def con() -> duckdb.DuckDBPyConnection:
+    con = duckdb.connect()
+    con.execute("CREATE TABLE t AS SELECT range AS i FROM range(5)")
+    yield con
+    con.close()
+
+
+def test_a_read_ahead_answers_once_where_it_is_taken(con: duckdb.DuckDBPyConnection) -> None:
+    ahead = ReadAhead()
+    sql = "SELECT i FROM t WHERE i >= 3 ORDER BY i"
+    ahead.submit(con, "t", sql)
+    assert ahead.take(sql) == [(3,), (4,)]
+    assert ahead.take(sql) is None  # taken: the caller reads it itself from now on
+    ahead.close()
+
+
+def test_a_read_ahead_that_failed_raises_where_it_is_taken(
+    con: duckdb.DuckDBPyConnection,
+) -> None:
+    """The worker's error is the capture's, raised when the loop reaches the
+    read, as it would have been on the helper cursor."""
+    ahead = ReadAhead()
+    missing = "SELECT * FROM no_such_table"
+    ahead.submit(con, "t", missing)
+    with pytest.raises(duckdb.CatalogException, match="no_such_table"):
+        ahead.take(missing)
+    ahead.close()
+
+
+def test_reads_never_taken_are_waited_for_and_the_worker_ends_at_close(
+    con: duckdb.DuckDBPyConnection,
+) -> None:
+    """A capture that failed part way leaves reads untaken: they are waited
+    for (errors and all) before the next capture, and the close ends the
+    worker's thread and cursor."""
+    ahead = ReadAhead()
+    slow = "SELECT count(*) FROM range(20000000) r(i) WHERE i % 7 = 3"
+    failing = "SELECT * FROM no_such_table"
+    ahead.submit(con, "t", slow)
+    ahead.submit(con, "t", failing)
+    ahead.drain()
+    assert ahead.take(slow) is None and ahead.take(failing) is None
+    pool = ahead._pool
+    ahead.close()
+    assert ahead._pool is None and ahead._cursor is None
+    assert pool is not None and pool._shutdown
