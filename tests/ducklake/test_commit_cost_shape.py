@@ -242,7 +242,7 @@ def test_an_inserts_reads_are_shared_between_the_helper_cursor_and_a_worker(
         ahead._cursor = worker
         session.sql(counted)
     assert ahead._pool is None and ahead._cursor is None
-    alive = [t.name for t in threading.enumerate() if t.name.startswith("slatelake-capture")]
+    alive = [t.name for t in threading.enumerate() if t.name.startswith("slatelake-read-ahead")]
     assert not alive, alive
 
     def tables(queries: list[str]) -> list[str]:

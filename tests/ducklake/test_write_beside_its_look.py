@@ -181,3 +181,38 @@ def test_a_write_with_effects_outside_the_lake_runs_once_when_the_log_moved(
         rival.sql("INSERT INTO t VALUES (4, 40)")
         _runs_again(session, "INSERT INTO side.counts SELECT count(*) FROM t", caplog)
         assert session.sql("SELECT n FROM side.counts").fetchall() == [(4,)]
+
+
+def test_a_write_behind_the_sessions_back_lands_before_the_write_that_found_it(
+    url: str, requests: list[tuple[str, str]], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Whether DuckDB committed a write to DuckLake's copy behind the
+    session's back (a relation's ``insert_into``) is asked while a write runs
+    beside its look, as a read asks it first: the write finds it, is rolled
+    back, and runs again after that write is committed in a slot of its own."""
+    with connect(url) as session:
+        session.sql("INSERT INTO t VALUES (3, 30)")  # its slot landed: the next write looks beside
+        session.sql("SELECT 4 AS id, 40 AS v").insert_into("t")
+        requests.clear()
+        with caplog.at_level(logging.INFO, "slatelake.session"):
+            session.sql("UPDATE t SET v = v + 1 WHERE id = 4")
+        assert "a write outside session.sql was waiting while it ran" in caplog.text
+        # the insert's slots (under the commit lock) and then the update's,
+        # not one slot carrying both snapshots
+        assert _log_requests(requests).count("PUT slot") > 1
+        (newest,) = session.sql("SELECT max(snapshot_id) FROM lake.snapshots()").fetchone()
+    with connect(url) as fresh:
+        assert _rows(fresh) == [(1, 10), (2, 20), (3, 30), (4, 41)]
+        before = fresh.sql(f"SELECT v FROM t AT (VERSION => {int(newest) - 1}) WHERE id = 4")
+        assert before.fetchall() == [(40,)]  # the insert's own snapshot, before the update's
+
+
+def test_a_write_beside_its_look_with_nothing_behind_its_back_runs_once(
+    url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    with connect(url) as session:
+        session.sql("INSERT INTO t VALUES (3, 30)")
+        with caplog.at_level(logging.INFO, "slatelake.session"):
+            session.sql("UPDATE t SET v = v + 1 WHERE id = 3")
+        assert "re-running" not in caplog.text
+        assert _rows(session)[-1] == (3, 31)

@@ -73,14 +73,13 @@ from slatelake.ducklake.capture_reads import (
     SNAPSHOTS,
     VERSIONED,
     FirstRead,
-    ReadAhead,
     first_read,
-    rows_of,
 )
 from slatelake.ducklake.catalog_db import ColumnCache, table_exists
 from slatelake.ducklake.change_scope import Scope, named_tables
 from slatelake.ducklake.duck_state import DuckState, Version
 from slatelake.ducklake.kept_rows import KeptRows
+from slatelake.ducklake.read_ahead import ReadAhead, rows_of
 from slatelake.ducklake.sql import ident
 from slatelake.ducklake.tables import (
     is_metadata_table,
@@ -99,9 +98,12 @@ class Captured:
 
 
 class Capture:
-    def __init__(self, con: duckdb.DuckDBPyConnection, db: str, base: str) -> None:
+    def __init__(
+        self, con: duckdb.DuckDBPyConnection, db: str, base: str, ahead: ReadAhead
+    ) -> None:
         """``db`` is DuckLake's working copy, ``base`` the committed catalog it
-        started from (diffs and counts run against it in SQL)."""
+        started from (diffs and counts run against it in SQL); ``ahead`` the
+        session's worker, which reads every other first read."""
         self.con = con
         self.db = db
         self.base = base
@@ -122,7 +124,7 @@ class Capture:
         self._captured_at: Version | None = None
         # the user's statement wrote the metadata database by hand (``Written.by_hand``)
         self._by_hand = False
-        self._ahead = ReadAhead()
+        self._ahead = ahead
 
     def _present(self) -> list[str]:
         tables = meta_tables(self.con, self.db)
@@ -184,10 +186,6 @@ class Capture:
         for table, read in ahead[1::2]:
             sql = self._fetch_sql(table, self._columns(table), read.where, also=read.also)
             self._ahead.submit(self.con, table, sql)
-
-    def close(self) -> None:
-        """Stop the worker that reads ahead (the session closes)."""
-        self._ahead.close()
 
     def _vanished(self, table: str, columns: list[tuple[str, str]], key: str) -> list[Row]:
         """The base's rows of ``table`` whose ``key`` (a file id) DuckLake's

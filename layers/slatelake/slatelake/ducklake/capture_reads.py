@@ -1,30 +1,23 @@
-"""Capture's first read of each table it reads, and reading those ahead.
+"""Capture's first read of each table it reads.
 
 Which read comes first is decided by the table and what the log and the
 counts say (``first_read``), before anything is read: the new snapshot,
 file, statistics and inlined rows are found by their new ids or snapshots.
 Each is a small DuckDB query whose cost is mostly fixed (~0.4 ms; a 1-row
-INSERT makes six), and DuckDB answers two at once on two connections, so the
-reads known before capture's loop are split between the session's helper
-cursor and a worker's cursor on its own thread (``ReadAhead``): the worker
-takes every other one, and the loop takes each answer when it reaches it.
-The worker's cursor is a connection of the same database, autocommitting:
-capture runs after DuckDB's COMMIT, so it sees what the helper cursor sees.
+INSERT makes six), so the reads known before capture's loop are split
+between the session's helper cursor and its worker (``read_ahead.py``): the
+worker takes every other one (``AHEAD``), and the loop takes each answer
+when it reaches it. Capture runs after DuckDB's COMMIT, so the worker's
+cursor sees what the helper cursor sees.
 """
 
 from __future__ import annotations
 
-from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import suppress
 from dataclasses import dataclass
 
-import duckdb
-
 from slatelake.catalog import registry
-from slatelake.catalog.rows import Row
 from slatelake.ducklake.change_scope import Scope
 from slatelake.ducklake.sql import ident
-from slatelake.errors import UnsupportedError
 
 SNAPSHOT_TABLES = {
     "ducklake_snapshot": "snapshot_id",
@@ -110,56 +103,3 @@ def first_read(
     if table in PER_TABLE and scope.table_filter():
         return FirstRead(PER_TABLE_READ, scope.table_filter())
     return FirstRead(DIFF)
-
-
-def rows_of(con: duckdb.DuckDBPyConnection, table: str, sql: str) -> list[Row]:
-    """The rows ``sql`` reads of ``table``, as tuples."""
-    try:
-        return [tuple(r) for r in con.execute(sql).fetchall()]
-    except duckdb.InvalidInputException as exc:
-        raise UnsupportedError(f"{table}: a column type cannot be captured ({exc})") from exc
-
-
-class ReadAhead:
-    """Reads run on a worker's cursor while the caller runs its own; each
-    answer is taken once, by the SQL it was asked for."""
-
-    def __init__(self) -> None:
-        self._cursor: duckdb.DuckDBPyConnection | None = None
-        self._pool: ThreadPoolExecutor | None = None
-        self._ahead: dict[str, Future[list[Row]]] = {}
-
-    def submit(self, con: duckdb.DuckDBPyConnection, table: str, sql: str) -> None:
-        """Read ``sql`` on the worker (its cursor is made from ``con`` once)."""
-        if sql in self._ahead:
-            return
-        if self._pool is None:
-            self._cursor = con.cursor()
-            self._pool = ThreadPoolExecutor(1, thread_name_prefix="slatelake-capture")
-        cursor = self._cursor
-        assert cursor is not None
-        self._ahead[sql] = self._pool.submit(rows_of, cursor, table, sql)
-
-    def take(self, sql: str) -> list[Row] | None:
-        """The answer to ``sql`` if it was read ahead (its error raised here),
-        else None."""
-        future = self._ahead.pop(sql, None)
-        return None if future is None else future.result()
-
-    def drain(self) -> None:
-        """Wait for every read not taken (a capture that raised part way): the
-        worker's cursor is idle before the next capture, or the close."""
-        pending, self._ahead = list(self._ahead.values()), {}
-        for future in pending:
-            with suppress(Exception):  # the capture that asked has already failed
-                future.result()
-
-    def close(self) -> None:
-        self.drain()
-        if self._pool is not None:
-            self._pool.shutdown(wait=True)
-            self._pool = None
-        if self._cursor is not None:
-            with suppress(duckdb.Error):  # the database was closed with its connection
-                self._cursor.close()
-            self._cursor = None

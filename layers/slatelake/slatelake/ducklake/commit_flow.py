@@ -32,6 +32,7 @@ from slatelake.ducklake import statements as stmt
 from slatelake.ducklake.attach_options import stored_data_path
 from slatelake.ducklake.capture import Capture, Captured
 from slatelake.ducklake.catalog_db import CATALOG_SUBSPACES
+from slatelake.ducklake.read_ahead import ReadAhead
 from slatelake.ducklake.refused_commit import remove_new_files, unsafe_rebase
 from slatelake.ducklake.sql import ident, run
 from slatelake.ducklake.write_log import WriteLog
@@ -50,6 +51,9 @@ META_DB = "__slatelake_meta"
 BASE_DB = "__slatelake_base"
 # After a commit made without the lock was overtaken, writes take it for this long.
 CONTENDED_S = 30.0
+# The newest snapshot in DuckLake's copy: past the session's, DuckDB committed
+# a write behind the session's back.
+NEWEST_IN_COPY = f"SELECT max(snapshot_id) FROM {ident(META_DB)}.ducklake_snapshot"
 
 
 class CommitFlow:
@@ -62,6 +66,7 @@ class CommitFlow:
     alias: str
     read_only: bool
     capture: Capture
+    _ahead: ReadAhead
     log: WriteLog
     verify: bool
     _lock: CommitLock
@@ -85,9 +90,7 @@ class CommitFlow:
         cannot be rebased and is refused, never dropped without a word."""
         if self.read_only or self._in_txn or self._stale or self._synced is None:
             return
-        (newest,) = self._aux.execute(
-            f"SELECT max(snapshot_id) FROM {ident(META_DB)}.ducklake_snapshot"
-        ).fetchone()
+        (newest,) = self._aux.execute(NEWEST_IN_COPY).fetchone()
         if newest == self._copy_snapshot:
             return
         # A busy lock changes nothing: the write waits in the copy, and the
@@ -111,6 +114,21 @@ class CommitFlow:
             raise
         log.info("committing a write made outside session.sql (snapshot %s)", newest)
         self._commit_captured()
+
+    def _outside_write_beside(self) -> Callable[[], bool]:
+        """Ask the worker, while a statement runs, what ``_commit_outside_writes``
+        asks before one: whether DuckDB committed a write to DuckLake's copy
+        behind the session's back. The call returned takes the answer (True:
+        one is there; its errors raised there). The statement's own writes
+        reach DuckLake's copy only at its COMMIT, after the answer is in."""
+        self._ahead.submit(self._aux, "ducklake_snapshot", NEWEST_IN_COPY)
+        copy = self._copy_snapshot
+
+        def outside() -> bool:
+            rows = self._ahead.take(NEWEST_IN_COPY)
+            return rows is None or rows[0][0] != copy
+
+        return outside
 
     def _lock_at_head(self, fresh: bool = False) -> None:
         """Take the commit lock and bring DuckLake's copy to the head before

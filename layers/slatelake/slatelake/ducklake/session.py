@@ -43,6 +43,7 @@ from slatelake.ducklake.commit_flow import BASE_DB, META_DB
 from slatelake.ducklake.duck_state import DuckState
 from slatelake.ducklake.guard import check_overlap, data_location
 from slatelake.ducklake.opening import attach_copy, drop_image_schema, open_base, work_dir
+from slatelake.ducklake.read_ahead import ReadAhead
 from slatelake.ducklake.request_log import LOG_TYPE, RequestWatch
 from slatelake.ducklake.results import Results
 from slatelake.ducklake.sql import ident, literal
@@ -109,7 +110,8 @@ class Session(StatementFlow):
         self._meta_file: Path | None = None  # DuckLake's copy as a file (opened from an image)
         try:
             self._aux = self.con.cursor()
-            self.capture = Capture(self._aux, META_DB, BASE_DB)
+            self._ahead = ReadAhead()  # the worker beside the helper cursor (read_ahead.py)
+            self.capture = Capture(self._aux, META_DB, BASE_DB, self._ahead)
             self.log = WriteLog(self._aux, META_DB, BASE_DB)
             self._results = Results(self.con)
             self.log.enable()
@@ -402,10 +404,10 @@ class Session(StatementFlow):
 
     def _close(self) -> None:
         try:
-            capture = getattr(self, "capture", None)  # a failed open may not have made it
+            ahead = getattr(self, "_ahead", None)  # a failed open may not have made it
             try:
-                if capture is not None:
-                    capture.close()  # its worker's cursor, before the connection
+                if ahead is not None:
+                    ahead.close()  # the worker's cursor, before the connection
             finally:
                 self.con.close()
         finally:

@@ -90,11 +90,11 @@ class StatementFlow(CommitFlow):
         may_write = bool(types - stmt.READ_TYPES) or "ducklake_" in query.lower()
         look = None
         if not self._in_txn:
-            self._commit_outside_writes()
             if may_write and self._looks_beside(query, types):
                 started = time.monotonic()
-                look = self.lake.look_beside(self.state), started
+                look = self._look_beside(), started
             else:
+                self._commit_outside_writes()
                 self.refresh()
         if not may_write:
             self.log.read_done()
@@ -132,6 +132,22 @@ class StatementFlow(CommitFlow):
             return False
         return self._alone(self._just_refreshed())
 
+    def _look_beside(self) -> Callable[[], str | None]:
+        """Look at the log's end, and ask whether DuckDB committed a write
+        behind the session's back, while the statement runs (what a read asks
+        first). The call returned takes both answers: why the write must run
+        again, or None."""
+        outside = self._outside_write_beside()
+        log_moved = self.lake.look_beside(self.state)
+
+        def look() -> str | None:
+            behind = outside()  # taken first: the worker's answer is never left behind
+            if log_moved():
+                return "the log moved"
+            return "a write outside session.sql was waiting" if behind else None
+
+        return look
+
     def _read(self, query: str, params: Any, frame: FrameType, pending: bool) -> Any:
         """DuckDB's own answer to a read: a lazy relation, or the pending result."""
         try:
@@ -143,7 +159,7 @@ class StatementFlow(CommitFlow):
             raise
 
     def _autocommit_write(
-        self, call: _Call, look: tuple[Callable[[], bool], float] | None
+        self, call: _Call, look: tuple[Callable[[], str | None], float] | None
     ) -> duckdb.DuckDBPyRelation | None:
         """A write in a transaction of its own. A DuckLake maintenance call runs
         with the commit lock held from the start (its commit never needs a
@@ -153,14 +169,17 @@ class StatementFlow(CommitFlow):
         and a statement run again later is what its author would have got by
         sending it a moment later. A write that ran beside its look at the
         log (``look``: its answer and when it started) and finds the log
-        moved runs again the same way, before anything of it committed."""
+        moved, or a write DuckDB committed behind the session's back, runs
+        again the same way, before anything of it committed (that write is
+        committed first)."""
         lock_first = stmt.maintains(call.query)
         try:
             return self._write_in_transaction(call, lock_first, look)
         except CommitLockBusyError:
             raise
-        except _LogMoved:
-            log.info("re-running a write on the head: the log moved while it ran")
+        except _LogMoved as moved:
+            log.info("re-running a write on the head: %s while it ran", moved)
+            self._commit_outside_writes()  # first, as before any statement
         except ConflictError as exc:
             if lock_first:
                 raise
@@ -204,7 +223,7 @@ class StatementFlow(CommitFlow):
         self,
         call: _Call,
         lock_first: bool,
-        look: tuple[Callable[[], bool], float] | None = None,
+        look: tuple[Callable[[], str | None], float] | None = None,
     ) -> duckdb.DuckDBPyRelation | None:
         if lock_first:
             self._lock_at_head(fresh=self._just_refreshed())
@@ -212,13 +231,13 @@ class StatementFlow(CommitFlow):
         try:
             result = self._run(call, holds_lock=lock_first)
         except Exception:
-            if look is not None and _moved(look[0]):  # its error may be the stale head's
-                raise _LogMoved from None
+            if look is not None and (why := _moved(look[0])):  # an error of the stale head's?
+                raise _LogMoved(why) from None
             raise
         if look is not None:
-            if _moved(look[0]):
+            if why := _moved(look[0]):
                 self._rollback()  # nothing committed: DuckLake removes the files it wrote
-                raise _LogMoved
+                raise _LogMoved(why)
             self._refreshed_at = look[1]  # the look saw the log's end at the session's head
         self._commit_transaction(fresh=self._just_refreshed(), may_go_alone=not lock_first)
         return result
@@ -325,13 +344,14 @@ class StatementFlow(CommitFlow):
 
 
 class _LogMoved(Exception):
-    """A write that ran beside its look at the log found it moved: run it again."""
+    """A write that ran beside its look found the log moved (or a write
+    behind the session's back): run it again."""
 
 
-def _moved(look: Callable[[], bool]) -> bool:
+def _moved(look: Callable[[], str | None]) -> str | None:
     """The look's answer; a look that failed counts as moved (the refresh
-    before the write runs again meets the store error itself)."""
+    before the write runs again meets the error itself)."""
     try:
         return look()
     except Exception:
-        return True
+        return "the look failed"

@@ -1,11 +1,11 @@
-"""Capture's reads ahead, on a worker's cursor beside the helper cursor."""
+"""Reads on the session's worker cursor, beside the helper cursor."""
 
 from __future__ import annotations
 
 import duckdb
 import pytest
 
-from slatelake.ducklake.capture_reads import ReadAhead
+from slatelake.ducklake.read_ahead import ReadAhead
 
 
 @pytest.fixture
