@@ -41,17 +41,35 @@ def test_a_read_ahead_that_failed_raises_where_it_is_taken(
 def test_reads_never_taken_are_waited_for_and_the_worker_ends_at_close(
     con: duckdb.DuckDBPyConnection,
 ) -> None:
-    """A capture that failed part way leaves reads untaken: they are waited
-    for (errors and all) before the next capture, and the close ends the
-    worker's thread and cursor."""
+    """A capture that failed part way leaves its reads untaken: they are
+    waited for (errors and all) and dropped, another caller's read stays for
+    it, and the close ends the worker's thread and cursor."""
     ahead = ReadAhead()
     slow = "SELECT count(*) FROM range(20000000) r(i) WHERE i % 7 = 3"
     failing = "SELECT * FROM no_such_table"
+    theirs = "SELECT max(i) FROM t"
     ahead.submit(con, "t", slow)
     ahead.submit(con, "t", failing)
-    ahead.drain()
+    ahead.submit(con, "t", theirs)
+    ahead.drain([slow, failing])
     assert ahead.take(slow) is None and ahead.take(failing) is None
+    assert ahead.take(theirs) == [(4,)]
     pool = ahead._pool
     ahead.close()
     assert ahead._pool is None and ahead._cursor is None
     assert pool is not None and pool._shutdown
+
+
+def test_an_answer_never_taken_is_asked_again_not_reused(
+    con: duckdb.DuckDBPyConnection,
+) -> None:
+    """A caller that never took its answer (interrupted) leaves it behind; the
+    same question asked later is read again, not answered from then."""
+    ahead = ReadAhead()
+    sql = "SELECT count(*) FROM t"
+    ahead.submit(con, "t", sql)
+    assert ahead._ahead[sql].result() == [(5,)]  # answered, and left behind
+    con.execute("INSERT INTO t VALUES (5)")
+    ahead.submit(con, "t", sql)
+    assert ahead.take(sql) == [(6,)]
+    ahead.close()

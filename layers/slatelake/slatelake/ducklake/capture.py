@@ -125,6 +125,7 @@ class Capture:
         # the user's statement wrote the metadata database by hand (``Written.by_hand``)
         self._by_hand = False
         self._ahead = ahead
+        self._asked: list[str] = []  # what this capture asked the worker to read
 
     def _present(self) -> list[str]:
         tables = meta_tables(self.con, self.db)
@@ -186,6 +187,7 @@ class Capture:
         for table, read in ahead[1::2]:
             sql = self._fetch_sql(table, self._columns(table), read.where, also=read.also)
             self._ahead.submit(self.con, table, sql)
+            self._asked.append(sql)
 
     def _vanished(self, table: str, columns: list[tuple[str, str]], key: str) -> list[Row]:
         """The base's rows of ``table`` whose ``key`` (a file id) DuckLake's
@@ -256,10 +258,11 @@ class Capture:
             moved, in_meta, counts = self._written(written, known_inline, state.version, scope)
         if not moved:
             return None
+        self._asked = []
         try:
             changes = self._read_changes(moved, in_meta, counts, known_inline, scope)
         finally:
-            self._ahead.drain()
+            self._ahead.drain(self._asked)  # its own reads only
         if changes.empty():
             return None
         return _captured(changes, scope.snap)

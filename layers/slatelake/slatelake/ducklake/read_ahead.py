@@ -7,13 +7,15 @@ use): capture reads every other one of a change's first reads on it
 (``capture_reads.py``), and a write that runs beside its look at the log
 asks it whether DuckDB committed anything behind the session's back.
 The worker's cursor autocommits, so it sees what is committed, as the helper
-cursor does outside a transaction. Each answer is taken once, by its SQL;
-one never taken is waited for (``drain``) before the worker reads again for
-the same caller, and the session's close ends the worker.
+cursor does outside a transaction. Each answer is taken once, by its SQL.
+A capture that raised part way waits for its own reads not taken
+(``drain``), leaving the others'; a question asked again is read again (an
+answer never taken may be out of date); the session's close ends the worker.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import suppress
 
@@ -60,13 +62,14 @@ class ReadAhead:
         future = self._ahead.pop(sql, None)
         return None if future is None else future.result()
 
-    def drain(self) -> None:
-        """Wait for every read not taken (a capture that raised part way): the
-        worker's cursor is idle before the next capture, or the close."""
-        pending, self._ahead = list(self._ahead.values()), {}
-        for future in pending:
-            with suppress(Exception):  # the capture that asked has already failed
-                future.result()
+    def drain(self, asked: Iterable[str] | None = None) -> None:
+        """Wait for the reads of ``asked`` (every read, with None) not taken (a
+        capture that raised part way), dropping their answers: the worker is
+        idle before its caller goes on, and another caller's reads stay."""
+        keys = list(self._ahead) if asked is None else [k for k in asked if k in self._ahead]
+        for key in keys:
+            with suppress(Exception):  # the caller that asked has already failed
+                self._ahead.pop(key).result()
 
     def close(self) -> None:
         self.drain()
