@@ -70,7 +70,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     # select lists and WHERE clauses assembled from ident() and int()
     ("slatelake/ducklake/capture.py", "where"): "ident() and int() pieces",
     ("slatelake/ducklake/capture.py", "also"): "a second where: ident() and int() pieces",
-    ("slatelake/ducklake/capture.py", "parts"): "constant aggregates over ident()",
+    ("slatelake/ducklake/signatures.py", "parts"): "constant aggregates over ident()",
     ("slatelake/ducklake/change_scope.py", "listed"): "int() per table id",
     ("slatelake/ducklake/change_scope.py", "new"): "a comparison with an int()",
     ("slatelake/maintenance/dry_run.py", "table_targets_sql()"): "a fixed CTE built with ident()",

@@ -80,14 +80,12 @@ from slatelake.ducklake.change_scope import Scope, named_tables
 from slatelake.ducklake.duck_state import DuckState, Version
 from slatelake.ducklake.kept_rows import KeptRows
 from slatelake.ducklake.read_ahead import ReadAhead, rows_of
+from slatelake.ducklake.signatures import present_tables, signatures_sql
 from slatelake.ducklake.sql import ident
 from slatelake.ducklake.tables import (
-    is_metadata_table,
-    meta_tables,
     select_list,
 )
 from slatelake.ducklake.write_log import Written
-from slatelake.errors import UnsupportedError
 
 
 @dataclass
@@ -126,16 +124,6 @@ class Capture:
         self._by_hand = False
         self._ahead = ahead
         self._asked: list[str] = []  # what this capture asked the worker to read
-
-    def _present(self) -> list[str]:
-        tables = meta_tables(self.con, self.db)
-        unknown = sorted(t for t in tables if not is_metadata_table(t))
-        if unknown:
-            raise UnsupportedError(
-                f"DuckLake created metadata tables slatelake does not know: {', '.join(unknown)}; "
-                "refusing to commit a catalog it cannot store whole"
-            )
-        return sorted(tables)
 
     # -- reading DuckDB ------------------------------------------------------
     def _settle(self, *tables: str) -> None:
@@ -181,7 +169,7 @@ class Capture:
         self, tables: list[str], counts: dict[tuple[str, str], int], scope: Scope
     ) -> None:
         """Start every other one of ``tables``' first reads that are known now
-        (in the order the loop makes them) on the worker (``capture_reads``)."""
+        (in the order the loop makes them) on the worker (``read_ahead.py``)."""
         reads = [(t, self._first_read(t, counts.get((self.db, t)), scope)) for t in tables]
         ahead = [(t, r) for t, r in reads if r.kind in AHEAD or r.kind == PER_TABLE_READ]
         for table, read in ahead[1::2]:
@@ -203,24 +191,6 @@ class Capture:
     def _columns(self, table: str) -> list[tuple[str, str]]:
         return self.columns.get(self.con, self.db, table)
 
-    def _signature_sql(self, i: int, db: str, table: str) -> str:
-        """count plus what moves when rows change. The big tables only gain rows
-        with new ids (ids are never reused) or end rows, so the largest id and
-        snapshots suffice; every other table is small and hashed whole."""
-        if table in FILE_TABLES:
-            key = FILE_TABLES[table]
-            parts = (
-                f"max({ident(key)})::HUGEINT, max(begin_snapshot)::HUGEINT, "
-                "max(end_snapshot)::HUGEINT"
-            )
-        elif table in SNAPSHOT_TABLES:
-            parts = f"max({ident(SNAPSHOT_TABLES[table])})::HUGEINT, 0::HUGEINT, 0::HUGEINT"
-        elif table in FILE_CHILDREN:
-            parts = "max(data_file_id)::HUGEINT, 0::HUGEINT, 0::HUGEINT"
-        else:
-            parts = "sum(hash(t))::HUGEINT, 0::HUGEINT, 0::HUGEINT"
-        return f"SELECT {int(i)}, count(*), {parts} FROM {ident(db)}.{ident(table)} t"
-
     def _signatures(
         self, parts: list[tuple[str, str]], counts_only: bool = False
     ) -> dict[tuple[str, str], tuple[Any, ...]]:
@@ -228,15 +198,7 @@ class Capture:
         if not parts:
             return {}
         self._settle(*(table for db, table in parts if db == self.base))
-        sql = " UNION ALL ".join(
-            (
-                f"SELECT {int(i)}, count(*), 0::HUGEINT, 0::HUGEINT, 0::HUGEINT "
-                f"FROM {ident(db)}.{ident(table)}"
-                if counts_only
-                else self._signature_sql(i, db, table)
-            )
-            for i, (db, table) in enumerate(parts)
-        )
+        sql = signatures_sql(parts, counts_only)
         return {parts[r[0]]: tuple(r[1:]) for r in self.con.execute(sql).fetchall()}
 
     # -- the capture -----------------------------------------------------------
@@ -320,7 +282,7 @@ class Capture:
     ) -> tuple[list[str], set[str], dict[tuple[str, str], int]]:
         """Every table's signature against the base's, in one query: the tables
         that differ, the tables DuckLake's copy holds, and both sides' counts."""
-        present = self._present()
+        present = present_tables(self.con, self.db)
         registry_tables = [t for t in present if _registry(t)]
         sigs = self._signatures(
             [(self.db, t) for t in present]
