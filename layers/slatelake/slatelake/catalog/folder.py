@@ -72,9 +72,17 @@ class Folder:
         batch_ops: int = DEFAULT_BATCH_OPS,
         settings: dict | None = None,
         fault: Callable[[str], None] | None = None,
+        folded_before: tuple[int, float] | None = None,
     ) -> None:
         """``fault`` is called at each crash boundary (tests inject crashes there):
-        ``after_write`` (a batch in the memtable), ``after_flush``, ``after_delete``."""
+        ``after_write`` (a batch in the memtable), ``after_flush``, ``after_delete``.
+
+        ``folded_before`` is ``(seq, wall-clock seconds)`` a previous holder
+        recorded: slots up to ``seq`` were folded by then, so the margin of
+        those slots runs from that time. Without it, a slot folded before this
+        folder opened counts as folded when it opened (a short-lived folder
+        then never truncates: a fold invocation of a few seconds would keep
+        every slot)."""
         if not store_exists(location):
             raise NotFoundError(f"no slatelake lake at {location.url}")
         self.location = location
@@ -98,6 +106,10 @@ class Folder:
         self.flushed_seq = self.seq
         self._folded_at: dict[int, float] = {}
         self._started = time.monotonic()
+        self._earlier: tuple[int, float] | None = None  # (seq, monotonic) folded before
+        if folded_before is not None:
+            seq, at = folded_before
+            self._earlier = (seq, self._started - max(0.0, time.time() - at))
         self._fault = fault or (lambda boundary: None)
         self._mark = 0  # the truncation mark this folder last saw or wrote
         try:
@@ -234,7 +246,7 @@ class Folder:
         for seq in slots[:-1]:
             if seq > bound:
                 break
-            if now - self._folded_at.get(seq, self._started) < self.margin_s:
+            if now - self._folded_at.get(seq, self._fold_time(seq)) < self.margin_s:
                 break
             doomed.append(seq)
         if doomed:
@@ -249,6 +261,12 @@ class Folder:
             self._fault("after_delete")
             self._folded_at.pop(seq, None)
         return len(doomed)
+
+    def _fold_time(self, seq: int) -> float:
+        """When a slot this folder did not fold was folded, at the latest."""
+        if self._earlier is not None and seq <= self._earlier[0]:
+            return self._earlier[1]
+        return self._started
 
     def note_image(self, seq: int) -> None:
         """An image of slot ``seq`` is stored (the holder wrote it): truncation

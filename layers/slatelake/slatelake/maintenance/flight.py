@@ -35,7 +35,7 @@ import socket
 import threading
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from slatelake.durations import env_duration
 from slatelake.errors import (
@@ -60,6 +60,9 @@ BEATS_PER_TTL = 12
 STALE_BEATS = 3
 HELD, RELEASED, BROKEN, UNREADABLE = "held", "released", "broken", "unreadable"
 _RELIST_ATTEMPTS = 10
+_RECORD_KEYS = frozenset(
+    {"owner", "state", "expires_at", "heartbeat_at", "heartbeat_s", "pid", "host"}
+)
 _locks: dict[str, threading.Lock] = {}
 _locks_guard = threading.Lock()
 
@@ -92,6 +95,8 @@ class LeaseRecord:
     heartbeat_s: float = 0.0
     pid: int | None = None
     host: str = ""
+    # What the owner said beside the lease (a holder's fold cursor and when).
+    extra: dict[str, object] = field(default_factory=dict)
 
     def held(self, now: float | None = None) -> bool:
         return self.state == HELD and self.expires_at > (time.time() if now is None else now)
@@ -132,6 +137,12 @@ class BreakResult:
 
 
 class PassLease:
+    """The pass lease. Subclasses name another role's lease by ``directory``
+    and ``noun`` (the holder's, ``maintenance/holder.py``); the rules are one."""
+
+    directory = LEASE_DIR
+    noun = "maintenance lease"
+
     def __init__(
         self,
         location: LakeLocation,
@@ -139,7 +150,7 @@ class PassLease:
         client: ObjectClient | None = None,
     ) -> None:
         self.client = client if client is not None else ObjectClient(location)
-        self.prefix = location.path(LEASE_DIR) + "/"
+        self.prefix = location.path(self.directory) + "/"
         self.ttl_s = default_ttl_s() if ttl_s is None else ttl_s
         self.heartbeat_s = self.ttl_s / BEATS_PER_TTL
         self.owner = uuid.uuid4().hex
@@ -173,7 +184,7 @@ class PassLease:
                 continue  # superseded and collected between LIST and GET: list again
             return _decode(generations[-1], raw)
         raise AlreadyRunningError(
-            f"the maintenance lease under {self.prefix} changed {_RELIST_ATTEMPTS} times while "
+            f"the {self.noun} under {self.prefix} changed {_RELIST_ATTEMPTS} times while "
             "being read; retry"
         )
 
@@ -188,8 +199,13 @@ class PassLease:
         return self._lost
 
     # -- writing ---------------------------------------------------------------
+    def _extra(self) -> dict[str, object]:
+        """Fields a subclass writes into every record it makes."""
+        return {}
+
     def _record(self, state: str, expires_at: float, **extra: object) -> bytes:
         doc = {
+            **self._extra(),
             "owner": self.owner,
             "state": state,
             "expires_at": expires_at,
@@ -219,7 +235,7 @@ class PassLease:
                 raw = self._withdraw(generation)
             if raw is None:
                 raise StoreUnavailableError(
-                    f"maintenance lease generation {generation}: {exc}; the claim was withdrawn, "
+                    f"{self.noun} generation {generation}: {exc}; the claim was withdrawn, "
                     "so nothing holds the lease: retry the pass"
                 ) from None
             if _decode(generation, raw).owner != self.owner:
@@ -244,7 +260,7 @@ class PassLease:
             try:
                 self.client.delete(self._path(older))
             except SlatelakeError as exc:
-                log.warning("older maintenance lease %s not collected: %s", older, exc)
+                log.warning("older %s %s not collected: %s", self.noun, older, exc)
                 break  # the next claim collects it
         return True
 
@@ -270,9 +286,9 @@ class PassLease:
             try:
                 self.client.put_if_absent(self._path(generation + 1), self._record(RELEASED, 0.0))
             except SlatelakeError as late:
-                log.warning("maintenance lease %s: the release after it failed: %s", path, late)
+                log.warning("%s %s: the release after it failed: %s", self.noun, path, late)
             raise AmbiguousWriteError(
-                f"maintenance lease {path}: a claim's answer was lost and withdrawing it failed "
+                f"{self.noun} {path}: a claim's answer was lost and withdrawing it failed "
                 f"({exc}); a release was sent after it, but if the claim lands and the release "
                 f"does not, it holds the lease until it expires ({self.ttl_s:g}s): "
                 "`slatelake lease break` ends it once its heartbeat is stale"
@@ -298,7 +314,7 @@ class PassLease:
 
         def take() -> None:
             if not self.try_acquire():
-                raise AlreadyRunningError("the maintenance lease is taken")
+                raise AlreadyRunningError(f"the {self.noun} is taken")
 
         retry(
             take,
@@ -361,14 +377,14 @@ class PassLease:
             try:
                 if not self.renew():
                     if self._lost is not None:
-                        log.warning("maintenance lease lost: %s", self._lost)
+                        log.warning("%s lost: %s", self.noun, self._lost)
                     return
             except Exception as exc:  # a store error: the next beat tries again
                 if time.time() < self._expires_at:
-                    log.warning("maintenance lease renewal failed, retrying: %s", exc)
+                    log.warning("%s renewal failed, retrying: %s", self.noun, exc)
                     continue
                 self._lost = f"the lease expired while renewals failed ({exc})"
-                log.warning("maintenance lease lost: %s", self._lost)
+                log.warning("%s lost: %s", self.noun, self._lost)
                 return
 
     # -- ending ----------------------------------------------------------------
@@ -377,7 +393,7 @@ class PassLease:
         generation (nothing when the lease was lost: it is someone else's)."""
         self.stop_heartbeat()
         if not self._lock.acquire(timeout=self.ttl_s):  # a renewal stuck in a store call
-            log.warning("maintenance lease not released (it expires on its own): store busy")
+            log.warning("%s not released (it expires on its own): store busy", self.noun)
             return
         try:
             generation, self.generation = self.generation, None
@@ -385,7 +401,7 @@ class PassLease:
                 return
             self._claim(generation + 1, self._record(RELEASED, 0.0))
         except Exception as exc:  # the lease then lapses at its expiry
-            log.warning("maintenance lease not released (it expires on its own): %s", exc)
+            log.warning("%s not released (it expires on its own): %s", self.noun, exc)
         finally:
             self._lock.release()
 
@@ -427,6 +443,7 @@ def _decode(generation: int, raw: bytes) -> LeaseRecord:
             heartbeat_s=float(doc.get("heartbeat_s") or 0.0),
             pid=int(pid) if pid is not None else None,
             host=str(doc.get("host") or ""),
+            extra={k: v for k, v in doc.items() if k not in _RECORD_KEYS},
         )
     except (ValueError, KeyError, TypeError, AttributeError):
         return LeaseRecord(generation, "", 0.0, state=UNREADABLE)  # counts as free

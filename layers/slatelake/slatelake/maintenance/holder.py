@@ -1,11 +1,18 @@
-"""The holder's loop: fold the log every poll, ride out transient failures, and
-write catalog images when due.
+"""The holder's loop and its lease: fold the log every poll, ride out
+transient failures, and write catalog images when due.
 
-The holder is the one process holding a lake's SlateDB writer (``slatelake
-hold``): it folds, its compactor executes the store merges a pass submits,
-and after each fold ``ImageCadence`` writes a catalog image when one is due
-and collects superseded ones. What it says goes to callbacks (the CLI prints
-them), never to a stream of its own.
+The holder is the one process holding a lake's SlateDB writer: a resident
+``slatelake hold``, or the fold function for one invocation
+(``maintenance/fold.py``). Both take the **holder lease** first
+(``holder/lease-<generation>``, the pass lease's rules under another
+directory), so they never fight: a live lease wins, and whoever finds it held
+waits (the resident) or skips (the function). Its records also say how far
+the holder folded and when, which lets the next holder truncate slots the
+previous one folded without waiting out the margin again. The holder's
+compactor executes the store merges a pass submits, and after each fold
+``ImageCadence`` writes a catalog image when one is due and collects
+superseded ones. What it says goes to callbacks (the CLI prints them), never
+to a stream of its own.
 """
 
 from __future__ import annotations
@@ -19,15 +26,85 @@ from typing import Any
 
 from slatelake.catalog.folder import Folder, FoldReport
 from slatelake.ducklake.image_writer import write_image
-from slatelake.errors import Backoff, FencedError, SlatelakeError, retry
+from slatelake.errors import AlreadyRunningError, Backoff, FencedError, SlatelakeError, retry
 from slatelake.log.images import ImageBook, now_us
+from slatelake.maintenance.flight import LeaseRecord, PassLease
 from slatelake.store.location import LakeLocation
+from slatelake.store.objects import ObjectClient
 
 log = logging.getLogger("slatelake.images")
 
 RETRY_AFTER_S = 60.0  # after a failed image, before the holder tries again
 
 Event = dict[str, Any]
+HOLDER_DIR = "holder"
+
+
+class HolderLease(PassLease):
+    """Who holds the lake's holder role, and how far it folded.
+
+    Every record it writes carries ``folded_upto`` and ``folded_at`` (wall
+    clock): every slot up to that seq was folded and flushed by then. A new
+    holder carries the previous holder's pair forward until it folds itself,
+    so the fact is never lost with a release or a crash."""
+
+    directory = HOLDER_DIR
+    noun = "holder lease"
+
+    def __init__(
+        self,
+        location: LakeLocation,
+        ttl_s: float | None = None,
+        client: ObjectClient | None = None,
+    ) -> None:
+        super().__init__(location, ttl_s=ttl_s, client=client)
+        self.folded: tuple[int, float] | None = None
+
+    def _extra(self) -> dict[str, object]:
+        if self.folded is None:
+            return {}
+        return {"folded_upto": self.folded[0], "folded_at": self.folded[1]}
+
+    def note_fold(self, seq: int) -> None:
+        """Everything up to ``seq`` is folded and flushed now."""
+        if self.folded is None or seq >= self.folded[0]:
+            self.folded = (seq, time.time())
+
+    def inherit(self, record: LeaseRecord | None) -> None:
+        """Carry the previous holder's fold pair forward (before this one folds)."""
+        pair = folded_of(record)
+        if pair is not None and self.folded is None:
+            self.folded = pair
+
+    def _busy(self) -> AlreadyRunningError:
+        record = self.current()
+        return AlreadyRunningError(
+            "another holder holds this lake"
+            + (f" ({record.describe()})" if record else "")
+            + "; it folds the log meanwhile"
+        )
+
+
+def folded_of(record: LeaseRecord | None) -> tuple[int, float] | None:
+    """A holder record's ``(folded_upto, folded_at)``, when it has a sound one."""
+    if record is None:
+        return None
+    upto, at = record.extra.get("folded_upto"), record.extra.get("folded_at")
+    sound = isinstance(upto, int) and not isinstance(upto, bool) and upto >= 0
+    if sound and isinstance(at, (int, float)) and 0 < at <= time.time() + 1:
+        return upto, float(at)  # type: ignore[return-value]
+    return None
+
+
+def take_holder(
+    location: LakeLocation, client: ObjectClient | None = None
+) -> tuple[HolderLease, LeaseRecord | None]:
+    """A holder lease carrying the previous record's fold pair, not yet taken;
+    and that record (None when no holder ever ran)."""
+    lease = HolderLease(location, client=client)
+    record = lease.current()
+    lease.inherit(record)
+    return lease, record
 
 
 @dataclass
@@ -138,8 +215,12 @@ def hold(
     images: ImageCadence | None = None,
     on_fold: Callable[[FoldReport], None] | None = None,
     on_retry: Callable[[int, BaseException, float], None] | None = None,
+    lease: HolderLease | None = None,
 ) -> None:
-    """Fold every ``poll_s`` seconds until ``stop`` is set. A transient store
+    """Fold every ``poll_s`` seconds until ``stop`` is set. ``lease``, the
+    holder lease this holder took, records each fold; lost (another holder
+    took over after this one stalled past its TTL), the loop ends with
+    FencedError. A transient store
     failure (``retryable``) is retried ``retries`` times in a row with backoff
     (twice the poll, doubling, at most 30 s; one holder per lake, so no
     jitter); then, or at once for a terminal one, the error propagates: a
@@ -159,6 +240,10 @@ def hold(
             if stop.is_set():  # stopped while waiting to retry: a stop, not a failure
                 return
             raise
+        if lease is not None:
+            lease.note_fold(folder.flushed_seq)
+            if lease.lost is not None:
+                raise FencedError(f"{folder.location.url}: the holder lease was lost: {lease.lost}")
         if (report.slots or report.truncated) and on_fold is not None:
             on_fold(report)
         if images is not None:

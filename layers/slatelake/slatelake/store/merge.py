@@ -375,3 +375,44 @@ def _wait(
     for cid in sorted(open_ids - left):
         if reason is not None:
             waiting[cid].reason = f"stopped waiting: {reason}; not cancelled"
+
+
+@dataclass(frozen=True)
+class MergeInFlight:
+    """A merge of sorted runs the compactor has not finished: submitted,
+    scheduled, running, or written and not yet in the manifest."""
+
+    compaction_id: str
+    subspace: str
+    status: str
+
+
+def merges_in_flight(target: Located | LakeLocation | str) -> list[MergeInFlight]:
+    """What the holder's compactor still owes: one read of the compactor state
+    (manifest and compactions record), no writer, nothing fenced."""
+    view = open_admin(location_of(target)).read_compactor_state_view()
+    recent = list(view.compactions.recent_compactions) if view.compactions else []
+    out = []
+    for compaction in recent:
+        prefix = bytes(compaction.spec.segment) if compaction.spec.is_TIERED() else b""
+        if active_merge_of([compaction], prefix) is None:
+            continue
+        try:
+            label = Subspace(prefix[0]).label if prefix else "?"
+        except ValueError:
+            label = f"0x{prefix[0]:02x}"
+        out.append(MergeInFlight(str(compaction.id), label, compaction.status.name.lower()))
+    return out
+
+
+def outcomes_of(target: Located | LakeLocation | str, compaction_ids: set[str]) -> dict[str, str]:
+    """How each finished merge ended: ``failed`` when the record says so,
+    else ``completed`` (a merge trimmed from the record had landed, or a
+    still-recorded one says so). One read per id."""
+    admin = open_admin(location_of(target))
+    out = {}
+    for cid in sorted(compaction_ids):
+        record = admin.read_compaction(cid)
+        failed = record is not None and outcome_of_status(record.status) == FAILED
+        out[cid] = FAILED if failed else COMPLETED
+    return out
