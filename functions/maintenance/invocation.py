@@ -37,11 +37,25 @@ ACTIONS = (
     "audit",
     "health",
     "policy",
+    "fold",
+    "backup",
 )
-SCHEDULED_ACTIONS = ("maintenance", "threshold")
+SCHEDULED_ACTIONS = ("maintenance", "threshold", "fold")
+# Actions whose "options" are the pass's MAINTENANCE_* settings.
+PASS_ACTIONS = ("maintenance", "backup")
 # A run's "threshold" trigger is the threshold action's own, never an event's.
 EVENT_TRIGGERS = ("manual", "scheduled")
-EVENT_KEYS = {"action", "trigger", "lake", "data_path", "options", "wait_s", "operations", "table"}
+EVENT_KEYS = {
+    "action",
+    "trigger",
+    "lake",
+    "data_path",
+    "options",
+    "wait_s",
+    "operations",
+    "table",
+    "raise_on_failure",
+}
 # Per action, the options it takes (the CLI's flags, by the same names).
 ACTION_OPTIONS: dict[str, set[str]] = {
     "compact_store": {"subspace", "timeout", "require_completed"},
@@ -52,6 +66,7 @@ ACTION_OPTIONS: dict[str, set[str]] = {
     "audit": {"limit", "before"},
     "health": set(),
     "policy": set(),
+    "fold": {"image", "compact"},
 }
 ENV_LAKE, ENV_DATA_PATH = "SLATELAKE_LAKE", "SLATELAKE_DATA_PATH"
 ENV_ALLOWED_LAKES = "SLATELAKE_ALLOWED_LAKES"
@@ -78,6 +93,8 @@ class Invocation:
     # A scoped pass: the seed's operation names and "schema.table" (None: all).
     operations: tuple[str, ...] | None = None
     table: str | None = None
+    # A failed pass or backup raises (a function error) instead of answering ok: false.
+    raise_on_failure: bool = False
 
 
 def _scheduled_envelope(event: dict[str, Any]) -> EventBridgeEvent | None:
@@ -117,7 +134,8 @@ def parse_event(event: Any, env: Mapping[str, str] | None = None) -> Invocation:
         )
     envelope = _scheduled_envelope(event)
     if envelope is not None:
-        detail = envelope.get("detail") or {}
+        detail = envelope.get("detail")
+        detail = {} if detail is None else detail
         if not isinstance(detail, dict):
             raise InvocationError("the scheduled event's detail is not a JSON object")
         return _build({**detail, "trigger": "scheduled"}, env)
@@ -143,7 +161,8 @@ def _build(doc: dict[str, Any], env: Mapping[str, str]) -> Invocation:
         )
     if trigger == "scheduled" and action not in SCHEDULED_ACTIONS:
         raise InvocationError(
-            f"a scheduled event runs the maintenance pass or the threshold check, not {action!r}"
+            "a scheduled event runs the maintenance pass, the threshold check or the fold, "
+            f"not {action!r}"
         )
     if doc.get("lake") is not None and not isinstance(doc["lake"], str):
         # Not "absent": a 0, false or [] must not fall back to the stack's lake.
@@ -161,13 +180,26 @@ def _build(doc: dict[str, Any], env: Mapping[str, str]) -> Invocation:
     if not isinstance(raw, dict):
         raise InvocationError(f"options must be a JSON object, not {type(raw).__name__}")
     options = {str(k): v for k, v in raw.items()}
-    if action == "maintenance":
+    if action in PASS_ACTIONS:
         _check_maintenance_options(options)
     else:
         options = _action_options(action, options)
     operations, table = _scope(doc, action)
+    raise_on_failure = doc.get("raise_on_failure", False)
+    if not isinstance(raise_on_failure, bool):
+        raise InvocationError(
+            f"raise_on_failure={show_input(raise_on_failure)}: expected true or false"
+        )
     return Invocation(
-        action, trigger, lake, data_path, options, _wait_s(doc.get("wait_s")), operations, table
+        action,
+        trigger,
+        lake,
+        data_path,
+        options,
+        _wait_s(doc.get("wait_s")),
+        operations,
+        table,
+        raise_on_failure,
     )
 
 

@@ -39,6 +39,26 @@ THRESHOLD_RUNS = "ThresholdRuns"
 # The compact_store action (merges submitted outside a pass)
 STORE_MERGE_PENDING = "StoreMergePending"
 STORE_MERGE_FAILED = "StoreMergeFailed"
+# The fold function (a holder for one invocation): per turn
+FOLD_RUNS = "FoldRuns"
+FOLD_FAILED = "FoldFailed"
+FOLD_SKIPPED = "FoldSkipped"
+FOLD_PARTIAL = "FoldPartial"
+FOLD_DURATION = "FoldDuration"
+SLOTS_FOLDED = "SlotsFolded"
+SLOTS_TRUNCATED = "SlotsTruncated"
+IMAGES_WRITTEN = "ImagesWritten"
+IMAGE_FAILED = "ImageFailed"
+STORE_MERGES_COMPLETED = "StoreMergesCompleted"
+# The backlog, after every pass and every fold
+UNFOLDED_SLOTS = "UnfoldedSlots"
+LOG_BYTES = "LogBytes"
+OLDEST_UNFOLDED_AGE = "OldestUnfoldedAgeSeconds"
+IMAGE_LAG_SLOTS = "ImageLagSlots"
+STORE_MERGES_PENDING = "StoreMergesPending"
+# The backup action
+BACKUP_RUNS = "BackupRuns"
+BACKUP_FAILED = "BackupFailed"
 # Step level (dimension Step)
 STEP_DURATION = "StepDuration"
 STEP_FAILED = "StepFailed"
@@ -143,3 +163,54 @@ def _single(
     ) as metric:
         if metrics.service:
             metric.add_dimension(name="service", value=str(metrics.service))
+
+
+def emit_backlog(metrics: Metrics, lake: str, backlog: maintenance.Backlog) -> None:
+    """The five backlog numbers, after a pass or a fold."""
+    metrics.add_dimension(name="Lake", value=lake)
+    for name, unit, value in (
+        (UNFOLDED_SLOTS, MetricUnit.Count, backlog.unfolded_slots),
+        (LOG_BYTES, MetricUnit.Bytes, backlog.log_bytes),
+        (OLDEST_UNFOLDED_AGE, MetricUnit.Seconds, backlog.oldest_unfolded_age_s),
+        (IMAGE_LAG_SLOTS, MetricUnit.Count, backlog.image_lag_slots),
+        (STORE_MERGES_PENDING, MetricUnit.Count, backlog.store_merges_pending),
+    ):
+        metrics.add_metric(name=name, unit=unit, value=value)
+
+
+def emit_fold(metrics: Metrics, lake: str, turn: maintenance.FoldTurn) -> None:
+    """A fold turn that answered: ran (or skipped), what it did, the backlog it left."""
+    skipped = turn.status == "skipped"
+    metrics.add_dimension(name="Lake", value=lake)
+    metrics.add_metric(name=FOLD_RUNS, unit=MetricUnit.Count, value=0 if skipped else 1)
+    metrics.add_metric(name=FOLD_SKIPPED, unit=MetricUnit.Count, value=int(skipped))
+    metrics.add_metric(name=FOLD_FAILED, unit=MetricUnit.Count, value=0)
+    metrics.add_metric(
+        name=FOLD_PARTIAL, unit=MetricUnit.Count, value=int(turn.status == "partial")
+    )
+    metrics.add_metric(name=FOLD_DURATION, unit=MetricUnit.Seconds, value=turn.seconds)
+    for name, value in (
+        (SLOTS_FOLDED, turn.slots_folded),
+        (SLOTS_TRUNCATED, turn.truncated),
+        (IMAGES_WRITTEN, int(turn.image is not None)),
+        (IMAGE_FAILED, int(turn.image_error is not None)),
+        (STORE_MERGES_COMPLETED, turn.merges_completed),
+        (STORE_MERGE_FAILED, turn.merges_failed),
+    ):
+        metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
+    if turn.backlog is not None:
+        emit_backlog(metrics, lake, turn.backlog)
+
+
+def emit_fold_crash(metrics: Metrics, lake: str | None) -> None:
+    """A fold turn that raised (a store that failed, a corrupt log)."""
+    metrics.add_dimension(name="Lake", value=lake or UNCONFIGURED)
+    metrics.add_metric(name=FOLD_RUNS, unit=MetricUnit.Count, value=1)
+    metrics.add_metric(name=FOLD_FAILED, unit=MetricUnit.Count, value=1)
+
+
+def emit_backup(metrics: Metrics, lake: str, failed: bool) -> None:
+    """A backup: one run, failed or not."""
+    metrics.add_dimension(name="Lake", value=lake)
+    metrics.add_metric(name=BACKUP_RUNS, unit=MetricUnit.Count, value=1)
+    metrics.add_metric(name=BACKUP_FAILED, unit=MetricUnit.Count, value=int(failed))

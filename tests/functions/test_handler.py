@@ -97,6 +97,7 @@ def test_table_batches_log_progress_with_rss_and_emit_every_dashboard_metric(
     dashboard_metrics: set[MetricKey],
 ) -> None:
     lake, data, names = s3_lake
+    maintenance.set_policy(lake, {"enabled": "true"})  # a schedule deletes only then
     event = {"trigger": "scheduled", "lake": lake, "options": ALL_STEPS}
     capsys.readouterr()
     out = app.handler(event, FakeContext())
@@ -348,6 +349,7 @@ def test_cloudwatch_answers_every_dashboard_query_and_holds_the_alarms(
     from tests.functions.conftest import render_sub, template
 
     lake, data, names = s3_lake
+    maintenance.set_policy(lake, {"enabled": "true"})  # a schedule deletes only then
     bucket, prefix = lake.removeprefix("s3://").split("/", 1)
     params = {"LakeBucket": bucket, "LakePrefix": prefix, "DataBucket": bucket}
     params |= {"DataPrefix": data.removeprefix(f"s3://{bucket}/").rstrip("/")}
@@ -534,6 +536,7 @@ def test_a_scheduled_pass_with_a_failed_step_raises_after_its_metrics(
     """Lambda's Errors, its retry and the failure queue see the tick; the
     alarm's PassFailed is out before the raise, and the pass is recorded."""
     lake = maintenance.canonical_lake(small_lake)
+    maintenance.set_policy(lake, {"enabled": "true"})  # a schedule deletes only then
     env_clean.setenv("SLATELAKE_MAX_CHANGESET_OPS", "1")
     capsys.readouterr()
     with pytest.raises(app.PassFailedError, match="expire_snapshots: .*operation limit"):

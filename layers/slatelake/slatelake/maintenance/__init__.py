@@ -42,7 +42,10 @@ from slatelake.maintenance.api import (
     unprotect,
     unset_policy,
 )
+from slatelake.maintenance.backlog import Backlog, backlog_of
+from slatelake.maintenance.backup import BackupReport, backup
 from slatelake.maintenance.flight import BreakResult, LeaseRecord
+from slatelake.maintenance.fold import FoldRequest, FoldTurn, fold_turn
 from slatelake.maintenance.health import health
 from slatelake.maintenance.health_report import HealthPolicy, LakeHealth, TableHealth
 from slatelake.maintenance.history import AuditEntry, Page, check_before, check_limit
@@ -51,6 +54,7 @@ from slatelake.maintenance.option_values import parse_bool, value_text
 from slatelake.maintenance.options import ALIAS_PREFIX, PREFIX, MaintenanceOptions, bind
 from slatelake.maintenance.policy import FIELDS as POLICY_FIELDS
 from slatelake.maintenance.policy import Policy, PolicyRow
+from slatelake.maintenance.policy import enabled_at_head as policy_enabled
 from slatelake.maintenance.report import (
     FAILED,
     PARTIAL,
@@ -73,6 +77,14 @@ from slatelake.store.merge import CompactStoreReport
 SUBSPACES = tuple(s.label for s in Subspace)
 
 __all__ = [
+    "Backlog",
+    "backlog_of",
+    "BackupReport",
+    "backup",
+    "FoldRequest",
+    "FoldTurn",
+    "fold_turn",
+    "policy_enabled",
     "MEMORY_LIMIT_ENV",
     "run_scope",
     "RunScope",

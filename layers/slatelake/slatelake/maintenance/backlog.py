@@ -16,7 +16,7 @@ from slatelake.errors import CorruptionError
 from slatelake.log.images import ImageBook
 from slatelake.log.slots import SlotLog
 from slatelake.store.db import open_reader
-from slatelake.store.location import LakeLocation
+from slatelake.store.location import LakeLocation, Located, location_of
 from slatelake.store.merge import merges_in_flight
 
 
@@ -77,3 +77,8 @@ def measure(location: LakeLocation, fold_seq: int | None = None) -> Backlog:
         fold_cursor=cursor,
         image_seq=image_seq,
     )
+
+
+def backlog_of(lake: str | LakeLocation | Located) -> Backlog:
+    """The lake's backlog now (``measure`` for a URL, a location or a handle)."""
+    return measure(location_of(lake))

@@ -26,7 +26,7 @@ from slatelake.maintenance import backlog as backlogs
 from slatelake.maintenance.flight import LeaseRecord
 from slatelake.maintenance.holder import HolderLease, ImageCadence, folded_of, take_holder
 from slatelake.store.db import compactor_poll_interval_s
-from slatelake.store.location import LakeLocation
+from slatelake.store.location import LakeLocation, Located, location_of
 from slatelake.store.merge import FAILED, merges_in_flight, outcomes_of
 
 log = logging.getLogger("slatelake.fold")
@@ -99,7 +99,7 @@ class FoldTurn:
 
 
 def fold_turn(
-    url: str | LakeLocation,
+    url: str | LakeLocation | Located,
     request: FoldRequest | None = None,
     *,
     deadline: Callable[[], float] | None = None,
@@ -108,7 +108,7 @@ def fold_turn(
     """One holder's turn on the lake at ``url`` (see the module doc).
     ``deadline`` returns the seconds left to work; at zero the turn stops
     between slots' batches and before each image and merge wait."""
-    location = url if isinstance(url, LakeLocation) else LakeLocation.parse(url)
+    location = location_of(url)
     request = request or FoldRequest()
     say = on_progress or (lambda message, fields: log.info("%s %s", message, fields))
     t0 = time.monotonic()

@@ -96,6 +96,9 @@ class MaintenanceOptions:
     compact_store_timeout_s: float | None = None
     table_batches: bool = False
     progress: bool = False
+    # Set by a deployed schedule (the Lambda): on a lake whose policy is not
+    # enabled, the steps that expire or delete are skipped (double opt-in).
+    deletes_need_policy: bool = False
 
     def configured(self, step: str) -> bool:
         return self.steps.get(step, StepConfig()).enabled

@@ -152,6 +152,10 @@ def in_explicit_transaction(con: Any) -> bool:
     return bool(first == second)
 
 
+# Steps that lose history or files: on a schedule, only under an enabled policy.
+DELETING_STEPS = ("expire_snapshots", "cleanup_old_files", "delete_orphaned_files")
+
+
 class _Pass:
     def __init__(
         self,
@@ -185,6 +189,7 @@ class _Pass:
         plan = self.report.plan
         self.planner = None if plan is None else Planner(session, self.steps, plan)
         self._blocked: tuple[str | None] | None = None  # the fail-safe's answer, once asked
+        self._gated: set[str] = set()  # deleting steps a schedule may not run here
 
     def _out_of_time(self) -> str | None:
         """Checked at every step, table and batch boundary."""
@@ -198,10 +203,15 @@ class _Pass:
 
     def _apply_policy(self) -> None:
         """The lake's maintenance policy under the invocation's options
-        (policy_plan.py); a lake without an enabled policy runs them alone."""
+        (policy_plan.py); a lake without an enabled policy runs them alone,
+        except that a schedule never expires or deletes on it (double
+        opt-in: a deployed schedule's options tune steps, never switch the
+        policy on; ``deletes_need_policy`` marks such options)."""
         self.session.refresh()
         rows = decode_rows(self.session.lake.read_sys(self.session.state, POLICY_KEY))
         if not lake_enabled(rows):
+            if self.options.deletes_need_policy:
+                self._gated = {s for s in DELETING_STEPS if self.options.steps[s].enabled}
             return
         planned = plan(rows, self.options, self.steps.tables())
         self.options = planned.options
@@ -233,6 +243,14 @@ class _Pass:
                 named = self.scope.operations is not None
                 why = "; named in the operations, but no option or policy enables it"
                 report.add(step, SKIPPED, "not configured" + (why if named else ""))
+                continue
+            if step in self._gated:
+                report.add(
+                    step,
+                    SKIPPED,
+                    "the lake's policy is not enabled, and a deployed schedule never expires or "
+                    "deletes on such a lake; `slatelake policy set LAKE --enabled` switches it on",
+                )
                 continue
             if failed is not None:
                 report.add(step, SKIPPED, f"not attempted because {failed} failed")
