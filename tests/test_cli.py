@@ -20,6 +20,7 @@ COMMANDS = [
     "demo",
     "sql",
     "maintain",
+    "backup",
     "policy",
     "runs",
     "audit",

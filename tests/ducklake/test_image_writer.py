@@ -256,7 +256,9 @@ def test_an_image_holds_the_fold_cursor_never_an_unfolded_slot(shared_lake_url: 
 def test_a_lake_with_nothing_folded_gets_no_image(lake_url: str) -> None:
     Lake.create(lake_url).close()
     result = write_image(LakeLocation.parse(lake_url))
-    assert not result.written and result.reason == "nothing is folded yet"
+    assert not result.written and result.reason.startswith(
+        "nothing is folded yet: `slatelake fold "
+    )
     assert ImageBook(LakeLocation.parse(lake_url)).list() == []
 
 

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from slatelake.ducklake.session import Session
     from slatelake.ducklake.transfer import ExportReport, ImportReport
     from slatelake.log.images import ImageInfo
-    from slatelake.maintenance.holder import Event, ImageCadence
+    from slatelake.maintenance.holder import Event, HolderLease, ImageCadence
 
 # Consecutive transient fold failures a holder rides out before it exits.
 HOLD_RETRIES = 3
@@ -60,12 +60,22 @@ def create(url: str, data_path: str | None = None) -> int | None:
         return session.state.head.snapshot_id
 
 
-def folder(url: str, margin_s: float) -> Folder:
-    """The lake's folder: it takes the store's writer (fencing an older one)."""
+def folder(url: str, margin_s: float, folded_before: tuple[int, float] | None = None) -> Folder:
+    """The lake's folder: it takes the store's writer (fencing an older one).
+    ``folded_before``: the previous holder's (seq, time), from its lease."""
     from slatelake.catalog.folder import Folder
     from slatelake.store.location import LakeLocation
 
-    return Folder(LakeLocation.parse(url), margin_s=margin_s)
+    return Folder(LakeLocation.parse(url), margin_s=margin_s, folded_before=folded_before)
+
+
+def holder_lease(url: str) -> HolderLease:
+    """The lake's holder lease, not yet taken, carrying the previous
+    holder's fold record: take it before ``folder`` so holders never fight."""
+    from slatelake.maintenance.holder import take_holder
+    from slatelake.store.location import LakeLocation
+
+    return take_holder(LakeLocation.parse(url))[0]
 
 
 def fold_once(url: str, margin_s: float) -> FoldReport:
@@ -84,12 +94,14 @@ def hold(
     images: ImageCadence | None = None,
     on_fold: Callable[[FoldReport], None] | None = None,
     on_retry: Callable[[int, BaseException, float], None] | None = None,
+    lease: HolderLease | None = None,
 ) -> None:
     """Be the holder until ``stop``: fold every ``poll_s`` seconds, riding out
-    HOLD_RETRIES transient failures in a row (``maintenance.holder.hold``)."""
+    HOLD_RETRIES transient failures in a row (``maintenance.holder.hold``);
+    ``lease`` (taken) records each fold and ends the loop when lost."""
     from slatelake.maintenance import holder
 
-    holder.hold(handle, poll_s, stop, HOLD_RETRIES, images, on_fold, on_retry)
+    holder.hold(handle, poll_s, stop, HOLD_RETRIES, images, on_fold, on_retry, lease)
 
 
 def image_cadence(
@@ -153,8 +165,8 @@ def newest_image(url: str) -> NewestImage:
         found = ImageBook(location).newest_valid(Path(tmp), check=check_image)
         if found is None:
             raise NotFoundError(
-                f"{location.url} has no usable catalog image; write one with "
-                f"`slatelake image {location.url}` (or run `slatelake hold`)"
+                f"{location.url} has no usable catalog image; fold and write one with "
+                f"`slatelake fold {location.url} --image` (or run `slatelake hold`)"
             )
         info, local = found
         record = check_image(info, local)

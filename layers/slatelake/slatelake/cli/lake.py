@@ -53,7 +53,43 @@ def _print_fold(report, as_json: bool) -> None:  # noqa: ANN001
 
 
 def _cmd_fold(args: argparse.Namespace) -> int:
-    _print_fold(admin.fold_once(args.lake, args.margin), args.json)
+    """One holder's turn (``maintenance.fold_turn``), what cron runs where
+    nothing is resident; skipped (exit 0, said on stderr) while a live holder
+    holds the lake."""
+    import time as clock
+
+    from slatelake import maintenance
+
+    request = maintenance.FoldRequest(
+        image=bool(args.image), compact=args.compact, margin_s=args.margin
+    )
+    ends_at = None if args.deadline is None else clock.monotonic() + args.deadline
+    turn = maintenance.fold_turn(
+        args.lake,
+        request,
+        deadline=None if ends_at is None else (lambda: ends_at - clock.monotonic()),
+        on_progress=lambda message, fields: None,
+    )
+    doc = {"slots": turn.slots_folded, **turn.to_dict()}
+    if args.json:
+        print(json.dumps(doc), flush=True)
+    elif turn.status == "skipped":
+        print(f"slatelake fold: skipped: {turn.reason}", file=sys.stderr, flush=True)
+    else:
+        image = f"; image of slot {turn.image['seq']}" if turn.image else ""
+        merges = ""
+        if turn.merges_completed or turn.merges_pending or turn.merges_failed:
+            merges = (
+                f"; store merges: {turn.merges_completed} completed, "
+                f"{turn.merges_pending} pending, {turn.merges_failed} failed"
+            )
+        print(
+            f"folded {turn.slots_folded} slots ({turn.operations} operations) in "
+            f"{turn.seconds:.3f}s; fold cursor {turn.fold_seq}, head {turn.head_snapshot_id}; "
+            f"truncated {turn.truncated}{image}{merges}"
+            + (f"; stopped early: {turn.reason}" if turn.status == "partial" else ""),
+            flush=True,
+        )
     return 0
 
 
@@ -86,11 +122,23 @@ def _cmd_hold(args: argparse.Namespace) -> int:
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, _raise_stopped(stop))
-    folder = session = None
+    folder = session = lease = None
     signalled: str | None = None
     failed = False
     try:
-        folder = admin.folder(args.lake, args.margin)
+        lease = admin.holder_lease(args.lake)
+        if not lease.try_acquire():
+            held = lease.current()
+            print(
+                "waiting for the holder lease"
+                + (f" ({held.describe()})" if held else "")
+                + "; that holder folds meanwhile",
+                flush=True,
+            )
+            while not lease.try_acquire():
+                stop.wait(max(args.poll, 1.0))
+        lease.start_heartbeat()
+        folder = admin.folder(args.lake, args.margin, folded_before=lease.folded)
         if options:
             import slatelake
 
@@ -115,6 +163,7 @@ def _cmd_hold(args: argparse.Namespace) -> int:
             images,
             on_fold=lambda report: _print_fold(report, args.json),
             on_retry=_say_retry,
+            lease=lease,
         )
     except HoldStopped as exc:
         signalled = str(exc)
@@ -138,6 +187,8 @@ def _cmd_hold(args: argparse.Namespace) -> int:
                     if not ending:
                         raise
                     print(f"slatelake hold: shutdown: {exc}", file=sys.stderr, flush=True)
+        if lease is not None:
+            lease.release()  # the next holder (a fold turn) need not wait out its TTL
     print(f"stopped ({signalled})" if signalled else "stopped", flush=True)
     return 0
 
@@ -270,14 +321,17 @@ def register(sub: Any) -> None:
         (
             "fold",
             _cmd_fold,
-            "Fold every unfolded commit-log slot into the store, flush, "
-            "truncate what no reader needs, and exit. Fences any running folder.",
+            "Be the lake's holder once: fold every unfolded commit-log slot into the store, "
+            "flush, truncate what no reader needs, and exit (what cron runs where no "
+            "`slatelake hold` is resident). Takes the holder lease first: while a live holder "
+            "holds the lake it does nothing and says so (exit 0).",
         ),
         (
             "hold",
             _cmd_hold,
-            "Be the lake's folder: fold continuously and run SlateDB's "
-            "compactor (which executes submitted store merges). Fences any older folder; "
+            "Be the lake's holder: fold continuously and run SlateDB's "
+            "compactor (which executes submitted store merges). Takes the holder lease first, "
+            "waiting while another holder (a fold turn, the fold function) has it; "
             "exits with status 3 when a newer one fences it, and 1 naming the error when "
             "the store keeps failing (a transient failure is retried 3 times). SIGTERM or "
             "SIGINT stops it at once, even mid-fold; a second one skips the shutdown.",
@@ -292,6 +346,30 @@ def register(sub: Any) -> None:
             help="keep folded slots at least this long before truncating (default 30)",
         )
         p.add_argument("--json", action="store_true", help="print fold reports as JSON lines")
+        if name == "fold":
+            from slatelake.cli.arguments import timeout_seconds
+
+            p.add_argument(
+                "--image",
+                action="store_true",
+                help="also write a catalog image of the fold cursor (when something was folded "
+                "since the newest image), so opens replay nothing and truncation may go to it",
+            )
+            p.add_argument(
+                "--compact",
+                action="store_true",
+                help="keep the store writer open until every submitted store merge finishes "
+                "(SlateDB's compactor executes them) or the deadline nears; one still "
+                "running is reported pending and the next holder finishes it",
+            )
+            p.add_argument(
+                "--deadline",
+                type=timeout_seconds,
+                default=None,
+                metavar="DURATION",
+                help="stop folding and waiting by then (90s, 5m; default: no limit); "
+                "everything done is durable, the next fold goes on",
+            )
         if name == "hold":
             p.add_argument(
                 "--poll",

@@ -1,4 +1,4 @@
-"""``maintain`` and ``status``: the maintenance pass from a shell.
+"""``maintain``, ``backup`` and ``status``: the maintenance pass from a shell.
 
 ``maintain`` exits 4 when the pass did not finish cleanly (a step failed, or
 the pass lost its lease to another process), so a cron job or CI step sees
@@ -24,7 +24,13 @@ import json
 import sys
 from typing import Any
 
-from slatelake.cli.arguments import catalog_text, data_path, lake_verb, wait_seconds
+from slatelake.cli.arguments import (
+    catalog_text,
+    data_path,
+    lake_verb,
+    timeout_seconds,
+    wait_seconds,
+)
 from slatelake.cli.common import caller, parse_kv, print_report
 
 EXIT_STEP_FAILED = 4
@@ -125,6 +131,41 @@ def _entry(item: Any) -> str:
     return str(item)
 
 
+def _cmd_backup(args: argparse.Namespace) -> int:
+    """Before a backup: a pass (with --option), fold, image, and the manifest;
+    exit 4 when the pass or the fold failed."""
+    import time as clock
+
+    from slatelake import maintenance
+
+    options = parse_kv(args.option) or None
+    ends_at = None if args.deadline is None else clock.monotonic() + args.deadline
+    report = maintenance.backup(
+        args.lake,
+        options=maintenance.bind(options) if options else None,
+        deadline=None if ends_at is None else (lambda: ends_at - clock.monotonic()),
+        by=caller(),
+    )
+    doc = report.to_dict()
+    if args.json:
+        print(json.dumps(doc))
+    elif not report.failed:
+        print(
+            f"ready to copy: snapshot {report.head_snapshot_id}, image of slot {report.fold_seq}"
+            f" ({report.image}); {doc['objects']} objects, {doc['bytes']} bytes"
+        )
+        if args.manifest:
+            for part in ("catalog", "data"):
+                for item in doc["manifest"][part]:
+                    print(f"{part}\t{item['size']}\t{item['url']}")
+        else:
+            print("(--manifest lists them; --json prints everything)")
+    if report.failed:
+        print(f"slatelake backup: {report.reason}", file=sys.stderr)
+        return EXIT_STEP_FAILED
+    return 0
+
+
 def _cmd_status(args: argparse.Namespace) -> int:
     from slatelake import maintenance
 
@@ -203,6 +244,32 @@ def register(sub: Any) -> None:
         "only (needs an enabled lake policy; takes no other step or scope flags)",
     )
     p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p = lake_verb(
+        sub,
+        "backup",
+        _cmd_backup,
+        "Prepare the lake for a copy: optionally one maintenance pass (--option), then fold "
+        "every slot and write a fresh catalog image, and list every object a copy must take "
+        "(the lake root's store, log and newest image; every object under the data path). A "
+        "copy of them opens as the same lake with the same rows. While a resident `slatelake "
+        "hold` holds the lake, waits for it to fold past the log's end. Exit 4 when the pass "
+        "or the fold failed.",
+    )
+    p.add_argument(
+        "--option",
+        action="append",
+        metavar="KEY=VALUE",
+        help="a MAINTENANCE_* option for a pass before the backup (none: no pass)",
+    )
+    p.add_argument(
+        "--deadline",
+        type=timeout_seconds,
+        default=None,
+        metavar="DURATION",
+        help="give up folding or waiting for the holder by then (default: no limit)",
+    )
+    p.add_argument("--manifest", action="store_true", help="print every object, tab-separated")
+    p.add_argument("--json", action="store_true", help="print the report and manifest as JSON")
     p = lake_verb(
         sub,
         "status",

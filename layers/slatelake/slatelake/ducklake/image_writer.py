@@ -145,7 +145,8 @@ def write_image(
         empty = head == EMPTY_HEAD
         if empty or (newest is not None and newest.seq >= seq):
             reason = (
-                "nothing is folded yet"
+                f"nothing is folded yet: `slatelake fold {location.url} --image` folds the "
+                "log and writes one"
                 if empty
                 else f"the newest image is already at the fold cursor {newest.seq}"
             )

@@ -104,10 +104,13 @@ def fold_turn(
     *,
     deadline: Callable[[], float] | None = None,
     on_progress: Progress | None = None,
+    fault: Callable[[str], None] | None = None,
 ) -> FoldTurn:
     """One holder's turn on the lake at ``url`` (see the module doc).
     ``deadline`` returns the seconds left to work; at zero the turn stops
-    between slots' batches and before each image and merge wait."""
+    between slots' batches and before each image and merge wait. ``fault``
+    is called at each crash boundary (the folder's, then ``after_fold``,
+    ``after_image``, ``after_truncate``): the fault matrix kills turns there."""
     location = location_of(url)
     request = request or FoldRequest()
     say = on_progress or (lambda message, fields: log.info("%s %s", message, fields))
@@ -124,7 +127,7 @@ def fold_turn(
         return turn
     lease.start_heartbeat()
     try:
-        _hold_once(location, request, lease, previous, turn, deadline, say)
+        _hold_once(location, request, lease, previous, turn, deadline, say, fault)
     finally:
         lease.release()
         turn.seconds = time.monotonic() - t0
@@ -139,7 +142,10 @@ def _hold_once(
     turn: FoldTurn,
     deadline: Callable[[], float] | None,
     say: Progress,
+    fault: Callable[[str], None] | None,
 ) -> None:
+    crash = fault or (lambda boundary: None)
+
     def stop_reason() -> str | None:
         if lease.lost is not None:
             return f"the holder lease was lost: {lease.lost}"
@@ -147,7 +153,7 @@ def _hold_once(
             return "the invocation deadline is near"
         return None
 
-    folder = Folder(location, margin_s=request.margin_s, folded_before=lease.folded)
+    folder = Folder(location, margin_s=request.margin_s, fault=fault, folded_before=lease.folded)
     try:
         say("fold start", {"fold_cursor": folder.seq, "previous_fold": folded_of(previous)})
         while True:  # until a fold finds nothing new: committers keep writing
@@ -162,9 +168,12 @@ def _hold_once(
             if report.slots == 0 or why is not None:
                 break
         turn.fold_seq, turn.head_snapshot_id = folder.seq, folder.head.snapshot_id
+        crash("after_fold")
         if why is None:
             _image(location, request, folder, turn, say)
+            crash("after_image")
         turn.truncated = folder.truncate()
+        crash("after_truncate")
         if turn.truncated:
             say("truncated", {"slots": turn.truncated})
         why = why or stop_reason()
