@@ -131,6 +131,7 @@ def fold_turn(
     finally:
         lease.release()
         turn.seconds = time.monotonic() - t0
+    say("fold finished", turn.to_dict())
     return turn
 
 
@@ -186,7 +187,6 @@ def _hold_once(
         turn.backlog = backlogs.measure(location, fold_seq=folder.seq)
     finally:
         folder.close()
-    say("fold finished", turn.to_dict())
 
 
 def _image(
