@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from slatelake.catalog.folder import Folder
@@ -89,10 +89,9 @@ class FoldTurn:
     merges_failed: int = 0
     backlog: backlogs.Backlog | None = None
     seconds: float = 0.0
-    steps: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        doc = {k: v for k, v in self.__dict__.items() if k not in ("backlog", "steps")}
+        doc = {k: v for k, v in self.__dict__.items() if k != "backlog"}
         doc["seconds"] = round(self.seconds, 3)
         doc["backlog"] = self.backlog.to_dict() if self.backlog is not None else None
         return doc
