@@ -239,3 +239,10 @@ def test_slatelake_fold_cli_images_and_says_when_it_skips(
     with pytest.raises(SystemExit) as refused:  # a deadline must be above zero
         main(["fold", url, "--deadline", "0s"])
     assert refused.value.code == 2
+
+
+def test_a_turn_on_a_missing_lake_is_refused_and_writes_nothing(tmp_path: Path) -> None:
+    url = (tmp_path / "nothing").as_uri()
+    with pytest.raises(slatelake.NotFoundError, match="no slatelake lake"):
+        maintenance.fold_turn(url)
+    assert not (tmp_path / "nothing").exists()

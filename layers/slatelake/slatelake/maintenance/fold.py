@@ -20,12 +20,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from slatelake.catalog.folder import Folder
-from slatelake.errors import MisconfigurationError
+from slatelake.errors import MisconfigurationError, NotFoundError
 from slatelake.log.leases import DEFAULT_MARGIN_S
 from slatelake.maintenance import backlog as backlogs
 from slatelake.maintenance.flight import LeaseRecord
 from slatelake.maintenance.holder import HolderLease, ImageCadence, folded_of, take_holder
-from slatelake.store.db import compactor_poll_interval_s
+from slatelake.store.db import compactor_poll_interval_s, store_exists
 from slatelake.store.location import LakeLocation, Located, location_of
 from slatelake.store.merge import FAILED, merges_in_flight, outcomes_of
 
@@ -114,6 +114,8 @@ def fold_turn(
     request = request or FoldRequest()
     say = on_progress or (lambda message, fields: log.info("%s %s", message, fields))
     t0 = time.monotonic()
+    if not store_exists(location):  # before the lease: never write under a non-lake
+        raise NotFoundError(f"no slatelake lake at {location.url}; nothing to fold")
     turn = FoldTurn(location.url)
     lease, previous = take_holder(location)
     if not lease.try_acquire():
