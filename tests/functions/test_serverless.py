@@ -216,3 +216,20 @@ def test_a_scheduled_tick_on_a_lake_whose_policy_is_off_deletes_nothing(
     assert (_snapshots(lake), _data_objects(data)) == (snapshots, files)
     manual = app.handler({"lake": lake, "options": deleting}, FakeContext())  # a person asked
     assert {s["step"]: s for s in manual["result"]["steps"]}["expire_snapshots"]["status"] == "ran"
+
+
+@pytest.mark.parametrize(
+    "sample", ["scheduled-fold.json", "manual-fold.json", "manual-backup.json"]
+)
+def test_the_fold_and_backup_samples_answer_on_the_stacks_lake(
+    app: ModuleType, s3_lake: tuple[str, str, list[str]], sample: str
+) -> None:
+    from tests.functions.conftest import load_event
+
+    lake, data, names = s3_lake
+    before = contents(lake, names)
+    out = app.handler(load_event(sample, lake, data), FakeContext())
+    assert out["ok"] is True and out["action"] == sample.split("-", 1)[1].removesuffix(".json")
+    assert out["result"]["status"] in ("folded", "succeeded"), out
+    assert maintenance.backlog_of(lake).unfolded_slots == 0
+    assert contents(lake, names) == before
