@@ -105,8 +105,10 @@ def _handle(event: Any, context: LambdaContext) -> dict[str, Any]:
     except Exception as exc:  # DuckDB's or the runtime's too: an answer, or a loud tick
         if isinstance(exc, LakeNotAllowedError):
             emit_refusal(metrics, stack_lake(os.environ))
-        elif is_scheduled(event) and not metrics.metric_set:  # refused before any pass
-            emit_crash(metrics, call.lake if call else stack_lake(os.environ))
+        elif is_scheduled(event) and not metrics.metric_set:  # refused before it started
+            lake = call.lake if call else stack_lake(os.environ)
+            folding = isinstance(event, dict) and event.get("action") == "fold"
+            (emit_fold_crash if folding else emit_crash)(metrics, lake)
         unexpected = not isinstance(exc, slatelake.SlatelakeError)  # a traceback only then
         logger.warning("invocation failed", exc_info=unexpected, extra={"error": repr(exc)})
         if is_scheduled(event) or (call is not None and call.raise_on_failure):

@@ -112,11 +112,13 @@ def emit_threshold(metrics: Metrics, lake: str, found: maintenance.ThresholdRepo
         for step in report.steps:
             for name, value in step.counts.items():
                 dims = {"Lake": lake, "Step": step.step}
-                _single(metrics, metric_name(name), MetricUnit.Count, value, dims)
+                _single(metrics, metric_name(name), _unit(name), value, dims)
 
 
 def _unit(count: str) -> MetricUnit:
-    return MetricUnit.Bytes if count.startswith("bytes_") else MetricUnit.Count
+    """Bytes for a count that says so anywhere in its name (``bytes_deleted``,
+    ``merged_bytes_after``), else Count."""
+    return MetricUnit.Bytes if "bytes" in count.split("_") else MetricUnit.Count
 
 
 def emit_crash(metrics: Metrics, lake: str | None) -> None:

@@ -253,6 +253,11 @@ def dashboard_metrics() -> set[MetricKey]:
     body = template()["Resources"]["MaintenanceDashboard"]["Properties"]["DashboardBody"]
     assert set(body["Sub"][1]) == {"Lake", "Namespace", "Service"}
     params = {"LakeBucket": "bucket", "LakePrefix": "lake", "SchedulePeriodSeconds": "3600"}
+    params |= {
+        "FoldPeriodSeconds": "300",
+        "MaintenanceFunction": "pass-fn",
+        "FoldFunction": "fold-fn",
+    }
     doc = json.loads(render_sub(body, params))
     out: set[MetricKey] = set()
     for widget in doc["widgets"]:

@@ -233,3 +233,16 @@ def test_the_fold_and_backup_samples_answer_on_the_stacks_lake(
     assert out["result"]["status"] in ("folded", "succeeded"), out
     assert maintenance.backlog_of(lake).unfolded_slots == 0
     assert contents(lake, names) == before
+
+
+def test_a_refused_scheduled_fold_counts_as_a_failed_fold_not_a_failed_pass(
+    app: ModuleType, small_lake: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.functions.conftest import emf_lines
+
+    capsys.readouterr()
+    tick = {"trigger": "scheduled", "action": "fold", "lake": small_lake, "options": {"x": 1}}
+    with pytest.raises(slatelake.MisconfigurationError, match="unknown option"):
+        app.handler(tick, FakeContext(240))
+    emitted = {k for doc in emf_lines(capsys.readouterr().out) for k in doc if k[0].isupper()}
+    assert {"FoldRuns", "FoldFailed"} <= emitted and "PassFailed" not in emitted

@@ -155,6 +155,8 @@ def _hold_once(
             return "the invocation deadline is near"
         return None
 
+    # The compactor starts with the writer: what is owed is read before it opens.
+    owed = {m.compaction_id for m in merges_in_flight(location)} if request.compact else set()
     folder = Folder(location, margin_s=request.margin_s, fault=fault, folded_before=lease.folded)
     try:
         say("fold start", {"fold_cursor": folder.seq, "previous_fold": folded_of(previous)})
@@ -180,7 +182,7 @@ def _hold_once(
             say("truncated", {"slots": turn.truncated})
         why = why or stop_reason()
         if why is None and request.compact:
-            why = _execute_merges(location, turn, stop_reason, say)
+            why = _execute_merges(location, owed, turn, stop_reason, say)
         else:
             turn.merges_pending = len(merges_in_flight(location))
         if why is not None:
@@ -221,13 +223,15 @@ def _image(
 
 def _execute_merges(
     location: LakeLocation,
+    owed: set[str],
     turn: FoldTurn,
     stop_reason: Callable[[], str | None],
     say: Progress,
 ) -> str | None:
     """Keep the writer (and with it SlateDB's compactor) open until every
-    submitted merge finishes or time runs out. Returns why it stopped early."""
-    owed = {m.compaction_id for m in merges_in_flight(location)}
+    merge in flight finishes or time runs out: those ``owed`` when the writer
+    opened, and any submitted since. Returns why it stopped early."""
+    owed = owed | {m.compaction_id for m in merges_in_flight(location)}
     if not owed:
         return None
     say("executing store merges", {"pending": len(owed)})
