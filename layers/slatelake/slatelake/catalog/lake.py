@@ -24,6 +24,7 @@ from slatelake.catalog.state import (
     SYS_FORMAT,
     CatalogState,
     CatalogView,
+    check_catalog_ranges,
     check_format,
     decode_fold,
     encode_fold,
@@ -38,12 +39,13 @@ from slatelake.errors import (
     StaleViewError,
     retry,
 )
-from slatelake.log.changeset import ChangeSet, Head
+from slatelake.log.changeset import ChangeSet, Head, KeySelection
 from slatelake.log.committer import Committed, Committer
 from slatelake.log.leases import LeaseBook, ReaderLease
-from slatelake.log.replay import Tail, read_tail
+from slatelake.log.replay import Tail, read_key_tail, read_tail
 from slatelake.log.slots import SlotLog
 from slatelake.store.db import StoreReader, open_reader, open_writer, store_exists
+from slatelake.store.keys import Subspace
 from slatelake.store.location import LakeLocation
 
 STALE_VIEW_RETRIES = 3
@@ -308,25 +310,80 @@ class Lake:
         return self.read_sys_many_at_head([key])[key]
 
     def read_sys_many_at_head(self, keys: Iterable[bytes]) -> dict[bytes, bytes | None]:
-        """Several sys records at the log's head, the tail read once for all."""
-        wanted = list(dict.fromkeys(keys))
+        """Several sys records at the log's head, the tail read once for all.
+
+        Each unfolded slot is read once (a GET; they stream, ``read_key_tail``)
+        and checked as a replay checks it, but only these keys' writes are
+        taken from it: no slot's catalog rows are built, nothing of the
+        catalog is loaded."""
+        wanted = _sys_keys(keys)
         return self._fresh_when_stale(lambda: self._read_sys_once(wanted))
 
-    def _read_sys_once(self, keys: list[bytes]) -> dict[bytes, bytes | None]:
-        reader = self.reader()
+    def read_sys_index_at_head(
+        self, index_key: bytes, named: Callable[[bytes | None], list[bytes]], under: bytes
+    ) -> tuple[bytes | None, dict[bytes, bytes | None]]:
+        """A sys record that lists others (the run history's or the audit
+        log's index) and the records ``named`` picks from its value (a page,
+        every key under the prefix ``under``), at the log's head, with one
+        read of the tail for both. Returns the index's value and the records.
+
+        Exact as two reads at the head are: the store is read before the log
+        is listed (as ``read_sys_many_at_head`` reads it), so the tail holds
+        all the store lacks. The page ``named`` picks from the store's index
+        is read from the store then, and the tail keeps every write under
+        ``under``. An index only gains ids at its new end, each written with
+        its record, and drops its oldest, so a record on the head's page is
+        the tail's own write or on the store's page."""
+        _sys_keys([index_key, under])
+        return self._fresh_when_stale(lambda: self._read_index_once(index_key, named, under))
+
+    def _fold(self, reader: StoreReader) -> tuple[int, Head]:
         raw = reader.get(SYS_FOLD)
         if raw is None:
             raise CorruptionError(f"{self.location.url}: the store has no fold cursor")
-        seq, head = decode_fold(raw)
+        return decode_fold(raw)
+
+    def _read_sys_once(self, keys: list[bytes]) -> dict[bytes, bytes | None]:
+        reader = self.reader()
+        seq, head = self._fold(reader)
+        # before the log is listed: the tail then holds all the store lacks
         found = {key: reader.get(key) for key in keys}
-        for _, cs in read_tail(self.log, head, seq).applied:
-            for key, value in cs.puts:
-                if key in found:
-                    found[key] = value
-            for key in cs.deletes:
-                if key in found:
-                    found[key] = None
+        found.update(self._sys_writes(head, seq, KeySelection(frozenset(keys))))
         return found
+
+    def _read_index_once(
+        self, index_key: bytes, named: Callable[[bytes | None], list[bytes]], under: bytes
+    ) -> tuple[bytes | None, dict[bytes, bytes | None]]:
+        reader = self.reader()
+        seq, head = self._fold(reader)
+        stored_index = reader.get(index_key)
+        try:
+            guessed = named(stored_index)
+        except CorruptionError:  # the tail may rewrite it; the head's index decides below
+            guessed = []
+        stored = {key: reader.get(key) for key in guessed}
+        writes = self._sys_writes(head, seq, KeySelection(frozenset((index_key,)), (under,)))
+        index = writes.get(index_key, stored_index)
+        found = {}
+        for key in named(index):
+            if key in writes:
+                found[key] = writes[key]
+            elif key in stored:
+                found[key] = stored[key]
+            else:  # beyond what an index's writer does (see above): read as it is now
+                found[key] = reader.get(key)
+        return index, found
+
+    def _sys_writes(self, head: Head, seq: int, select: KeySelection) -> dict[bytes, bytes | None]:
+        """The last write of each selected sys key in the log past ``seq``
+        (a delete as None), by the change sets a replay applies. A range over
+        sys is damage there (``check_catalog_ranges``), so it is here too."""
+        writes: dict[bytes, bytes | None] = {}
+        for slot, cs in read_key_tail(self.log, head, seq, select).applied:
+            check_catalog_ranges(cs, slot)
+            writes.update(cs.puts)
+            writes.update(dict.fromkeys(cs.deletes))
+        return writes
 
     def summary(self) -> LogSummary:
         """Head, fold cursor and what the log retains: one view, one LIST."""
@@ -372,3 +429,13 @@ class Lake:
             raise ReadOnlyError(
                 f"{self.location.url} is open read-only; reopen without read_only to commit"
             )
+
+
+def _sys_keys(keys: Iterable[bytes]) -> list[bytes]:
+    """``keys`` once each, all in the sys subspace: only sys records are read
+    this way (a catalog row needs the catalog's range deletes applied too)."""
+    wanted = list(dict.fromkeys(keys))
+    for key in wanted:
+        if key[:1] != bytes((Subspace.SYS,)):
+            raise ValueError(f"key {key.hex()} is not a sys record")
+    return wanted

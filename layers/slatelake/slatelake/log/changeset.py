@@ -24,6 +24,12 @@ lets other damage (a torn or partly overwritten object) pass once in 2^32
 and is trivially forged; BLAKE2b-128 never matches by accident and costs
 about 16 ms per 10 MiB on one core, small beside the slot's GET and decode.
 A newer version than this build reads is FormatError: upgrade to read it.
+
+A reader of a few keys (the sys records ``status``, ``runs`` and the audit log
+read at the log's head) decodes a slot with ``decode_keys``: the same checks
+as ``decode_envelope`` (checksum, seq, every field's type), but each change set
+comes back with only the writes of the selected keys, so the catalog rows a
+slot carries are never built into change sets nor kept.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ import bisect
 import hashlib
 import struct
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -149,6 +156,32 @@ def _hits(ranges: tuple[KeyRange, ...], keys: set[bytes]) -> bool:
     return False
 
 
+@dataclass(frozen=True)
+class KeySelection:
+    """The keys a reader asks the log about: some exact keys and every key
+    under some prefixes (the records an index names share one)."""
+
+    keys: frozenset[bytes] = frozenset()
+    prefixes: tuple[bytes, ...] = ()
+
+    def __contains__(self, key: object) -> bool:
+        if key in self.keys:
+            return True
+        return bool(self.prefixes) and isinstance(key, bytes) and key.startswith(self.prefixes)
+
+    def positions(self, found: list[bytes]) -> list[int]:
+        """Where in ``found`` the selected keys are. A slot's keys are checked
+        at C speed where they can be (a set of exact keys, disjoint from most
+        slots' keys), so a slot that touches none of them costs little more
+        than its checksum and its msgpack."""
+        keys, prefixes = self.keys, self.prefixes
+        if not prefixes:
+            if keys.isdisjoint(found):
+                return []
+            return [i for i, k in enumerate(found) if k in keys]
+        return [i for i, k in enumerate(found) if k in keys or k.startswith(prefixes)]
+
+
 def _digest(seq: int, body: bytes) -> bytes:
     h = hashlib.blake2b(digest_size=DIGEST_SIZE, person=_PERSON)
     h.update(_SEQ.pack(seq))
@@ -202,6 +235,28 @@ def decode_envelope(data: bytes, seq: int, where: str | None = None) -> list[Cha
     and name ``seq``: damage never decodes plausibly, and a slot holding
     another slot's bytes is never taken for an already-folded one."""
     where = where or f"commit log slot {seq}"
+    body, width = _body(data, seq, where)
+    return _change_sets(body, width, where, _every_write)
+
+
+def decode_keys(
+    data: bytes, seq: int, select: KeySelection, where: str | None = None
+) -> list[ChangeSet]:
+    """Decode slot ``seq`` for a reader of the ``select`` keys only.
+
+    The checks are ``decode_envelope``'s, every one (checksum, seq, the type
+    of every field and value), so a slot this refuses is one a replay
+    refuses; but each change set keeps only the puts and deletes of the
+    selected keys (and all its ranges, few and small), so the rest of the
+    slot is never built into change sets nor held. What comes back is a
+    view for that reader, never a change set to apply to a catalog."""
+    where = where or f"commit log slot {seq}"
+    body, width = _body(data, seq, where)
+    return _change_sets(body, width, where, select.positions)
+
+
+def _body(data: bytes, seq: int, where: str) -> tuple[Any, int]:
+    """The unpacked body of a slot, checked, and the width of its change sets."""
     try:
         payload = values.unframe(data, ENVELOPE_KIND, where)
     except CorruptionError as exc:
@@ -218,7 +273,7 @@ def decode_envelope(data: bytes, seq: int, where: str | None = None) -> list[Cha
             f"(up to {ENVELOPE_VERSION}); upgrade slatelake to read this lake"
         )
     if version == LEGACY_VERSION:
-        return _change_sets(content, 9, where)
+        return content, 9
     if type(content) is not list or len(content) != 3:
         raise CorruptionError(f"{where}: malformed version-{version} envelope")
     named, digest, body = content
@@ -238,10 +293,19 @@ def decode_envelope(data: bytes, seq: int, where: str | None = None) -> list[Cha
         rows = values.unpack(body)
     except CorruptionError as exc:
         raise CorruptionError(f"{where}: {exc}") from None
-    return _change_sets(rows, 10, where)
+    return rows, 10
 
 
-def _change_sets(body: Any, width: int, where: str) -> list[ChangeSet]:
+# Which of a change set's keys (put keys, then delete keys) a decode keeps: by
+# index, or None for every one.
+Keep = Callable[[list[bytes]], list[int] | None]
+
+
+def _every_write(keys: list[bytes]) -> None:
+    return None
+
+
+def _change_sets(body: Any, width: int, where: str, keep: Keep) -> list[ChangeSet]:
     if type(body) is not list:
         raise CorruptionError(f"{where}: malformed envelope body")
     out = []
@@ -261,11 +325,14 @@ def _change_sets(body: Any, width: int, where: str) -> list[ChangeSet]:
         if len(pkeys) != len(pvals):
             raise CorruptionError(f"{where}: {len(pkeys)} put keys but {len(pvals)} values")
         ranges = _ranges(item[9], where) if width > 9 else ()
+        kept_puts, kept_dels = keep(pkeys), keep(dels)
         out.append(
             ChangeSet(
                 base=Head(snap, seq),
-                puts=tuple(zip(pkeys, pvals, strict=True)),
-                deletes=tuple(dels),
+                puts=tuple(zip(pkeys, pvals, strict=True))
+                if kept_puts is None
+                else tuple((pkeys[i], pvals[i]) for i in kept_puts),
+                deletes=tuple(dels) if kept_dels is None else tuple(dels[i] for i in kept_dels),
                 mints_snapshot=mints,
                 tables=tuple(tables),
                 changes_made=changes,

@@ -131,8 +131,9 @@ def run_threshold(
 
 def status(lake: Target) -> StatusWindow:
     """The last passes, newest first, from the one status record at the log's
-    head (read-only; no catalog is loaded). ``.warning`` says what of the
-    stored window could not be read; the next pass rewrites it."""
+    head (read-only; no catalog is loaded, and each unfolded slot is read
+    for that one key, ``Lake.read_sys_at_head``). ``.warning`` says what of
+    the stored window could not be read; the next pass rewrites it."""
     with Lake.open(location_of(lake).url, read_only=True) as handle:
         return rpt.newest_first(handle.read_sys_at_head(rpt.STATUS_KEY))
 
@@ -203,11 +204,12 @@ def unprotect(lake: str | Session, name: object, *, by: str | None = None) -> Ho
 def runs(lake: Target, *, limit: object = 20, before: object = None) -> Page[PassReport]:
     """The run history, newest first (the last 1000 passes are kept): at
     most ``limit`` passes with ids below ``before``; ``next_before`` pages on.
-    Read-only; no catalog is loaded."""
+    Read-only; no catalog is loaded, and each unfolded slot is read once
+    (``Lake.read_sys_index_at_head``)."""
     history.check_limit(limit)  # refused before anything is read
     history.check_before(before)
     _require_lake(lake)
-    with Lake.open(location_of(lake).url, read_only=True) as handle:
+    with Lake.open(location_of(lake).url, read_only=True, seen=True) as handle:
         return history.runs(handle, limit, before)
 
 
@@ -216,7 +218,7 @@ def audit_log(lake: Target, *, limit: object = 50, before: object = None) -> Pag
     history.check_limit(limit)
     history.check_before(before)
     _require_lake(lake)
-    with Lake.open(location_of(lake).url, read_only=True) as handle:
+    with Lake.open(location_of(lake).url, read_only=True, seen=True) as handle:
         return history.audit(handle, limit, before)
 
 

@@ -1,7 +1,7 @@
 """Lake health from the catalog alone: what maintenance would find, before it runs.
 
-``health(lake)`` reads DuckLake's metadata tables in the session's metadata
-database (never a data file, never a listing of the data path) and reports,
+``health(lake)`` reads DuckLake's metadata tables (never a data file, never a
+listing of the data path) and reports,
 per live table, its data and delete files, small files, deleted rows and
 inlined rows waiting for a flush; lake-wide, its snapshots, the bytes only
 history keeps, the files already scheduled for deletion, and an estimate of
@@ -14,6 +14,15 @@ one lists the inlined tables that exist, one counts them all (a UNION ALL),
 one aggregates every table's files, one the lake-wide figures. Names found
 in the catalog reach SQL only through ``ident``; values are bound.
 
+Health must load the catalog: its figures are about every live file, so
+every slot past the newest image (or the store's fold cursor) is replayed,
+one GET each. Given a URL it loads no more than that: the committed catalog
+as a session's open builds it (the newest usable image plus the tail after
+it, else the store plus the tail; ``ducklake/opening.py``) in a plain DuckDB
+connection, and queries it there. No DuckLake is attached, so neither
+DuckLake's working copy of the catalog (a second copy) nor its extensions
+are made or loaded. Given a session, it queries the session's own copy.
+
 What the catalog cannot say is said, not guessed: DuckLake drops a file's
 size when it schedules the file for deletion (expiry, or a delete file it
 replaces), so scheduled files are counted and their bytes are None. The
@@ -24,12 +33,26 @@ target file size per table is DuckLake's own ``target_file_size`` option
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import duckdb
 
+from slatelake.catalog.holds import HOLDS_KEY, held_snapshots
+from slatelake.catalog.lake import Lake
 from slatelake.ducklake.commit_flow import META_DB
+from slatelake.ducklake.duck_state import DuckState
+from slatelake.ducklake.extensions import (
+    TEMP_DIRECTORY_ENV,
+    memory_limit,
+    skip_absent_pandas_probe,
+)
+from slatelake.ducklake.opening import open_base, work_dir
 from slatelake.ducklake.session import Session
 from slatelake.ducklake.sql import ident, run
 from slatelake.errors import MisconfigurationError, NotFoundError
@@ -71,8 +94,9 @@ def health(
         return _health(lake, policy, now)
     if not store_exists(LakeLocation.parse(lake)):
         raise NotFoundError(f"no slatelake lake at {lake}; check the URL")
-    with Session(lake, read_only=True) as session:
-        return _health(session, policy, now)
+    with _committed_catalog(lake) as catalog:
+        held_ids = sorted(held_snapshots(catalog.lake.read_sys(catalog.state, HOLDS_KEY)))
+        return _report(catalog.con, lake, held_ids, policy, now)
 
 
 def _cursor(session: Session) -> duckdb.DuckDBPyConnection:
@@ -81,16 +105,83 @@ def _cursor(session: Session) -> duckdb.DuckDBPyConnection:
     return session.con.cursor()
 
 
+@dataclass(frozen=True)
+class _Catalog:
+    """The committed catalog at the log's head in DuckDB, read-only, with
+    the lake handle that read it."""
+
+    lake: Lake
+    con: duckdb.DuckDBPyConnection
+    state: DuckState
+
+
+@contextmanager
+def _committed_catalog(url: str) -> Iterator[_Catalog]:
+    """The catalog at the log's head as a session's open builds its base
+    (``open_base``: the newest image and the tail after it, else the store),
+    brought fully up to date, and nothing more: no DuckLake attached. The
+    reader lease, the connection and the work directory go at the end."""
+    workdir = work_dir()
+    try:
+        with Lake.open(url, read_only=True, seen=True) as lake:
+            con = _connection()
+            try:
+                # named as DuckLake's copy is in a session, so one set of
+                # queries reads either; nothing else is attached to this one
+                state = open_base(lake, con, META_DB, workdir)
+                if state.is_empty():  # as a read-only session refuses it
+                    raise NotFoundError(
+                        f"{url} has no DuckLake catalog yet; connect with a data path"
+                    )
+                state.settle()  # the tail's change sets, all in the tables read
+                yield _Catalog(lake, con, state)
+            finally:
+                con.close()
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _connection() -> duckdb.DuckDBPyConnection:
+    """DuckDB with what a session's connection sets that reading the catalog
+    needs (nothing autoloaded, its spill directory and memory limit), but no
+    extension: health reads tables only, and the image, if any, is fetched
+    by the object store client, so neither DuckLake nor httpfs is loaded
+    (their signature checks cost a cold process about 0.1 s)."""
+    skip_absent_pandas_probe()
+    config: dict[str, str | bool] = {
+        "autoinstall_known_extensions": False,
+        "autoload_known_extensions": False,
+    }
+    spill = os.environ.get(TEMP_DIRECTORY_ENV)
+    if spill:
+        config["temp_directory"] = spill
+    limit = memory_limit()
+    if limit is not None:
+        config["memory_limit"] = limit
+    return duckdb.connect(config=config)
+
+
 def _health(session: Session, policy: HealthPolicy, now: datetime) -> LakeHealth:
     if not session.in_transaction:
         session.refresh()
     con = _cursor(session)
     try:
-        inlined_rows, inlined_deletes = inlined_counts(con)
-        tables = _tables(con, policy, inlined_rows, inlined_deletes)
-        lake_row = _lake(con, policy, now, sorted(held(session)))
+        return _report(con, session.url, sorted(held(session)), policy, now)
     finally:
         con.close()
+
+
+def _report(
+    con: duckdb.DuckDBPyConnection,
+    url: str,
+    held_ids: list[int],
+    policy: HealthPolicy,
+    now: datetime,
+) -> LakeHealth:
+    """The report from the DuckLake tables in ``META_DB`` on ``con``, as of ``now``."""
+    inlined_rows, inlined_deletes = inlined_counts(con)
+    tables = _tables(con, policy, inlined_rows, inlined_deletes)
+    lake_row = _lake(con, policy, now, held_ids)
     head, snapshots, oldest_epoch, expire, kept_by_holds, hist_files, hist_bytes = lake_row[:7]
     sched, sched_due, frees_files, frees_bytes = lake_row[7:]
     estimate = ReclaimEstimate(
@@ -108,7 +199,7 @@ def _health(session: Session, policy: HealthPolicy, now: datetime) -> LakeHealth
     )
     oldest = None if oldest_epoch is None else datetime.fromtimestamp(oldest_epoch, UTC)
     return LakeHealth(
-        lake=session.url,
+        lake=url,
         generated_at=now.astimezone(UTC).isoformat(),
         head_snapshot=head,
         snapshots=snapshots,

@@ -8,7 +8,8 @@ a policy or hold change), so history never claims what did not land, and the
 change set also drops the oldest items beyond the bound: the newest
 ``KEEP_RUNS`` passes and ``KEEP_AUDIT`` audit entries. Ids are microseconds
 since the epoch, made strictly increasing, so newest first is descending id
-and ``before`` pages by keyset. Reading a page loads no catalog.
+and ``before`` pages by keyset. Reading a page loads no catalog and reads
+the unfolded log once, for the index and its items together.
 """
 
 from __future__ import annotations
@@ -151,17 +152,31 @@ def _page(
     lake: Lake,
     index_key: bytes,
     what: str,
-    key_of: Callable[[int], bytes],
+    kind: int,
     decode: Callable[[bytes, int], T],
     limit: object,
     before: object,
 ) -> Page[T]:
+    """One page at the log's head: the index and the page's items read with
+    one pass over the unfolded log (``Lake.read_sys_index_at_head``), so a
+    page costs one GET per unfolded slot, not two."""
     size, upper = check_limit(limit), check_before(before)
-    ids = _ids(lake.read_sys_at_head(index_key), what)
-    newer_first = [i for i in reversed(ids) if upper is None or i < upper]
-    chosen, more = newer_first[:size], len(newer_first) > size
-    found = lake.read_sys_many_at_head(key_of(i) for i in chosen)
-    items = [decode(raw, i) for i in chosen if (raw := found[key_of(i)]) is not None]
+
+    def choose(raw: bytes | None) -> tuple[list[int], bool]:
+        newer_first = [i for i in reversed(_ids(raw, what)) if upper is None or i < upper]
+        return newer_first[:size], len(newer_first) > size
+
+    def named(raw: bytes | None) -> list[bytes]:
+        return [encode_key(Subspace.SYS, kind, i) for i in choose(raw)[0]]
+
+    index, found = lake.read_sys_index_at_head(index_key, named, encode_key(Subspace.SYS, kind))
+    chosen, more = choose(index)
+    keys = named(index)
+    items = [
+        decode(raw, i)
+        for i, key in zip(chosen, keys, strict=True)
+        if (raw := found[key]) is not None
+    ]
     return Page(items, chosen[-1] if more and chosen else None)
 
 
@@ -177,9 +192,9 @@ def _decode_audit(raw: bytes, audit_id: int) -> AuditEntry:
 
 def runs(lake: Lake, limit: object = 20, before: object = None) -> Page[PassReport]:
     """Kept passes, newest first: ``limit`` of them with ids below ``before``."""
-    return _page(lake, RUNS_INDEX, "sys/run_history", run_key, _decode_run, limit, before)
+    return _page(lake, RUNS_INDEX, "sys/run_history", _RUN_KIND, _decode_run, limit, before)
 
 
 def audit(lake: Lake, limit: object = 50, before: object = None) -> Page[AuditEntry]:
     """Audit entries, newest first."""
-    return _page(lake, AUDIT_INDEX, "sys/audit_log", audit_key, _decode_audit, limit, before)
+    return _page(lake, AUDIT_INDEX, "sys/audit_log", _AUDIT_KIND, _decode_audit, limit, before)
