@@ -17,8 +17,10 @@ from typing import Any
 import pytest
 
 import slatelake
+from slatelake import maintenance
 from slatelake.catalog.folder import Folder
 from slatelake.catalog.lake import Lake
+from slatelake.maintenance.holder import HolderLease
 from slatelake.maintenance.report import FAILED, RAN, SKIPPED
 from slatelake.store.census import CensusRequest, store_census
 from slatelake.store.db import COMPACTOR_POLL_ENV, open_admin
@@ -102,19 +104,45 @@ def test_a_configured_pass_with_a_live_holder_reports_compact_store_ran(
         holder.communicate(timeout=60)
 
 
-def test_with_no_holder_running_the_step_reports_pending_within_the_timeout(
+def test_with_no_holder_live_the_step_hands_the_merge_over_without_waiting(
     lake_with_runs: str,
 ) -> None:
+    """Nothing can execute the merge before the next holder's turn, so the
+    pass does not wait out its timeout on every tick; the fold finishes it."""
     options = {"MAINTENANCE_COMPACT_STORE_SUBSPACE": "current"}
-    options["MAINTENANCE_COMPACT_STORE_TIMEOUT"] = "1s"
+    options["MAINTENANCE_COMPACT_STORE_TIMEOUT"] = "30s"
     with slatelake.connect(lake_with_runs, options=options) as s:
-        t0 = time.monotonic()
         report = s.maintenance()
-        elapsed = time.monotonic() - t0
     step = report.step("compact_store")
     assert step.status == RAN and step.detail.startswith("pending: current pending")
-    assert "not cancelled" in step.detail
+    assert "no holder is live" in step.detail and "fold function" in step.detail
     assert step.counts["subspaces_pending"] == 1
+    assert step.seconds < 10  # not the 30 s wait
+    assert not report.work_pending  # the holder's work now, not the next pass's
+    assert maintenance.backlog_of(lake_with_runs).store_merges_pending == 1
+    turn = maintenance.fold_turn(lake_with_runs, deadline=lambda: 30.0)
+    assert turn.merges_completed == 1 and turn.backlog.store_merges_pending == 0
+
+
+def test_with_a_live_holder_lease_the_step_waits_and_reports_pending_within_the_timeout(
+    lake_with_runs: str,
+) -> None:
+    """A holder that holds the lease but executes nothing (stalled): the
+    step waits its timeout and marks the work pending for the next pass."""
+    options = {"MAINTENANCE_COMPACT_STORE_SUBSPACE": "current"}
+    options["MAINTENANCE_COMPACT_STORE_TIMEOUT"] = "1s"
+    lease = HolderLease(LakeLocation.parse(lake_with_runs))
+    assert lease.try_acquire()
+    try:
+        with slatelake.connect(lake_with_runs, options=options) as s:
+            t0 = time.monotonic()
+            report = s.maintenance()
+            elapsed = time.monotonic() - t0
+    finally:
+        lease.release()
+    step = report.step("compact_store")
+    assert step.status == RAN and step.detail.startswith("pending: current pending")
+    assert "not cancelled" in step.detail and "no holder is live" not in step.detail
     assert report.work_pending
     assert elapsed < 15  # the 1 s wait, plus the pass's other (unconfigured) steps
 
@@ -146,6 +174,8 @@ def test_a_failing_merge_reports_failed_and_the_lake_stays_queryable(
     admin = open_admin(loc)
     admin.submit_compaction(CompactionSpec.TIERED(b"\x03", [SourceId.SORTED_RUN(9999)], 9999))
     holders: list[Folder] = []
+    lease = HolderLease(loc)  # a holder takes its lease before its writer
+    assert lease.try_acquire()
     start_holder = threading.Thread(target=lambda: holders.append(Folder(loc, margin_s=0)))
     watch = _Watch("step compact_store start", start_holder)
     options = {
@@ -173,6 +203,7 @@ def test_a_failing_merge_reports_failed_and_the_lake_stays_queryable(
         start_holder.join(30)
         for folder in holders:
             folder.close()
+        lease.release()
     with Lake.open(url, read_only=True) as lake:  # a fresh handle reads the lake too
         assert lake.materialize().same_rows(final)
 

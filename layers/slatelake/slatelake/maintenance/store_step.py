@@ -4,10 +4,14 @@ holder's compactor.
 The step is the pass's form of ``Lake.compact_store``: same verb, so the two
 cannot drift. Status follows the RFC's vocabulary (ran / skipped / failed);
 the merge outcome leads the detail -- ``completed: ...``, ``pending: ...``,
-``failed: ...`` -- and a pending or failed merge marks ``work_pending``, so
-the next pass (and the status window) shows that the store still has work
-queued. The wait is ``COMPACT_STORE_TIMEOUT`` (default 60 s), cut short by
-the pass's own deadline. Never raises for a step failure: it reports it.
+``failed: ...``. The wait is ``COMPACT_STORE_TIMEOUT`` (default 60 s), cut
+short by the pass's own deadline, and only while a live holder holds the
+lake (its holder lease): with none, nothing can execute the merge before
+the next holder's turn (the fold function's), so the step submits and hands
+over at once instead of waiting out the timeout on every pass. A merge the
+pass waited on and that is still pending, or failed, marks ``work_pending``;
+one handed over does not (it is the holder's work, counted by the backlog's
+``store_merges_pending``). Never raises for a step failure: it reports it.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from collections.abc import Callable
 
 from slatelake.ducklake.session import Session
 from slatelake.maintenance import report as rpt
+from slatelake.maintenance.holder import HolderLease
 from slatelake.maintenance.options import MaintenanceOptions
 from slatelake.maintenance.progress import Progress
 from slatelake.maintenance.report import PassReport
@@ -52,8 +57,13 @@ def run_compact_store(
         report.work_pending = True
         return
     timeout = options.compact_store_timeout_s or DEFAULT_TIMEOUT_S
-    request = CompactStoreRequest(subspace=options.compact_store_subspace, wait_s=timeout)
-    progress(f"step {STEP} start (target {request.subspace or 'whole store'}, wait {timeout:g}s)")
+    holder = HolderLease(session.lake.location, client=session.lake.log.client).current()
+    handed_over = holder is None or not holder.held()
+    request = CompactStoreRequest(
+        subspace=options.compact_store_subspace, wait_s=None if handed_over else timeout
+    )
+    wait = "no holder is live: submit and hand over" if handed_over else f"wait {timeout:g}s"
+    progress(f"step {STEP} start (target {request.subspace or 'whole store'}, {wait})")
     t0 = time.monotonic()
     try:
         merged = compact_store(session.lake, request, should_stop=out_of_time)
@@ -69,9 +79,15 @@ def run_compact_store(
         FAILED: rpt.FAILED,
         SKIPPED: rpt.SKIPPED,
     }[merged.outcome]
-    row = report.add(STEP, status, merged.summary(), step_counts(merged))
+    detail = merged.summary()
+    if handed_over and merged.outcome == PENDING:
+        detail += (
+            "; no holder is live, so none waited: the next holder's turn (the fold function, "
+            "`slatelake fold --compact`, `slatelake hold`) executes it"
+        )
+    row = report.add(STEP, status, detail, step_counts(merged))
     row.seconds = round(time.monotonic() - t0, 3)
-    if merged.outcome in (PENDING, FAILED):
+    if merged.outcome == FAILED or (merged.outcome == PENDING and not handed_over):
         report.work_pending = True
     progress(f"step {STEP} end after {merged.waited_s:.2f}s: {status} ({merged.summary()})")
 
