@@ -7,8 +7,9 @@ Outcomes (what the operation's caller sees, then what the lake holds):
   acknowledged and its effect is there exactly once;
 - ``durable``: the write landed but its answer was lost, and slatelake found
   it (re-read the slot, or the retry met its own object); acknowledged, exactly once;
-- ``tolerated``: a best-effort request failed (collecting old lease records)
-  and the operation went on; acknowledged, its effect there exactly once;
+- ``tolerated``: a best-effort request failed (collecting old lease records;
+  a fold turn's image, lease renewals or release) and the operation went on;
+  acknowledged, its effect there exactly once;
 - ``never happened``: the operation raised ``error`` (a typed error) or its
   pass step failed naming it; its effect is absent;
 - ``ambiguous``: it raised ``error``, an error that says the write may have
@@ -42,6 +43,7 @@ ACKNOWLEDGED = ("retried", "durable", "tolerated")
 STORE_TIMEOUT_S = 4.0
 DELAY_S = STORE_TIMEOUT_S + 1.0
 FULL_ENV = "SLATELAKE_FAULTS_FULL"
+_ORDINAL = {2: "nd", 3: "rd"}
 
 
 @dataclass(frozen=True)
@@ -68,7 +70,7 @@ class Case:
     @property
     def id(self) -> str:
         kind = f"{self.kind}_persistent" if self.persistent else self.kind
-        nth = f"_{self.nth}th" if self.nth > 1 else ""
+        nth = f"_{_ordinal(self.nth)}" if self.nth > 1 else ""
         outcome = self.outcome.replace(" ", "_")
         if self.error:
             outcome += f"_{self.error}"
@@ -83,6 +85,10 @@ class Case:
             times=None if self.persistent else 1,
             delay_s=DELAY_S if self.kind == "delay" else 0.0,
         )
+
+
+def _ordinal(n: int) -> str:
+    return f"{n}{_ORDINAL.get(n, 'th')}"
 
 
 def full_mode() -> bool:
@@ -112,6 +118,15 @@ BOUNDARIES: dict[str, tuple[tuple[str, str], ...]] = {
         ("POST", "commits/"),  # deleting folded slots
         ("LIST", "readers/"),  # the reader leases truncation honours
     ),
+    # One holder's turn (maintenance/fold.py): the holder lease around the
+    # fold's own boundaries (below), the image, and the backlog it measures last.
+    "fold_turn": (
+        ("PUT", "holder/"),  # taking the holder lease (its renewals and release after)
+        ("LIST", "holder/"),  # who holds it, and the claim's check that it is the newest
+        ("POST", "holder/"),  # collecting older generations (a renewal, the release)
+        ("PUT", "images/"),  # the catalog image, create-if-absent
+        ("LIST", "images/"),  # the newest image (the cadence), collecting, the backlog
+    ),
     "pass_expire": (
         ("PUT", "maintenance/"),  # the pass lease
         ("LIST", "maintenance/"),
@@ -130,15 +145,34 @@ BOUNDARIES: dict[str, tuple[tuple[str, str], ...]] = {
         ("PUT", "store/compactions/"),  # the submitted merge
     ),
 }
+# The turn folds and truncates through the same folder as "fold".
+BOUNDARIES["fold_turn"] += BOUNDARIES["fold"]
+# Boundaries whose first matching request is not the one to fail: (method,
+# prefix, nth). The holder lease after it was taken: its first PUT is the
+# claim, every later one a heartbeat's renewal or the release; its first two
+# LISTs read who holds it and the third checks the claim, every later one
+# checks a renewal or the release. A fault there leaves the lease held at
+# worst until it expires.
+LATER: dict[str, tuple[tuple[str, str, int], ...]] = {
+    "fold_turn": (("PUT", "holder/", 2), ("LIST", "holder/", 4)),
+}
 
 _READS = ("GET", "LIST", "HEAD")
 # The fold's last phase: after the batch is flushed, truncation (leases, the
 # mark, deletes). A fault there stops a fold that already landed.
 _TRUNCATION = {("LIST", "readers/"), ("PUT", "log/"), ("POST", "commits/")}
+_FOLDS = ("fold", "fold_turn")
+_LEASES = ("maintenance/", "holder/")  # the pass lease and the holder lease: one set of rules
+# The fold turn's cases run with this lease TTL (SLATELAKE_PASS_LEASE_TTL_S,
+# which the holder lease reads too), so a lease a failed turn left held ends
+# soon; the turn after it must then take it and fold everything.
+HOLDER_TTL_S = 5.0
 Expectation = tuple[str, str | None, str | None]  # (outcome, error, bug)
 
 
-def expect(operation: str, method: str, prefix: str, kind: str, persistent: bool) -> Expectation:
+def expect(
+    operation: str, method: str, prefix: str, kind: str, persistent: bool, nth: int = 1
+) -> Expectation:
     """The expected outcome by rule; ``OBSERVED`` overrides it where a case differs.
 
     Who retries what: obstore retries 5xx (and, for reads, dropped
@@ -150,13 +184,29 @@ def expect(operation: str, method: str, prefix: str, kind: str, persistent: bool
     unavailability (5xx, a drop, a delay past the deadline), or, where the
     write may have landed, an ambiguous error. A delay is past every deadline."""
     data, store = prefix == "data/", prefix.startswith("store/")
+    # a single fault obstore's own retries absorb: a 5xx, or a dropped read
+    retry_once = not persistent and (
+        kind in ("500", "503") or (method in _READS and "drop" in kind)
+    )
+    if prefix == "holder/" and nth > 1:  # a renewal or the release: the lease lapses at its expiry
+        if retry_once:
+            return "retried", None, None
+        landed_write = (method, kind) == ("PUT", "drop_after")  # read back: ours
+        return ("durable" if landed_write else "tolerated"), None, None
     if operation == "commit_beside" and not persistent:
         return "retried", None, None  # a failed look counts as moved: rolled back, refreshed
     slot_write = (method, prefix) == ("PUT", "commits/")
-    lease_write = (method, prefix) == ("PUT", "maintenance/")
+    lease_write = method == "PUT" and prefix in _LEASES
     mark_read = operation == "commit_late" and (method, prefix) == ("GET", "log/")
-    landed = operation == "fold" and (method, prefix) in _TRUNCATION
+    landed = operation in _FOLDS and (method, prefix) in _TRUNCATION
     failed = "ambiguous" if landed or slot_write or mark_read else "never happened"
+    if prefix == "images/":  # the turn's image is best effort: image_error, never a failure
+        if retry_once:
+            return "retried", None, None
+        if persistent and method == "LIST":  # the backlog the turn measures last lists them too
+            error = "PermissionDeniedError" if kind == "403" else "StoreUnavailableError"
+            return "ambiguous", error, None
+        return "tolerated", None, None
     if data:  # httpfs retries every fault; what outlasts it is a typed error
         if kind == "403" and method in ("GET", "HEAD") and not persistent:
             return "retried", None, None  # httpfs retries a read's refusal; the oracle holds
@@ -172,7 +222,7 @@ def expect(operation: str, method: str, prefix: str, kind: str, persistent: bool
             error = "PermissionDeniedError" if kind == "403" else "StoreUnavailableError"
             return "never happened", error, None
         return ("durable" if kind == "drop_after" else "retried"), None, None
-    if (method, prefix) == ("POST", "maintenance/") and (persistent or kind not in ("500", "503")):
+    if method == "POST" and prefix in _LEASES and (persistent or kind not in ("500", "503")):
         return "tolerated", None, None  # collecting old lease records is best effort
     if kind == "403":
         if store and not persistent:
@@ -232,15 +282,16 @@ def _stem(case: Case) -> str:
 def _all_cases() -> list[Case]:
     cases = []
     for operation, boundaries in BOUNDARIES.items():
-        for method, prefix in boundaries:
+        firsts = [(method, prefix, 1) for method, prefix in boundaries]
+        for method, prefix, nth in [*firsts, *LATER.get(operation, ())]:
             for kind in KINDS:
                 for persistent in (False, True):
-                    probe = Case(operation, method, prefix, kind, "retried", persistent=persistent)
+                    probe = Case(operation, method, prefix, kind, "retried", None, persistent, nth)
                     outcome, error, bug = OBSERVED.get(_stem(probe)) or expect(
-                        operation, method, prefix, kind, persistent
+                        operation, method, prefix, kind, persistent, nth
                     )
                     cases.append(
-                        Case(operation, method, prefix, kind, outcome, error, persistent, bug=bug)
+                        Case(operation, method, prefix, kind, outcome, error, persistent, nth, bug)
                     )
     return cases
 
@@ -261,6 +312,13 @@ DEFAULT_STEMS = (
     "fold-put-store_compacted-drop_after",
     "fold-put-log-403",
     "fold-post-commits-drop_after",
+    "fold_turn-put-holder-503",
+    "fold_turn-put-holder-drop_after",
+    "fold_turn-put-holder-delay",
+    "fold_turn-put_2nd-holder-403_persistent",  # the release refused: held until its TTL
+    "fold_turn-put-images-403_persistent",
+    "fold_turn-list-images-403_persistent",
+    "fold_turn-put-log-403",
     "pass_expire-put-commits-drop_after",
     "pass_expire-put-maintenance-403",
     "pass_expire-put-maintenance-drop_after",
@@ -276,8 +334,8 @@ DEFAULT_STEMS = (
     "sweep-put-commits-drop_after",
     "store_merge-put-store_compactions-503_persistent",
 )
-# The suite's default tier: every outcome class, the commit, the fold, the pass
-# and the sweep, in the cases quickest to judge (about a third of DEFAULT's
+# The suite's default tier: every outcome class, the commit, the fold (and the
+# fold turn), the pass and the sweep, in the cases quickest to judge (about a third of DEFAULT's
 # time); the rest of DEFAULT and the full matrix are the long tier.
 QUICK_STEMS = (
     "commit-put-commits-403",
@@ -286,6 +344,8 @@ QUICK_STEMS = (
     "commit-put-commits-delay",
     "commit-put-data-503_persistent",
     "fold-put-log-403",
+    "fold_turn-put-holder-503",
+    "fold_turn-put-images-403_persistent",
     "pass_expire-put-maintenance-403",
     "pass_expire-put-maintenance-drop_after",
     "pass_flush-put-data-500_persistent",
@@ -309,8 +369,9 @@ def markdown(cases: list[Case]) -> str:
     for c in cases:
         kind = f"{c.kind}, persistent" if c.persistent else c.kind
         bug = "yes" if c.bug else ""
+        nth = f" ({_ordinal(c.nth)} on)" if c.nth > 1 else ""
         lines.append(
-            f"| {c.operation} | {c.method} `{c.prefix}` | {kind} | {c.outcome} "
+            f"| {c.operation} | {c.method} `{c.prefix}`{nth} | {kind} | {c.outcome} "
             f"| {c.error or ''} | {bug} |"
         )
     return "\n".join(lines)

@@ -3,14 +3,17 @@ base lake with the proxy's rules armed at the moment the operation starts,
 and what was observed: whether it was acknowledged, or what it raised.
 
 A pass step reports a failure in its row instead of raising; its observation
-takes the error class from the row's detail. An operation that does not end
-within ``HANG_S`` is observed as a hang (its thread is left behind).
+takes the error class from the row's detail. The fold turn returns its report
+(``FoldTurn.to_dict()``, as JSON) as the detail. An operation that does not
+end within ``HANG_S`` is observed as a hang (its thread is left behind).
 """
 
 from __future__ import annotations
 
+import json
 import re
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -21,6 +24,7 @@ from slatelake.catalog.sweep import SweepRequest, sweep
 from slatelake.ducklake.session import Session
 from slatelake.ducklake.sql import literal
 from slatelake.log.leases import CLOCK_SKEW_S
+from slatelake.maintenance.fold import SKIPPED, FoldRequest, FoldTurn, fold_turn
 from slatelake.maintenance.options import ducklake_signatures, parse_options
 from slatelake.maintenance.runner import run_pass
 from slatelake.store import objects
@@ -55,13 +59,16 @@ STEP_NAMES = {
 # lake's inlined deletions are flushed first, unfaulted.
 PREPARE = {"pass_rewrite": "ducklake_flush_inlined_data"}
 COMMITS = ("commit", "commit_late", "commit_beside")
-OPERATIONS = (*COMMITS, "fold", *STEP_OPTIONS, "sweep", "store_merge")
+OPERATIONS = (*COMMITS, "fold", "fold_turn", *STEP_OPTIONS, "sweep", "store_merge")
 # "commit_late": a commit whose reader lease ends within the clock-skew
 # allowance, so its lease vouches for nothing and it reads the truncation mark.
 # "commit_beside": a write right after a look, whose LIST runs beside it.
 LATE_LEASE_S = CLOCK_SKEW_S / 2
 # What a commit adds: a Parquet insert (its data file goes through httpfs).
 COMMIT_ROWS = CaseRows("a", 100_000, 100_100)
+# "fold_turn": one holder's turn (maintenance/fold.py), as the Lambda's fold
+# action runs it: the holder lease, the fold, an image, truncation, the merge wait.
+TURN_REQUEST = FoldRequest(margin_s=0, image=True)
 
 
 @dataclass
@@ -129,6 +136,9 @@ def run_operation(
         finally:
             for folder in folders:
                 folder.close()
+    if operation == "fold_turn":  # taking the holder lease and opening the writer are part of it
+        arm()
+        return _observe(lambda: json.dumps(fold_turn(url, TURN_REQUEST).to_dict()), disarm)
     if operation in STEP_OPTIONS:
         return _pass_step(operation, url, arm, disarm)
     if operation == "sweep":
@@ -187,3 +197,18 @@ def _run_pass_row(session: Session, options: object, step: str) -> str:
     if report.lease_lost is not None:
         return f"failed: lease lost: {report.lease_lost}"
     return f"{row.status}: {row.detail}"
+
+
+def next_turn(url: str, within_s: float) -> tuple[FoldTurn, int, float]:
+    """The turn after a faulted one, without faults: run again while it skips
+    (a lease the faulted turn left held, or a late write of it still landing),
+    for at most ``within_s`` seconds. Returns the last turn, how many turns
+    skipped before it and the seconds they took."""
+    t0, skipped = time.monotonic(), 0
+    while True:
+        turn = fold_turn(url, TURN_REQUEST)
+        waited = time.monotonic() - t0
+        if turn.status != SKIPPED or waited >= within_s:
+            return turn, skipped, waited if skipped else 0.0
+        skipped += 1
+        time.sleep(0.25)

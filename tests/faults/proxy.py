@@ -22,7 +22,10 @@ Kinds (``KINDS``):
 - ``delay``: held ``delay_s`` seconds, then forwarded and answered.
 
 ``set_random`` adds faults at a rate instead (for a soak). ``injected`` and
-``log`` record what was injected. The HTTP plumbing is shared with
+``log`` record what was injected; ``settle`` waits until every held request
+has gone on to the upstream (a held write lands late, after the client gave
+up on it: one that landed after the next case restored the lake would be in
+that case's lake). The HTTP plumbing is shared with
 ``tests/store/faulty_s3.py``.
 """
 
@@ -118,6 +121,8 @@ class FaultProxy(LoopbackServer):
         self._random = None
         self.random_delay_s = 1.0
         self._started = False
+        self._held = 0  # delayed requests not yet relayed and answered
+        self._held_changed = threading.Condition()
 
     # -- control --------------------------------------------------------------
 
@@ -175,6 +180,12 @@ class FaultProxy(LoopbackServer):
     def injected(self) -> int:
         return len(self.log)
 
+    def settle(self, timeout_s: float) -> bool:
+        """Wait up to ``timeout_s`` until no delayed request is held or on its
+        way upstream; False when one still is."""
+        with self._held_changed:
+            return self._held_changed.wait_for(lambda: self._held == 0, timeout_s)
+
     def pending(self) -> list[FaultRule]:
         """Rules that have not injected all their faults yet."""
         with self._lock:
@@ -209,8 +220,20 @@ class FaultProxy(LoopbackServer):
         if kind == "drop_before":
             abort(conn)
             return False
-        if kind == "delay" and self._stop.wait(delay_s):
-            return False
+        if kind != "delay":
+            return self._forward(conn, head, body, kind)
+        with self._held_changed:
+            self._held += 1
+        try:
+            if self._stop.wait(delay_s):
+                return False
+            return self._forward(conn, head, body, kind)
+        finally:
+            with self._held_changed:
+                self._held -= 1
+                self._held_changed.notify_all()
+
+    def _forward(self, conn: socket.socket, head: bytes, body: bytes, kind: str) -> bool:
         try:
             response = relay(self.upstream, head, body)
         except (OSError, http.client.HTTPException):

@@ -1,7 +1,10 @@
 """The fault matrix (tests/faults/matrix.py), run: each case fails one
 boundary of one operation through the proxy in front of moto, checks what
 the operation's caller saw, then opens the lake fresh without faults, checks
-the oracle of acknowledged commits and runs a pass that completes.
+the oracle of acknowledged commits and runs a pass that completes. After a
+fold turn (``fold_turn``) the next turn, without faults, must take the holder
+lease (once the faulted turn's lease, if it left one held, has expired: its
+cases run with a short TTL) and fold everything.
 
 The base lake is built once per module (per worker) and each case starts
 from a copy of it at the same keys. ``SLATELAKE_FAULTS_FULL=1`` (or
@@ -11,16 +14,19 @@ the suite's default tier runs ``matrix.QUICK``, the rest is the ``long`` tier's.
 
 from __future__ import annotations
 
+import json
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import boto3
 import pytest
 
+from slatelake.maintenance.flight import TTL_ENV
+from slatelake.maintenance.fold import FOLDED
 from slatelake.store.db import COMPACTOR_POLL_ENV
 from tests.faults import matrix
 from tests.faults.lake import BaseLake, build_base, check_lake, copy_bucket, record, stray_file
-from tests.faults.operations import COMMIT_ROWS, COMMITS, Observation, run_operation
+from tests.faults.operations import COMMIT_ROWS, COMMITS, Observation, next_turn, run_operation
 from tests.faults.proxy import FaultProxy
 
 STORE_TIMEOUT_ENV = "SLATELAKE_STORE_TIMEOUT_S"
@@ -78,18 +84,53 @@ def _assert_outcome(case: matrix.Case, seen: Observation) -> None:
     )
 
 
+def _assert_turn(case: matrix.Case, seen: Observation) -> None:
+    """An acknowledged fold turn folded everything and said how its image went:
+    a failed image is reported (``image_error``) and the turn still folds and
+    truncates (maintenance/fold.py ``_image``)."""
+    turn = json.loads(seen.detail)
+    assert turn["status"] == FOLDED, f"the turn did not fold everything: {turn}"
+    assert turn["backlog"]["unfolded_slots"] == 0 and turn["truncated"] > 0, turn
+    if case.prefix == "images/" and case.outcome == "tolerated":
+        assert turn["image_error"] and turn["image"] is None, f"no image error reported: {turn}"
+    else:
+        assert turn["image_error"] is None and turn["image"] is not None, turn
+
+
+def _assert_next_turn(url: str) -> float:
+    """The turn after a faulted one takes the holder lease (at the latest once
+    a lease the faulted one left held expired, with its late writes landed)
+    and folds everything. Returns how long turns skipped before it."""
+    within_s = matrix.HOLDER_TTL_S + 2 * matrix.DELAY_S
+    turn, skipped, waited = next_turn(url, within_s)
+    doc = turn.to_dict()
+    assert turn.status == FOLDED, (
+        f"the turn after the fault, after {skipped} skipped in {waited:.1f}s (the lease TTL "
+        f"is {matrix.HOLDER_TTL_S:g}s): {turn.status}: {turn.reason}: {doc}"
+    )
+    assert turn.backlog is not None and turn.backlog.unfolded_slots == 0, doc
+    assert turn.image_error is None, doc
+    return waited
+
+
 @pytest.mark.parametrize("case", _params())
 def test_fault(
     case: matrix.Case,
     faulted: tuple[BaseLake, FaultProxy],
     moto_endpoint: str,
     monkeypatch: pytest.MonkeyPatch,
+    record_property: Callable[[str, object], None],
 ) -> None:
     base, proxy = faulted
+    # A write an earlier case's fault held lands late: before the lake is restored.
+    assert proxy.settle(2 * matrix.DELAY_S), "a held request is still on its way"
     copy_bucket(base.pristine, base.bucket, moto_endpoint)
     monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.url)
     monkeypatch.setenv(STORE_TIMEOUT_ENV, f"{matrix.STORE_TIMEOUT_S:g}")
     monkeypatch.setenv(COMPACTOR_POLL_ENV, "100ms")
+    turn = case.operation == "fold_turn"
+    if turn:
+        monkeypatch.setenv(TTL_ENV, f"{matrix.HOLDER_TTL_S:g}")
     proxy.clear()
     before = proxy.injected
     try:
@@ -98,6 +139,12 @@ def test_fault(
         proxy.clear()
     assert proxy.injected > before, f"the fault never fired: {case.operation} made no such request"
     _assert_outcome(case, seen)
+    if turn:
+        if seen.acked:
+            _assert_turn(case, seen)
+        record_property("turn", seen.detail if seen.acked else f"{seen.error}: {seen.detail}")
+        record_property("next_turn_skipped_for_s", round(_assert_next_turn(base.url), 2))
+        monkeypatch.delenv(TTL_ENV)  # the pass check_lake runs takes its own lease as usual
     rows = COMMIT_ROWS if case.operation in COMMITS else None
     present = {
         "retried": "once",

@@ -10,7 +10,12 @@ from collections.abc import Iterator
 import boto3
 import pytest
 from botocore.config import Config
-from botocore.exceptions import ClientError, ConnectionClosedError, EndpointConnectionError
+from botocore.exceptions import (
+    ClientError,
+    ConnectionClosedError,
+    EndpointConnectionError,
+    ReadTimeoutError,
+)
 
 from tests.faults.proxy import FaultProxy, FaultRule, key_has_prefix
 
@@ -127,6 +132,22 @@ def test_a_delay_holds_the_request_then_answers_it(proxy: FaultProxy, bucket: st
     _client(proxy.url).put_object(Bucket=bucket, Key="lake/log/mark", Body=b"x")
     assert time.monotonic() - t0 >= 0.6
     assert proxy.log == [("PUT", "lake/log/mark", "delay")]
+
+
+def test_settle_waits_for_a_held_write_the_client_gave_up_on(
+    proxy: FaultProxy, bucket: str, moto_endpoint: str
+) -> None:
+    proxy.add(FaultRule(method="PUT", prefix="log/", kind="delay", delay_s=1.0))
+    impatient = boto3.client(
+        "s3",
+        endpoint_url=proxy.url,
+        config=Config(retries={"total_max_attempts": 1}, read_timeout=0.2),
+    )
+    with pytest.raises(ReadTimeoutError):
+        impatient.put_object(Bucket=bucket, Key="lake/log/late", Body=b"x")
+    assert not proxy.settle(0.1)  # still held
+    assert proxy.settle(5.0)
+    assert _exists(moto_endpoint, bucket, "lake/log/late")  # it landed after the client gave up
 
 
 def test_random_faults_are_reproducible_from_the_seed_and_clear_stops_them(

@@ -227,24 +227,31 @@ class PassLease:
         older generations is best effort: only the newest one counts.
         """
         path = self._path(generation)
+        wanted = json.loads(body)["state"]
         try:
             created = self.client.put_if_absent(path, body)
         except AmbiguousWriteError as exc:
             raw = self.client.get(path)
             if raw is None:
-                raw = self._withdraw(generation)
+                try:
+                    raw = self._withdraw(generation)
+                except AmbiguousWriteError:
+                    self._forfeit(generation)
+                    raise
             if raw is None:
+                self._forfeit(generation)
                 raise StoreUnavailableError(
                     f"{self.noun} generation {generation}: {exc}; the claim was withdrawn, "
                     "so nothing holds the lease: retry the pass"
                 ) from None
-            if _decode(generation, raw).owner != self.owner:
+            if not self._ours(generation, raw, wanted):
                 return False
             created = True
         if not created:
             raw = self.client.get(path)
-            # Ours after all (an earlier PUT that reported an error had landed)?
-            if raw is None or _decode(generation, raw).owner != self.owner:
+            # Ours after all (an earlier PUT that reported an error had landed)? Our
+            # own withdrawal (a released record) is not a claim of a held lease.
+            if raw is None or not self._ours(generation, raw, wanted):
                 return False
         try:
             generations = self._generations()
@@ -263,6 +270,20 @@ class PassLease:
                 log.warning("older %s %s not collected: %s", self.noun, older, exc)
                 break  # the next claim collects it
         return True
+
+    def _ours(self, generation: int, raw: bytes, state: str) -> bool:
+        record = _decode(generation, raw)
+        return record.owner == self.owner and record.state == state
+
+    def _forfeit(self, generation: int) -> None:
+        """A renewal whose claim was withdrawn (or may land late) leaves a
+        released record as the newest: the lease is free to others from now
+        on, so it is no longer this owner's, whatever its last expiry says."""
+        if self.generation is not None and self._lost is None:
+            self._lost = (
+                f"the renewal to generation {generation} got no answer and was withdrawn as a "
+                "released record, so the lease is free and no longer this process's"
+            )
 
     def _withdraw(self, generation: int) -> bytes | None:
         """Settle a create whose answer was lost and which reads back absent.
