@@ -84,7 +84,7 @@ def test_print_attach_without_an_image_exits_1_saying_how_to_write_one(
     Lake.create(url).close()
     code, out, err = _run(capsys, "image", url, "--print-attach")
     assert code == 1 and out == ""
-    assert "no usable catalog image; write one with `slatelake image" in err
+    assert "no usable catalog image; fold and write one with `slatelake fold" in err
 
 
 def test_a_bad_lake_exits_2_and_a_missing_one_1(

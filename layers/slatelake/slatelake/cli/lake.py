@@ -171,15 +171,17 @@ def _cmd_hold(args: argparse.Namespace) -> int:
         failed = True
         raise
     finally:
+        # After a signal or a failure the writer's close and the lease's
+        # release share STOP_GRACE_S; a store that does not answer is
+        # abandoned (the log keeps every unflushed slot, so nothing is lost;
+        # the lease expires on its own), and the error that ended the holder
+        # stays the one reported.
+        ending = signalled is not None or failed
         if session is not None:
             session.close()  # a pass in flight stops at its next safe point
+        ends_at = time.monotonic() + STOP_GRACE_S
         if folder is not None:
-            # After a signal or a failure the writer gets STOP_GRACE_S to
-            # flush and shut down; a store that does not answer is abandoned
-            # (the log keeps every unflushed slot, so nothing is lost), and
-            # the error that ended the holder stays the one reported.
-            ending = signalled is not None or failed
-            grace = maintenance.store_deadline(time.monotonic() + STOP_GRACE_S)
+            grace = maintenance.store_deadline(ends_at)
             with grace if ending else nullcontext():
                 try:
                     folder.close()
@@ -187,10 +189,29 @@ def _cmd_hold(args: argparse.Namespace) -> int:
                     if not ending:
                         raise
                     print(f"slatelake hold: shutdown: {exc}", file=sys.stderr, flush=True)
-        if lease is not None:
-            lease.release()  # the next holder (a fold turn) need not wait out its TTL
+        if lease is not None:  # the next holder (a fold turn) need not wait out its TTL
+            _release(lease, max(0.5, ends_at - time.monotonic()) if ending else None)
     print(f"stopped ({signalled})" if signalled else "stopped", flush=True)
     return 0
+
+
+def _release(lease: Any, within_s: float | None) -> None:
+    """Release the holder lease; after a signal or a failure only within
+    ``within_s`` (a hanging store must not hold the exit: the lease then
+    expires on its own)."""
+    if within_s is None:
+        lease.release()
+        return
+    releasing = threading.Thread(target=lease.release, name="slatelake-release", daemon=True)
+    releasing.start()
+    releasing.join(within_s)
+    if releasing.is_alive():
+        print(
+            "slatelake hold: the holder lease was not released (the store did not answer); "
+            "it expires on its own",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 def _say_retry(failures: int, exc: BaseException, wait_s: float) -> None:
