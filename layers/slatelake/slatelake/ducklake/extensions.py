@@ -74,24 +74,31 @@ def _identity(path: Path) -> tuple[str, int, int, int, int]:
     return str(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
 
 
-def connect() -> duckdb.DuckDBPyConnection:
-    """A DuckDB connection with autoinstall/autoload off and our extensions loaded."""
-    skip_absent_pandas_probe()
-    paths = [extension_path(name) for name in EXTENSIONS]
-    identities = [_identity(path) for path in paths]
-    checked = all(identity in _checked for identity in identities)
+def base_config() -> dict[str, str | bool]:
+    """What every DuckDB slatelake opens is configured with: nothing
+    installed or autoloaded (offline), the spill directory (in Lambda the
+    working directory is read-only) and the memory limit."""
     config: dict[str, str | bool] = {
         "autoinstall_known_extensions": False,
         "autoload_known_extensions": False,
-        "allow_unsigned_extensions": checked,
     }
-    # Where DuckDB spills; in Lambda the working directory is read-only.
     spill = os.environ.get(TEMP_DIRECTORY_ENV)
     if spill:
         config["temp_directory"] = spill
     limit = memory_limit()
     if limit is not None:
         config["memory_limit"] = limit
+    return config
+
+
+def connect() -> duckdb.DuckDBPyConnection:
+    """A DuckDB connection with autoinstall/autoload off and our extensions loaded."""
+    skip_absent_pandas_probe()
+    paths = [extension_path(name) for name in EXTENSIONS]
+    identities = [_identity(path) for path in paths]
+    checked = all(identity in _checked for identity in identities)
+    config = base_config()
+    config["allow_unsigned_extensions"] = checked
     con = duckdb.connect(config=config)
     try:
         _load(con, paths)

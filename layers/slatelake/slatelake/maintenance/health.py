@@ -33,7 +33,6 @@ target file size per table is DuckLake's own ``target_file_size`` option
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 from collections.abc import Iterator
@@ -47,11 +46,7 @@ from slatelake.catalog.holds import HOLDS_KEY, held_snapshots
 from slatelake.catalog.lake import Lake
 from slatelake.ducklake.commit_flow import META_DB
 from slatelake.ducklake.duck_state import DuckState
-from slatelake.ducklake.extensions import (
-    TEMP_DIRECTORY_ENV,
-    memory_limit,
-    skip_absent_pandas_probe,
-)
+from slatelake.ducklake.extensions import base_config, skip_absent_pandas_probe
 from slatelake.ducklake.opening import open_base, work_dir
 from slatelake.ducklake.session import Session
 from slatelake.ducklake.sql import ident, run
@@ -148,17 +143,7 @@ def _connection() -> duckdb.DuckDBPyConnection:
     by the object store client, so neither DuckLake nor httpfs is loaded
     (their signature checks cost a cold process about 0.1 s)."""
     skip_absent_pandas_probe()
-    config: dict[str, str | bool] = {
-        "autoinstall_known_extensions": False,
-        "autoload_known_extensions": False,
-    }
-    spill = os.environ.get(TEMP_DIRECTORY_ENV)
-    if spill:
-        config["temp_directory"] = spill
-    limit = memory_limit()
-    if limit is not None:
-        config["memory_limit"] = limit
-    return duckdb.connect(config=config)
+    return duckdb.connect(config=base_config())
 
 
 def _health(session: Session, policy: HealthPolicy, now: datetime) -> LakeHealth:
