@@ -71,7 +71,7 @@ def _env_slots(name: str, default: int) -> int:
     return int(text)
 
 
-IMAGE_EVERY_SLOTS = _env_slots("SLATELAKE_IMAGE_EVERY_SLOTS", 200)
+IMAGE_EVERY_SLOTS = _env_slots("SLATELAKE_IMAGE_EVERY_SLOTS", 50)  # template: ImageEverySlots
 IMAGE_MAX_AGE_S = maintenance.parse_duration(
     "SLATELAKE_IMAGE_MAX_AGE", os.environ.get("SLATELAKE_IMAGE_MAX_AGE") or "600s"
 )

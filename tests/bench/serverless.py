@@ -259,9 +259,23 @@ class Container:
     """The handler module imported as Lambda imports it; one warm container."""
 
     def __init__(self, lake: str, data: str, workdir: Path) -> None:
-        from tests.functions.conftest import powertools_env
+        from tests.functions.conftest import powertools_env, template
 
         os.environ.update(powertools_env())
+        # The fold function's own settings, as the template deploys them (its
+        # compactor poll; its image cadence parameters' defaults).
+        doc = template()
+        fold_env = doc["Resources"]["FoldFunction"]["Properties"]["Environment"]["Variables"]
+        os.environ.update(
+            {
+                k: v
+                for k, v in fold_env.items()
+                if isinstance(v, str) and k.startswith("SLATELAKE_COMPACTOR")
+            }
+        )
+        params = doc["Parameters"]
+        os.environ["SLATELAKE_IMAGE_EVERY_SLOTS"] = str(params["ImageEverySlots"]["Default"])
+        os.environ["SLATELAKE_IMAGE_MAX_AGE"] = str(params["ImageMaxAge"]["Default"])
         os.environ.update(
             SLATELAKE_LAKE=lake,
             SLATELAKE_DATA_PATH=data,

@@ -107,7 +107,7 @@ def fold_turn(
 ) -> FoldTurn:
     """One holder's turn on the lake at ``url`` (see the module doc).
     ``deadline`` returns the seconds left to work; at zero the turn stops
-    between slots' batches and before each image and merge wait. ``fault``
+    between folds and before the image and the merge wait. ``fault``
     is called at each crash boundary (the folder's, then ``after_fold``,
     ``after_image``, ``after_truncate``): the fault matrix kills turns there."""
     location = location_of(url)
