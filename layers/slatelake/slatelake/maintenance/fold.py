@@ -13,6 +13,7 @@ record, reported ``pending``, and the next turn's compactor picks it up.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from slatelake.catalog.folder import Folder
-from slatelake.errors import MisconfigurationError, NotFoundError
+from slatelake.errors import MisconfigurationError, NotFoundError, SlatelakeError
 from slatelake.log.leases import DEFAULT_MARGIN_S
 from slatelake.maintenance import backlog as backlogs
 from slatelake.maintenance.flight import LeaseRecord
@@ -187,9 +188,22 @@ def _hold_once(
             turn.merges_pending = len(merges_in_flight(location))
         if why is not None:
             turn.status, turn.reason = PARTIAL, why
-        turn.backlog = backlogs.measure(location, fold_seq=folder.seq)
-    finally:
-        folder.close()
+        turn.backlog = _backlog(location, folder.seq, say)
+    except BaseException:
+        with contextlib.suppress(SlatelakeError):  # the turn's own error is the one to see
+            folder.close()
+        raise
+    folder.close()
+
+
+def _backlog(location: LakeLocation, fold_seq: int, say: Progress) -> backlogs.Backlog | None:
+    """The backlog after a turn whose work is durable: a failed read is said
+    and leaves it unknown, never a failed turn."""
+    try:
+        return backlogs.measure(location, fold_seq=fold_seq)
+    except SlatelakeError as exc:
+        say("backlog not measured", {"error": f"{type(exc).__name__}: {exc}"})
+        return None
 
 
 def _image(
