@@ -9,9 +9,9 @@ holds the lake. A manual invoke answers ``{"ok": true, "action", "result":
 <the CLI's --json>}`` or ``{"ok": false, "error": {"type", "message"}}``; a
 scheduled tick whose work fails or is refused raises once its metrics are
 out, so Lambda's Errors, retry and failure queue see it, and so does a
-manual one with ``"raise_on_failure": true``. A scheduled pass runs only on
-a lake whose policy a person enabled. Store calls end ``ANSWER_RESERVE_S``
-before Lambda's timeout would.
+manual one with ``"raise_on_failure": true``. A scheduled pass never
+expires or deletes on a lake whose policy no person enabled. Store calls end
+``ANSWER_RESERVE_S`` before Lambda's timeout would.
 """
 
 from __future__ import annotations
@@ -209,10 +209,12 @@ def backup(call: Invocation, seconds_left: Callable[[], float]) -> dict[str, Any
     the manifest of what a copy takes. Waits for a running pass like a
     manual pass does."""
     options = maintenance.bind(call.options) if call.options else None
+    wait_s = MANUAL_WAIT_S if call.wait_s is None else call.wait_s
     try:
         report = maintenance.backup(
             warm.get(actions.require_lake(call), call.data_path),
             options=options,
+            wait_s=max(0.0, min(wait_s, seconds_left())),
             deadline=seconds_left,
             on_progress=lambda message, fields: logger.info(message, extra=fields),
             by=f"lambda:{logger.get_correlation_id()}",

@@ -143,6 +143,7 @@ def _cmd_backup(args: argparse.Namespace) -> int:
     report = maintenance.backup(
         args.lake,
         options=maintenance.bind(options) if options else None,
+        wait_s=args.wait,
         deadline=None if ends_at is None else (lambda: ends_at - clock.monotonic()),
         by=caller(),
     )
@@ -267,6 +268,13 @@ def register(sub: Any) -> None:
         default=None,
         metavar="DURATION",
         help="give up folding or waiting for the holder by then (default: no limit)",
+    )
+    p.add_argument(
+        "--wait",
+        type=wait_seconds,
+        default=60.0,
+        metavar="DURATION",
+        help="with --option: wait this long for a pass already running (default 60s)",
     )
     p.add_argument("--manifest", action="store_true", help="print every object, tab-separated")
     p.add_argument("--json", action="store_true", help="print the report and manifest as JSON")

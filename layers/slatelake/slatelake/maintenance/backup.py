@@ -103,25 +103,28 @@ def backup(
     lake: str | Session,
     *,
     options: Mapping[str, object] | MaintenanceOptions | None = None,
+    wait_s: float = 0.0,
     deadline: Callable[[], float] | None = None,
     on_progress: Progress | None = None,
     by: str | None = None,
 ) -> BackupReport:
     """Prepare the lake for a copy (see the module doc) and list what to copy.
     ``lake``: a URL (a session is opened and closed) or an open session. With
-    ``options``, one pass runs with them first (trigger ``manual``); a failed
-    pass fails the backup before anything else is done."""
+    ``options``, one pass runs with them first (trigger ``manual``, waiting
+    up to ``wait_s`` for a pass already running); a failed pass fails the
+    backup before anything else is done."""
     if isinstance(lake, Session):
-        return _backup(lake, options, deadline, on_progress, by)
+        return _backup(lake, options, wait_s, deadline, on_progress, by)
     if not store_exists(LakeLocation.parse(lake)):
         raise NotFoundError(f"no slatelake lake at {lake}; nothing to back up")
     with Session(lake) as session:
-        return _backup(session, options, deadline, on_progress, by)
+        return _backup(session, options, wait_s, deadline, on_progress, by)
 
 
 def _backup(
     session: Session,
     options: Mapping[str, object] | MaintenanceOptions | None,
+    wait_s: float,
     deadline: Callable[[], float] | None,
     on_progress: Progress | None,
     by: str | None,
@@ -133,7 +136,7 @@ def _backup(
     try:
         if options is not None:
             report.pass_report = run(
-                session, options, deadline=deadline, on_progress=on_progress, by=by
+                session, options, wait_s=wait_s, deadline=deadline, on_progress=on_progress, by=by
             )
             if report.pass_report.failed:
                 report.status = FAILED
@@ -161,7 +164,6 @@ def _backup(
                 "the backup"
             )
         report.fold_seq, report.head_snapshot_id, report.image = seq, head, image.url
-        session.refresh()
         data = stored_data_path(session.state)
         if data is None:
             raise NotFoundError(f"{location.url} has no DuckLake catalog yet: nothing to back up")
