@@ -66,8 +66,10 @@ class HolderLease(PassLease):
         return {"folded_upto": self.folded[0], "folded_at": self.folded[1]}
 
     def note_fold(self, seq: int) -> None:
-        """Everything up to ``seq`` is folded and flushed now."""
-        if self.folded is None or seq >= self.folded[0]:
+        """Everything up to ``seq`` is folded and flushed now. A seq already
+        recorded keeps its older time (it was folded by then: the margin of
+        those slots runs from it)."""
+        if self.folded is None or seq > self.folded[0]:
             self.folded = (seq, time.time())
 
     def inherit(self, record: LeaseRecord | None) -> None:
