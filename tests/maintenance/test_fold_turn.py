@@ -246,3 +246,14 @@ def test_a_turn_on_a_missing_lake_is_refused_and_writes_nothing(tmp_path: Path) 
     with pytest.raises(slatelake.NotFoundError, match="no slatelake lake"):
         maintenance.fold_turn(url)
     assert not (tmp_path / "nothing").exists()
+
+
+def test_a_turn_that_folds_nothing_new_keeps_the_recorded_fold_time(tmp_path: Path) -> None:
+    url, _ = _lake(tmp_path)
+    location = LakeLocation.parse(url)
+    first = maintenance.fold_turn(url, maintenance.FoldRequest(margin_s=30))
+    recorded = folded_of(HolderLease(location).current())
+    assert recorded is not None and recorded[0] == first.fold_seq
+    time.sleep(0.05)
+    assert maintenance.fold_turn(url, maintenance.FoldRequest(margin_s=30)).slots_folded == 0
+    assert folded_of(HolderLease(location).current()) == recorded
