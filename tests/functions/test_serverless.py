@@ -246,3 +246,14 @@ def test_a_refused_scheduled_fold_counts_as_a_failed_fold_not_a_failed_pass(
         app.handler(tick, FakeContext(240))
     emitted = {k for doc in emf_lines(capsys.readouterr().out) for k in doc if k[0].isupper()}
     assert {"FoldRuns", "FoldFailed"} <= emitted and "PassFailed" not in emitted
+
+
+@pytest.mark.parametrize("detail", [[], 0, "", False])
+def test_a_scheduled_envelope_whose_detail_is_not_an_object_is_refused(
+    app: ModuleType, small_lake: str, detail: object
+) -> None:
+    from tests.functions.conftest import EVENTS
+
+    event = {**json.loads((EVENTS / "scheduled.json").read_text()), "detail": detail}
+    with pytest.raises(slatelake.MisconfigurationError, match="detail is not a JSON object"):
+        app.handler(event, FakeContext())
