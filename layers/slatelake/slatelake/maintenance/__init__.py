@@ -54,7 +54,6 @@ from slatelake.maintenance.option_values import parse_bool, value_text
 from slatelake.maintenance.options import ALIAS_PREFIX, PREFIX, MaintenanceOptions, bind
 from slatelake.maintenance.policy import FIELDS as POLICY_FIELDS
 from slatelake.maintenance.policy import Policy, PolicyRow
-from slatelake.maintenance.policy import enabled_at_head as policy_enabled
 from slatelake.maintenance.report import (
     FAILED,
     PARTIAL,
@@ -84,7 +83,6 @@ __all__ = [
     "FoldRequest",
     "FoldTurn",
     "fold_turn",
-    "policy_enabled",
     "MEMORY_LIMIT_ENV",
     "run_scope",
     "RunScope",

@@ -19,7 +19,6 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from slatelake.catalog.lake import Lake
 from slatelake.ducklake.session import Session
 from slatelake.durations import format_duration, parse_duration
 from slatelake.errors import (
@@ -34,7 +33,7 @@ from slatelake.log.changeset import ChangeSet
 from slatelake.maintenance import history
 from slatelake.store import values
 from slatelake.store.keys import Subspace, encode_key
-from slatelake.store.location import LakeLocation, Located, location_of, show_input
+from slatelake.store.location import show_input
 
 POLICY_KEY = encode_key(Subspace.SYS, 0x07)
 POLICY_LABEL = "sys/maintenance_policy"
@@ -361,11 +360,3 @@ def _change(
 
     retry(lambda: session.commit_under_lock(build), attempts=ATTEMPTS, on=ConflictError)
     return result[0]
-
-
-def enabled_at_head(lake: str | LakeLocation | Located) -> bool:
-    """Whether the lake's policy is enabled, read at the log's head without
-    loading the catalog: what a scheduled tick asks before anything else
-    (double opt-in: a schedule never switches a policy on)."""
-    with Lake.open(location_of(lake).url, read_only=True) as handle:
-        return lake_enabled(decode_rows(handle.read_sys_at_head(POLICY_KEY)))
