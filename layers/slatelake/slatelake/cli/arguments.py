@@ -10,6 +10,8 @@ Heavy modules (slatedb, duckdb) are imported only when a value is checked.
 from __future__ import annotations
 
 import argparse
+import time
+from collections.abc import Callable
 from typing import Any
 
 from slatelake import MisconfigurationError
@@ -78,3 +80,17 @@ def lake_verb(sub: Any, name: str, func: Handler, help_: str) -> argparse.Argume
     p.set_defaults(func=func)
     p.add_argument("lake", metavar="LAKE", type=lake_url, help="lake URL")
     return p
+
+
+def add_deadline(p: argparse.ArgumentParser, help_: str) -> None:
+    """``--deadline DURATION`` (above zero; default none), read by ``deadline_of``."""
+    p.add_argument("--deadline", type=timeout_seconds, default=None, metavar="DURATION", help=help_)
+
+
+def deadline_of(seconds: float | None) -> Callable[[], float] | None:
+    """The seconds left until ``seconds`` from now, as the maintenance API's
+    ``deadline`` takes it; None without a deadline."""
+    if seconds is None:
+        return None
+    ends_at = time.monotonic() + seconds
+    return lambda: ends_at - time.monotonic()

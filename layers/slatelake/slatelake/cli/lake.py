@@ -56,18 +56,16 @@ def _cmd_fold(args: argparse.Namespace) -> int:
     """One holder's turn (``maintenance.fold_turn``), what cron runs where
     nothing is resident; skipped (exit 0, said on stderr) while a live holder
     holds the lake."""
-    import time as clock
-
     from slatelake import maintenance
+    from slatelake.cli.arguments import deadline_of
 
     request = maintenance.FoldRequest(
         image=bool(args.image), compact=args.compact, margin_s=args.margin
     )
-    ends_at = None if args.deadline is None else clock.monotonic() + args.deadline
     turn = maintenance.fold_turn(
         args.lake,
         request,
-        deadline=None if ends_at is None else (lambda: ends_at - clock.monotonic()),
+        deadline=deadline_of(args.deadline),
         on_progress=lambda message, fields: None,
     )
     doc = {"slots": turn.slots_folded, **turn.to_dict()}
@@ -368,7 +366,7 @@ def register(sub: Any) -> None:
         )
         p.add_argument("--json", action="store_true", help="print fold reports as JSON lines")
         if name == "fold":
-            from slatelake.cli.arguments import timeout_seconds
+            from slatelake.cli.arguments import add_deadline
 
             p.add_argument(
                 "--image",
@@ -383,12 +381,9 @@ def register(sub: Any) -> None:
                 "(SlateDB's compactor executes them) or the deadline nears; one still "
                 "running is reported pending and the next holder finishes it",
             )
-            p.add_argument(
-                "--deadline",
-                type=timeout_seconds,
-                default=None,
-                metavar="DURATION",
-                help="stop folding and waiting by then (90s, 5m; default: no limit); "
+            add_deadline(
+                p,
+                "stop folding and waiting by then (90s, 5m; default: no limit); "
                 "everything done is durable, the next fold goes on",
             )
         if name == "hold":

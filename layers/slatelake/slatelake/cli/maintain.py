@@ -25,10 +25,11 @@ import sys
 from typing import Any
 
 from slatelake.cli.arguments import (
+    add_deadline,
     catalog_text,
     data_path,
+    deadline_of,
     lake_verb,
-    timeout_seconds,
     wait_seconds,
 )
 from slatelake.cli.common import caller, parse_kv, print_report
@@ -134,17 +135,14 @@ def _entry(item: Any) -> str:
 def _cmd_backup(args: argparse.Namespace) -> int:
     """Before a backup: a pass (with --option), fold, image, and the manifest;
     exit 4 when the pass or the fold failed."""
-    import time as clock
-
     from slatelake import maintenance
 
     options = parse_kv(args.option) or None
-    ends_at = None if args.deadline is None else clock.monotonic() + args.deadline
     report = maintenance.backup(
         args.lake,
         options=maintenance.bind(options) if options else None,
         wait_s=args.wait,
-        deadline=None if ends_at is None else (lambda: ends_at - clock.monotonic()),
+        deadline=deadline_of(args.deadline),
         by=caller(),
     )
     doc = report.to_dict()
@@ -262,13 +260,7 @@ def register(sub: Any) -> None:
         metavar="KEY=VALUE",
         help="a MAINTENANCE_* option for a pass before the backup (none: no pass)",
     )
-    p.add_argument(
-        "--deadline",
-        type=timeout_seconds,
-        default=None,
-        metavar="DURATION",
-        help="give up folding or waiting for the holder by then (default: no limit)",
-    )
+    add_deadline(p, "give up folding or waiting for the holder by then (default: no limit)")
     p.add_argument(
         "--wait",
         type=wait_seconds,

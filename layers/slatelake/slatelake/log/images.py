@@ -39,7 +39,7 @@ from slatelake.errors import (
 )
 from slatelake.log.slots import SEQ_WIDTH
 from slatelake.store.location import LakeLocation
-from slatelake.store.objects import ObjectClient, object_url
+from slatelake.store.objects import ObjectClient, object_url, user_url
 
 log = logging.getLogger("slatelake.images")
 
@@ -106,9 +106,7 @@ class ImageBook:
 
     def url_of(self, path: str) -> str:
         """A local path for a file lake (what DuckDB attaches), else the object URL."""
-        if self.location.scheme == "file":
-            return "/" + path
-        return object_url(self.location, path)
+        return user_url(self.location, path)
 
     def info(self, seq: int, digest: str, size: int, last_modified_us: int = 0) -> ImageInfo:
         path = self.path(seq, digest)

@@ -35,7 +35,7 @@ from slatelake.maintenance.options import MaintenanceOptions
 from slatelake.maintenance.report import PassReport
 from slatelake.store.db import store_exists
 from slatelake.store.location import LakeLocation
-from slatelake.store.objects import ObjectClient, object_url
+from slatelake.store.objects import ObjectClient, user_url
 
 SUCCEEDED, FAILED = "succeeded", "failed"
 # Lake-root folders a copy leaves out: leases name processes of this lake.
@@ -51,6 +51,7 @@ class BackupObject:
 
     url: str
     size: int
+    path: str = field(default="", repr=False, compare=False)  # under the store base
 
 
 @dataclass
@@ -200,30 +201,22 @@ def _wait_folded(location: LakeLocation, seq: int, deadline: Callable[[], float]
 def _catalog_objects(location: LakeLocation, image_url: str) -> list[BackupObject]:
     """Every object under the lake root except leases and images other than
     ``image`` (an open uses the newest image; older ones are dead weight)."""
-    client = ObjectClient(location)
-    root = location.path()
-    prefix = f"{root}/" if root else ""
     out = []
-    for info in client.list(prefix):
-        rel = info.path[len(prefix) :]
-        top = rel.split("/", 1)[0]
-        if top in LEFT_OUT:
+    for obj in _objects_under(location):
+        top = obj.path[len(_prefix(location)) :].split("/", 1)[0]
+        if top in LEFT_OUT or (top == "images" and obj.url != image_url):
             continue
-        if top == "images" and ImageBook(location).url_of(info.path) != image_url:
-            continue
-        out.append(BackupObject(_url(location, info.path), info.size))
+        out.append(obj)
     return out
 
 
-def _objects_under(location: LakeLocation) -> list[BackupObject]:
+def _prefix(location: LakeLocation) -> str:
     root = location.path()
-    prefix = f"{root}/" if root else ""
+    return f"{root}/" if root else ""
+
+
+def _objects_under(location: LakeLocation) -> list[BackupObject]:
     return [
-        BackupObject(_url(location, info.path), info.size)
-        for info in ObjectClient(location).list(prefix)
+        BackupObject(user_url(location, info.path), info.size, info.path)
+        for info in ObjectClient(location).list(_prefix(location))
     ]
-
-
-def _url(location: LakeLocation, path: str) -> str:
-    """A local path for a file lake (what ``cp`` takes), else the object URL."""
-    return "/" + path.lstrip("/") if location.scheme == "file" else object_url(location, path)

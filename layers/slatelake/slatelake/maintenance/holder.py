@@ -50,15 +50,7 @@ class HolderLease(PassLease):
 
     directory = HOLDER_DIR
     noun = "holder lease"
-
-    def __init__(
-        self,
-        location: LakeLocation,
-        ttl_s: float | None = None,
-        client: ObjectClient | None = None,
-    ) -> None:
-        super().__init__(location, ttl_s=ttl_s, client=client)
-        self.folded: tuple[int, float] | None = None
+    folded: tuple[int, float] | None = None  # (seq, wall-clock time), set per instance
 
     def _extra(self) -> dict[str, object]:
         if self.folded is None:

@@ -107,6 +107,12 @@ _LIMIT = 240
 _TRANSIENT_ERRNOS = (2, 4, 11, 16)
 
 
+def user_url(location: LakeLocation, path: str) -> str:
+    """What a user (stock DuckDB, ``cp``, ``aws s3 cp``) opens: a local path
+    for a file store, else the object URL."""
+    return "/" + path.lstrip("/") if location.scheme == "file" else object_url(location, path)
+
+
 def object_url(location: LakeLocation, path: str) -> str:
     """An object of the lake's store, named as a user would look it up."""
     if location.scheme == "s3":
