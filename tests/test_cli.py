@@ -36,6 +36,7 @@ COMMANDS = [
     "image",
     "export",
     "import",
+    "release-borrowed",
 ]
 
 

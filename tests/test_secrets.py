@@ -106,6 +106,8 @@ def test_no_command_output_shows_a_configured_credential(lake: tuple[str, str]) 
             "--option",
             "MAINTENANCE_DELETE_ORPHANED_FILES_CLEANUP_ALL=true",
             "--option",
+            "MAINTENANCE_ORPHAN_AGE_FLOOR_OVERRIDE=true",
+            "--option",
             "MAINTENANCE_PROGRESS=true",
         ),
         _cli("status", url, "--json"),
@@ -129,7 +131,11 @@ def test_no_log_record_shows_a_configured_credential(
 ) -> None:
     url, data = lake
     caplog.set_level(logging.DEBUG)
-    options = {"MAINTENANCE_DELETE_ORPHANED_FILES_CLEANUP_ALL": "true", **PROGRESS}
+    options = {
+        "MAINTENANCE_DELETE_ORPHANED_FILES_CLEANUP_ALL": "true",
+        "MAINTENANCE_ORPHAN_AGE_FLOOR_OVERRIDE": "true",
+        **PROGRESS,
+    }
     with slatelake.connect(url, data_path=data, options=options) as session:
         session.sql("CREATE TABLE t AS SELECT range AS id FROM range(3000)")
         with pytest.raises(Exception) as failed:

@@ -124,7 +124,7 @@ def _seconds_left(context: LambdaContext) -> float:
 def maintain(call: Invocation, seconds_left: Callable[[], float]) -> dict[str, Any]:
     """One pass on the warm session; a scheduled tick skips while a lease is held."""
     options = maintenance.bind(call.options)  # a refused option never reaches the lake
-    scheduled, wait_s = call.trigger == "scheduled", 0.0
+    scheduled, wait_s, lake = call.trigger == "scheduled", 0.0, None
     if scheduled:  # the template's options never switch a lake's policy on
         options = dataclasses.replace(options, deletes_need_policy=True)
     try:
@@ -153,9 +153,10 @@ def maintain(call: Invocation, seconds_left: Callable[[], float]) -> dict[str, A
         logger.info("scheduled pass skipped: another pass holds the lease", extra={"why": str(exc)})
         why = f"a maintenance pass is already running ({exc}); this tick does nothing"
         return {"skipped": why, "result": None}
-    except Exception:
+    except Exception as exc:
         warm.release()  # a session in an unknown state is never reused
-        emit_crash(metrics, call.lake)  # the alarm sees a pass that died
+        if not _refused(exc, call, lake_found=lake is not None):
+            emit_crash(metrics, call.lake)  # the alarm sees a pass that died
         raise
     emit_pass(metrics, call.lake, report)
     _publish_backlog(call.lake)
@@ -167,6 +168,16 @@ def maintain(call: Invocation, seconds_left: Callable[[], float]) -> dict[str, A
         lost = [f"lease lost: {report.lease_lost}"] if report.lease_lost else []
         raise PassFailedError("the pass failed: " + "; ".join(failed + lost))
     return {"result": report.to_dict()}
+
+
+def _refused(exc: Exception, call: Invocation, *, lake_found: bool) -> bool:
+    """A manual pass refused before it began is the caller's answer, not the
+    alarm's (no PassFailed): a scope or option the caller got wrong, or a
+    table the lake lacks (the lake itself was found). A missing lake stays a
+    failure. A scheduled tick is counted by the handler whatever it was."""
+    if isinstance(exc, slatelake.MisconfigurationError):
+        return True
+    return isinstance(exc, slatelake.NotFoundError) and lake_found and call.table is not None
 
 
 def _publish_backlog(lake: str) -> None:

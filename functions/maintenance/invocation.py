@@ -69,6 +69,9 @@ ACTION_OPTIONS: dict[str, set[str]] = {
     "fold": {"image", "compact"},
 }
 ENV_LAKE, ENV_DATA_PATH = "SLATELAKE_LAKE", "SLATELAKE_DATA_PATH"
+# Run and audit ids are counters far below a signed 64-bit integer; a larger
+# ``before`` is no id from a previous page.
+MAX_PAGE_ID = 2**63 - 1
 ENV_ALLOWED_LAKES = "SLATELAKE_ALLOWED_LAKES"
 ENV_ALLOWED_DATA_PATHS = "SLATELAKE_ALLOWED_DATA_PATHS"
 show_input = maintenance.show_input
@@ -281,6 +284,11 @@ def _action_options(action: str, options: dict[str, Any]) -> dict[str, Any]:
             out[key] = _checked(maintenance.check_limit, "options.limit", value)
         elif key == "before":
             out[key] = _checked(maintenance.check_before, "options.before", value)
+            if out[key] is not None and out[key] > MAX_PAGE_ID:
+                raise InvocationError(
+                    f"options.before {show_input(value)}: an id from a previous page is at most "
+                    f"{MAX_PAGE_ID}"
+                )
         else:
             out[key] = maintenance.parse_bool(f"options.{key}", value)
     if out.get("require_completed") and "timeout" not in out:

@@ -102,6 +102,7 @@ OPTIONS = {
     "MAINTENANCE_REWRITE_DATA_FILES_DELETE_THRESHOLD": "0.1",
     "MAINTENANCE_CLEANUP_OLD_FILES_CLEANUP_ALL": "true",
     "MAINTENANCE_DELETE_ORPHANED_FILES_CLEANUP_ALL": "true",
+    "MAINTENANCE_ORPHAN_AGE_FLOOR_OVERRIDE": "true",
 }
 OLDER_THAN = "now()::TIMESTAMP - INTERVAL '1 second'"
 # (step, SQL, fetch the result): the same six calls, in the pass's order.

@@ -38,7 +38,7 @@ def _fold(folder: Folder) -> None:
     folder.fold_once()
 
 
-def test_truncation_stops_at_the_newest_image(lake_url: str) -> None:
+def test_truncation_stops_below_the_newest_image_keeping_its_slot(lake_url: str) -> None:
     Lake.create(lake_url).close()
     location = LakeLocation.parse(lake_url)
     commit_inserts(lake_url, 3, 1)
@@ -51,9 +51,10 @@ def test_truncation_stops_at_the_newest_image(lake_url: str) -> None:
         commit_inserts(lake_url, 4, 1)  # slots 4..7
         report = folder.fold_once()
         assert report.fold_seq == 7
-        # Folded, flushed, unleased and past the margin, yet only slot 3 (at the
-        # image) may go: the image plus slots 4..7 is what an open reads.
-        assert _slots(lake_url) == [4, 5, 6, 7]
+        # Folded, flushed, unleased and past the margin, yet none may go: the
+        # image plus slots 4..7 is what an open reads, and slot 3 is what it
+        # checks the image against.
+        assert _slots(lake_url) == [3, 4, 5, 6, 7]
         folder.note_image(write_image(location, reader=folder.writer).seq)
         folder.fold_once()
         assert _slots(lake_url) == [7]  # the newest slot always stays
@@ -71,7 +72,7 @@ def test_an_image_written_elsewhere_is_seen_by_a_folder_that_had_none(lake_url: 
         write_image(location)  # another process: `slatelake image`
         commit_inserts(lake_url, 3, 1)
         folder.fold_once()
-        assert _slots(lake_url) == [3, 4, 5]
+        assert _slots(lake_url) == [2, 3, 4, 5]  # from the image's own slot on
     finally:
         folder.close()
 

@@ -229,6 +229,9 @@ class SlatelakeBackend:
         except BaseException:
             _close(con)
             raise
+        # DuckLake's own test files write its metadata by hand (a legacy file's
+        # missing mapping): the backend allows it, as stock DuckLake does
+        session.metadata_writes = True
         try:
             session.sql("USE memory")  # stock's ATTACH leaves the default catalog as it was
             with self._lock:

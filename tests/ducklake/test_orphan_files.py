@@ -68,7 +68,10 @@ def test_orphan_step_keeps_every_live_file_for_every_data_path_spelling(
     url, data_path = spelled
     with connect(url, data_path=data_path) as session:
         _fill(session)
-    options = {"MAINTENANCE_DELETE_ORPHANED_FILES_CLEANUP_ALL": "true"}
+    options = {
+        "MAINTENANCE_DELETE_ORPHANED_FILES_CLEANUP_ALL": "true",
+        "MAINTENANCE_ORPHAN_AGE_FLOOR_OVERRIDE": "true",
+    }
     # no data path: what the scheduler and the Lambda open
     with slatelake.connect(url, options=options) as session:
         stray = _plant_stray(lake_files(session).data_path)

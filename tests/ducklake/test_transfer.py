@@ -126,7 +126,13 @@ def test_export_writes_a_file_url_data_path_as_the_plain_path_stock_ducklake_fin
     finally:
         con.close()
     url, out = (tmp_path / "lake").as_uri(), tmp_path / "out.duckdb"
-    assert transfer.import_catalog(catalog, url).data_path == f"{data.as_uri()}/"  # kept
+    # stored plain: DuckLake then names files as the borrowed record holds them
+    assert transfer.import_catalog(catalog, url).data_path == f"{data}/"
+    with connect(url, read_only=True) as session:
+        stored = session.sql(
+            "SELECT value FROM __slatelake_meta.ducklake_metadata WHERE key = 'data_path'"
+        )
+        assert stored.fetchall() == [(f"{data}/",)]
     assert transfer.export_catalog(url, out).data_path == f"{data}/"
     con = duckdb.connect()
     try:

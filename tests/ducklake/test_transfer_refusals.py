@@ -14,10 +14,12 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from slatelake.catalog.lake import Lake
 from slatelake.cli import transfer as transfer_cli
 from slatelake.ducklake import extensions, transfer
 from slatelake.ducklake.session import connect
 from slatelake.errors import MisconfigurationError, NotFoundError, UnsupportedError
+from slatelake.maintenance.borrowed import borrowed_at_head
 from tests.ducklake.transfer_oracle import build_stock, meta_rows
 
 
@@ -258,14 +260,79 @@ def test_cli_refuses_a_bad_lake_or_usage_with_status_2_before_touching_anything(
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.parametrize("verb", ["export", "import"])
+@pytest.mark.parametrize(
+    ("verb", "says"),
+    [
+        ("export", "shares the lake's data files"),
+        ("import", "recorded as borrowed"),
+        ("release-borrowed", "no longer reads them"),
+    ],
+)
 def test_cli_help_says_what_the_verb_keeps_and_refuses(
-    verb: str, capsys: pytest.CaptureFixture[str]
+    verb: str, says: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     with pytest.raises(SystemExit) as exit_:
         _cli(verb, "--help")
     assert exit_.value.code == 0
     text = " ".join(capsys.readouterr().out.split())
     assert f"usage: slatelake {verb}" in text
-    assert "--json" in text
-    assert ("refused, never replaced" if verb == "export" else "SQLite") in text
+    assert "--json" in text and says in text
+
+
+def test_cli_export_says_the_export_shares_the_lakes_data_files(
+    stock: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = (tmp_path / "lake").as_uri()
+    transfer.import_catalog(stock, url)
+    assert _cli("export", url, str(tmp_path / "out.duckdb")) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "shares this lake's data files" in text and "may delete files the export" in text
+    assert _cli("export", url, str(tmp_path / "out2.duckdb"), "--json") == 0
+    answer = json.loads(capsys.readouterr().out)
+    assert answer["shares_data_files"] is True and "cleanup" in answer["warning"]
+
+
+def test_cli_import_says_its_files_are_borrowed_and_release_borrowed_gives_them_back(
+    stock: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = (tmp_path / "lake").as_uri()
+    assert _cli("import", str(stock), url) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "borrows the source catalog's data files" in text and "--copy-data" in text
+    with Lake.open(url, read_only=True) as lake:
+        files = borrowed_at_head(lake).paths
+    assert len(files) > 1 and all(f.startswith(f"{stock.parent}/data/") for f in files)
+    assert _cli("release-borrowed", url, files[0], "--json") == 0
+    answer = json.loads(capsys.readouterr().out)
+    assert answer == {"lake": url, "released": [files[0]], "remaining": len(files) - 1}
+    assert _cli("release-borrowed", url, "--all") == 0
+    assert f"released {len(files) - 1} borrowed files" in capsys.readouterr().out
+
+
+def test_cli_import_with_copy_data_prints_what_it_copied(
+    stock: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url, dest = (tmp_path / "lake").as_uri(), tmp_path / "copy"
+    assert _cli("import", str(stock), url, "--copy-data", str(dest), "--json") == 0
+    answer = json.loads(capsys.readouterr().out)
+    assert answer["data_path"] == f"{dest}/" and answer["copied_files"] > 0
+    assert answer["borrowed_files"] == 0 and answer["warning"] is None
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["release-borrowed", "memory://x"],
+        ["release-borrowed", "memory://x", "--all", "/data/f.parquet"],
+        ["release-borrowed", "relative/lake", "--all"],
+        ["import", "catalog.duckdb", "memory://x", "--copy-data", "relative/copy"],
+    ],
+)
+def test_cli_refuses_release_borrowed_and_copy_data_misuse_with_status_2(
+    argv: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exit_:
+        _cli(*argv)
+    assert exit_.value.code == 2
+    assert list(tmp_path.iterdir()) == []

@@ -6,6 +6,8 @@ turned off or filtered, the metadata database made the default so a write is
 unqualified, a table slatelake does not know, a lake table named like a
 metadata table) and check after each statement that DuckLake's copy still
 equals the committed state and that a fresh session sees the same catalog.
+Sessions refuse such writes unless told otherwise (``metadata_writes``,
+tests/ducklake/test_metadata_writes.py); these tests allow them.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from slatelake.errors import UnsupportedError
 def session(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Session:
     monkeypatch.setenv("SLATELAKE_VERIFY_CAPTURE", "1")
     s = Session((tmp_path / "lake").as_uri(), data_path=f"{tmp_path / 'data'}/")
+    s.metadata_writes = True
     s.sql("CREATE TABLE t (id INTEGER, v VARCHAR)")
     s.sql("INSERT INTO t VALUES (1, 'a')")
     yield s

@@ -43,7 +43,10 @@ STEP_OPTIONS = {
     "pass_merge": {"MAINTENANCE_MERGE_ADJACENT_FILES": "true"},
     "pass_rewrite": {"MAINTENANCE_REWRITE_DATA_FILES_DELETE_THRESHOLD": "0.01"},
     "pass_cleanup": {"MAINTENANCE_CLEANUP_OLD_FILES_CLEANUP_ALL": "true"},
-    "pass_orphans": {"MAINTENANCE_DELETE_ORPHANED_FILES_CLEANUP_ALL": "true"},
+    "pass_orphans": {
+        "MAINTENANCE_DELETE_ORPHANED_FILES_CLEANUP_ALL": "true",
+        "MAINTENANCE_ORPHAN_AGE_FLOOR_OVERRIDE": "true",
+    },
 }
 STEP_NAMES = {
     "pass_expire": "expire_snapshots",

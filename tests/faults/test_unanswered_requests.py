@@ -20,7 +20,10 @@ from slatelake.ducklake.request_log import RequestWatch
 from slatelake.maintenance.report import FAILED, RAN
 from tests.faults.proxy import FaultProxy, FaultRule
 
-ORPHANS = {"MAINTENANCE_DELETE_ORPHANED_FILES_CLEANUP_ALL": "true"}
+ORPHANS = {
+    "MAINTENANCE_DELETE_ORPHANED_FILES_CLEANUP_ALL": "true",
+    "MAINTENANCE_ORPHAN_AGE_FLOOR_OVERRIDE": "true",
+}
 ORPHAN_KEY = "data/main/t/orphan.parquet"
 
 

@@ -206,6 +206,7 @@ def test_a_scheduled_tick_on_a_lake_whose_policy_is_off_deletes_nothing(
         "MAINTENANCE_EXPIRE_SNAPSHOTS_OLDER_THAN": "1 millisecond",
         "MAINTENANCE_CLEANUP_OLD_FILES_OLDER_THAN": "1 millisecond",
         "MAINTENANCE_DELETE_ORPHANED_FILES_OLDER_THAN": "1 millisecond",
+        "MAINTENANCE_ORPHAN_AGE_FLOOR_OVERRIDE": "true",
     }
     tick = app.handler({"trigger": "scheduled", "lake": lake, "options": deleting}, FakeContext())
     steps = {s["step"]: s for s in tick["result"]["steps"]}

@@ -27,6 +27,9 @@ from slatelake.maintenance.option_values import (
     parse_bool,
 )
 from slatelake.maintenance.options import (
+    MAX_INTERVAL_S,
+    MIN_INTERVAL_S,
+    ORPHAN_AGE_FLOOR_S,
     MaintenanceConfigError,
     MaintenanceOptions,
     parse_options,
@@ -66,6 +69,14 @@ def _typed(opts: MaintenanceOptions, signatures: dict[str, dict[str, str]]) -> N
                 assert isinstance(value, Instant) and value.utc
         if step in ("cleanup_old_files", "delete_orphaned_files"):
             assert not (config.params.get("cleanup_all") is True and "older_than" in config.params)
+    orphans = opts.steps["delete_orphaned_files"].params
+    older = orphans.get("older_than")
+    young = orphans.get("cleanup_all") is True or (
+        isinstance(older, Interval) and older.seconds < ORPHAN_AGE_FLOOR_S
+    )
+    if young and orphans.get("dry_run") is not True:  # only with the override
+        assert opts.orphan_age_floor_override
+    assert opts.interval_s is None or MIN_INTERVAL_S <= opts.interval_s <= MAX_INTERVAL_S
     for seconds in (opts.interval_s, opts.compact_store_timeout_s):
         assert seconds is None or 0 < seconds <= MAX_DURATION_S
     assert type(opts.batch_size) is int and 0 < opts.batch_size <= 2**63 - 1

@@ -1,10 +1,11 @@
 """The slot envelope codec, heads and change sets (slatelake.log.changeset).
 
 Obligations: a list of change sets round trips through one envelope, in
-order and field for field, range deletes included; a version-2 envelope
-carries a checksum and its own seq, so any flipped bit and a slot holding
-another slot's envelope raise CorruptionError; version-1 envelopes (no
-checksum) still decode; a newer version is FormatError saying to upgrade; a
+order and field for field, range deletes included; a version-3 envelope
+carries a checksum, its own seq and the digest of the slot before it (the
+chain), so any flipped bit and a slot holding another slot's envelope raise
+CorruptionError; version-2 (no chain) and version-1 envelopes (no checksum)
+still decode; a newer version is FormatError saying to upgrade; a
 damaged envelope (bad frame, put keys and values of different lengths,
 fields of the wrong shape) raises CorruptionError and nothing else; a head
 advances batch_seq on every batch and snapshot_id only when the batch mints
@@ -32,6 +33,7 @@ from slatelake.log.changeset import (
     LEGACY_VERSION,
     ChangeSet,
     Head,
+    decode_chained,
     decode_envelope,
     encode_envelope,
 )
@@ -88,15 +90,27 @@ def framed(payload: Any) -> bytes:
     return values.frame(ENVELOPE_KIND, payload)
 
 
-def sealed(rows: Any, seq: int = 1) -> bytes:
-    """A version-2 slot around ``rows``, its checksum computed here from the
+def sealed(rows: Any, seq: int = 1, prev: str = "") -> bytes:
+    """A version-3 slot around ``rows``, its checksum computed here from the
     documented recipe (BLAKE2b-128, person ``slatelake-slot``, over the seq as
-    8 big-endian bytes then the body): pins the format, not just the codec."""
+    8 big-endian bytes, the length of ``prev`` as one byte, ``prev``, then the
+    body): pins the format, not just the codec."""
+    body = values.pack(rows)
+    digest = hashlib.blake2b(
+        seq.to_bytes(8, "big") + bytes((len(prev),)) + prev.encode() + body,
+        digest_size=16,
+        person=b"slatelake-slot",
+    ).digest()
+    return framed([ENVELOPE_VERSION, [seq, digest, body, prev]])
+
+
+def sealed_v2(rows: Any, seq: int = 1) -> bytes:
+    """A version-2 slot (checksum over the seq then the body; no chain)."""
     body = values.pack(rows)
     digest = hashlib.blake2b(
         seq.to_bytes(8, "big") + body, digest_size=16, person=b"slatelake-slot"
     ).digest()
-    return framed([ENVELOPE_VERSION, [seq, digest, body]])
+    return framed([2, [seq, digest, body]])
 
 
 @EXAMPLES
@@ -126,10 +140,35 @@ def _example() -> ChangeSet:
 
 def test_envelope_layout_is_the_documented_positional_one() -> None:
     cs = _example()
-    assert encode_envelope([cs], 7) == sealed([body_row(cs)], 7)
-    version, (seq, digest, body) = values.unframe(encode_envelope([cs], 7), ENVELOPE_KIND)
-    assert (version, seq, len(digest)) == (2, 7, 16)
+    prev = "0123456789abcdef" * 2
+    assert encode_envelope([cs], 7, prev) == sealed([body_row(cs)], 7, prev)
+    version, (seq, digest, body, link) = values.unframe(
+        encode_envelope([cs], 7, prev), ENVELOPE_KIND
+    )
+    assert (version, seq, len(digest), link) == (3, 7, 16, prev)
     assert values.unpack(body) == [body_row(cs)]
+
+
+def test_a_slot_names_the_digest_of_the_slot_before_it_inside_its_checksum() -> None:
+    cs = _example()
+    prev = "ab" * 16
+    assert decode_chained(encode_envelope([cs], 7, prev), 7) == ([cs], prev)
+    assert decode_chained(encode_envelope([cs], 7), 7) == ([cs], "")
+    version, (seq, digest, body, _link) = values.unframe(
+        encode_envelope([cs], 7, prev), ENVELOPE_KIND
+    )
+    relinked = framed([version, [seq, digest, body, "cd" * 16]])
+    with pytest.raises(CorruptionError, match="checksum mismatch"):
+        decode_envelope(relinked, 7)
+    with pytest.raises(ValueError, match="not a slot digest"):
+        encode_envelope([cs], 7, "not hex")
+
+
+def test_a_version_2_envelope_still_decodes_with_no_chain() -> None:
+    cs = _example()
+    assert decode_chained(sealed_v2([body_row(cs)], 7), 7) == ([cs], "")
+    with pytest.raises(CorruptionError, match="checksum mismatch"):
+        decode_envelope(sealed_v2([body_row(cs)], 7)[:-1] + b"\x00", 7)
 
 
 def test_a_version_1_envelope_without_checksum_still_decodes() -> None:

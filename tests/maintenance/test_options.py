@@ -221,7 +221,8 @@ def test_a_timestamp_without_an_offset_is_read_as_utc(signatures) -> None:  # no
         ({"MAINTENANCE_FLUSH_INLINED_DATA\x00": "true"}, "NUL byte"),
         # durations: bounded, so no timer ever overflows
         ({"MAINTENANCE_INTERVAL": "99999999999 days"}, "MAINTENANCE_INTERVAL='99999999999 days'"),
-        ({"MAINTENANCE_INTERVAL": "400 days"}, "at most 365d"),
+        ({"MAINTENANCE_INTERVAL": "400 days"}, "at most 7d"),
+        ({"MAINTENANCE_COMPACT_STORE_TIMEOUT": "400 days"}, "at most 365d"),
         ({"MAINTENANCE_INTERVAL": "1" * 400}, "MAINTENANCE_INTERVAL"),
         ({"MAINTENANCE_COMPACT_STORE_TIMEOUT": "9999999999"}, "MAINTENANCE_COMPACT_STORE_TIMEOUT"),
         ({"MAINTENANCE_BATCH_SIZE": str(2**64)}, "MAINTENANCE_BATCH_SIZE"),
@@ -274,7 +275,109 @@ def test_two_spellings_that_agree_are_one_option(signatures) -> None:  # noqa: A
 
 def test_a_duration_up_to_the_bound_is_accepted(signatures) -> None:  # noqa: ANN001
     opts = parse_options(
-        {"MAINTENANCE_INTERVAL": "365 days", "MAINTENANCE_EXPIRE_SNAPSHOTS_OLDER_THAN": "0 s"},
+        {
+            "MAINTENANCE_COMPACT_STORE_TIMEOUT": "365 days",
+            "MAINTENANCE_EXPIRE_SNAPSHOTS_OLDER_THAN": "0 s",
+        },
         signatures,
     )
-    assert opts.interval_s == 365 * 86400
+    assert opts.compact_store_timeout_s == 365 * 86400
+
+
+# -- floors -----------------------------------------------------------------------
+@pytest.mark.parametrize("spelled", ["0.001", "0.0000001s", "9s", "9999ms", "1ms"])
+def test_an_interval_under_the_floor_is_refused_at_bind_naming_the_option(
+    signatures: dict[str, dict[str, str]], spelled: str
+) -> None:
+    with pytest.raises(MaintenanceConfigError, match="MAINTENANCE_INTERVAL=.*at least 10s"):
+        parse_options({"MAINTENANCE_INTERVAL": spelled}, signatures)
+
+
+@pytest.mark.parametrize("spelled", ["8d", "2w", "365d"])
+def test_an_interval_over_the_ceiling_is_refused_at_bind_naming_the_option(
+    signatures: dict[str, dict[str, str]], spelled: str
+) -> None:
+    with pytest.raises(MaintenanceConfigError, match="MAINTENANCE_INTERVAL=.*at most 7d"):
+        parse_options({"MAINTENANCE_INTERVAL": spelled}, signatures)
+
+
+def test_the_interval_bounds_themselves_are_accepted(
+    signatures: dict[str, dict[str, str]],
+) -> None:
+    from slatelake.maintenance.options import MAX_INTERVAL_S, MIN_INTERVAL_S
+
+    for spelled, seconds in (("10s", MIN_INTERVAL_S), ("7 days", MAX_INTERVAL_S)):
+        assert parse_options({"MAINTENANCE_INTERVAL": spelled}, signatures).interval_s == seconds
+
+
+ORPHANS = "MAINTENANCE_DELETE_ORPHANED_FILES"
+OVERRIDE = "MAINTENANCE_ORPHAN_AGE_FLOOR_OVERRIDE"
+
+
+def _ago(seconds: float) -> str:
+    from datetime import UTC, datetime, timedelta
+
+    return (datetime.now(UTC) - timedelta(seconds=seconds)).strftime("%Y-%m-%d %H:%M:%S+00")
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        {f"{ORPHANS}_OLDER_THAN": "0 seconds"},
+        {f"{ORPHANS}_OLDER_THAN": "59 minutes"},
+        {f"{ORPHANS}_OLDER_THAN": "00:00:01"},
+        {f"{ORPHANS}_CLEANUP_ALL": "true"},
+        {"META_MAINTENANCE_DELETE_ORPHANED_FILES_CLEANUP_ALL": "1"},
+        {f"{ORPHANS}_OLDER_THAN": "2999-01-01 00:00:00+00"},  # the future: every file
+        {f"{ORPHANS}_OLDER_THAN": "@now"},
+    ],
+    ids=["zero", "59m", "1s", "cleanup-all", "alias", "future-instant", "now-instant"],
+)
+def test_an_orphan_age_under_the_floor_is_refused_unless_overridden(
+    signatures: dict[str, dict[str, str]], raw: dict[str, str]
+) -> None:
+    if raw.get(f"{ORPHANS}_OLDER_THAN") == "@now":
+        raw = {f"{ORPHANS}_OLDER_THAN": _ago(60)}
+    with pytest.raises(MaintenanceConfigError) as refused:
+        parse_options(raw, signatures)
+    message = str(refused.value)
+    assert "orphan age floor of 1h" in message  # the floor
+    assert "write still in flight" in message  # why
+    assert f"{OVERRIDE}=true" in message  # the way past it
+    opts = parse_options({**raw, OVERRIDE: "true"}, signatures)
+    assert opts.orphan_age_floor_override and opts.configured("delete_orphaned_files")
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        {f"{ORPHANS}_OLDER_THAN": "1 hour"},
+        {f"{ORPHANS}_OLDER_THAN": "7 days"},
+        {f"{ORPHANS}": "true"},  # DuckLake's own default age
+        {f"{ORPHANS}_OLDER_THAN": "2024-01-01 00:00:00+00"},
+        {f"{ORPHANS}_CLEANUP_ALL": "false"},
+        {f"{ORPHANS}_CLEANUP_ALL": "true", f"{ORPHANS}_DRY_RUN": "true"},  # deletes nothing
+        {f"{ORPHANS}_OLDER_THAN": "0 seconds", f"{ORPHANS}_DRY_RUN": "true"},
+    ],
+)
+def test_an_orphan_age_at_or_over_the_floor_needs_no_override(
+    signatures: dict[str, dict[str, str]], raw: dict[str, str]
+) -> None:
+    assert not parse_options(raw, signatures).orphan_age_floor_override
+
+
+def test_an_instant_just_past_the_floor_is_accepted_and_one_just_inside_is_not(
+    signatures: dict[str, dict[str, str]],
+) -> None:
+    from slatelake.maintenance.options import ORPHAN_AGE_FLOOR_S
+
+    key = f"{ORPHANS}_OLDER_THAN"
+    parse_options({key: _ago(ORPHAN_AGE_FLOOR_S + 120)}, signatures)
+    with pytest.raises(MaintenanceConfigError, match="less than the floor before now"):
+        parse_options({key: _ago(ORPHAN_AGE_FLOOR_S - 120)}, signatures)
+
+
+def test_the_floor_override_is_a_boolean_option(signatures: dict[str, dict[str, str]]) -> None:
+    with pytest.raises(MaintenanceConfigError, match=OVERRIDE):
+        parse_options({OVERRIDE: "please"}, signatures)
+    assert not parse_options({OVERRIDE: "false"}, signatures).orphan_age_floor_override

@@ -10,7 +10,10 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
+
 import slatelake
+from slatelake.maintenance import options as option_rules
 from slatelake.maintenance.flight import PassLease
 from tests.conftest import subprocess_env
 
@@ -42,6 +45,16 @@ def _scheduled(url: str) -> list:
         return [p for p in ro.maintenance_status() if p.trigger == "scheduled"]
 
 
+@pytest.fixture
+def quick_ticks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ticks of a fraction of a second for the in-process tests below: the
+    interval's floor (options.MIN_INTERVAL_S, 10 s) guards a deployment's
+    lake, and these tests time the scheduler's own ticks. Processes the
+    tests start run with the floor as shipped."""
+    monkeypatch.setattr(option_rules, "MIN_INTERVAL_S", 0.1)
+
+
+@pytest.mark.usefixtures("quick_ticks")
 def test_the_scheduler_runs_a_pass_unattended(tmp_path: Path) -> None:
     url = _lake(tmp_path)
     options = {"MAINTENANCE_INTERVAL": "0.3", "MAINTENANCE_MERGE_ADJACENT_FILES": "true"}
@@ -54,6 +67,7 @@ def test_the_scheduler_runs_a_pass_unattended(tmp_path: Path) -> None:
     assert window and window[0].step("merge_adjacent_files").status == "ran"
 
 
+@pytest.mark.usefixtures("quick_ticks")
 def test_ticks_skip_while_a_pass_holds_the_lease(tmp_path: Path) -> None:
     url = _lake(tmp_path)
     with slatelake.connect(url) as s:
@@ -85,7 +99,7 @@ def test_sigterm_during_a_running_pass_completes_it_then_exits(tmp_path: Path) -
             "--poll",
             "0.2",
             "--option",
-            "MAINTENANCE_INTERVAL=0.2",
+            "MAINTENANCE_INTERVAL=10s",  # the floor: the first pass starts after 10 s
             "--option",
             f"MAINTENANCE_EXPIRE_SNAPSHOTS_OLDER_THAN={older_than}",
             "--option",
@@ -140,7 +154,7 @@ sys.stderr = Watch(sys.stderr)
 session = slatelake.connect(
     sys.argv[1],
     options={
-        "MAINTENANCE_INTERVAL": "0.2",
+        "MAINTENANCE_INTERVAL": "10s",  # the floor
         "MAINTENANCE_EXPIRE_SNAPSHOTS_OLDER_THAN": sys.argv[2],
         "MAINTENANCE_PROGRESS": "true",
     },

@@ -20,6 +20,7 @@ POLICY = {
     "retention": "0s",
     "cleanup_grace": "0s",
     "orphan_min_age": "0s",
+    "orphan_age_floor_override": "true",
 }
 
 

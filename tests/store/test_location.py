@@ -108,6 +108,9 @@ def test_a_symlink_to_a_lake_is_the_lake(tmp_path) -> None:  # noqa: ANN001
         "s3://b/lake/../other",
         "s3://b/./lake",
         "s3://b/a//lake",
+        "s3://bucket//lakes/x",  # a leading empty segment (the key starts with '/')
+        "s3://b/lake//",
+        "s3://b//",
         "s3://b/lake?versionId=1",
         "memory://a/../b",
         "file:///",

@@ -195,11 +195,14 @@ def export_catalog(lake: str, path: str) -> ExportReport:
     return export(lake, path)
 
 
-def import_catalog(source: str, lake: str, data_path: str | None = None) -> ImportReport:
-    """A stock DuckLake catalog file into a new lake at ``lake``."""
+def import_catalog(
+    source: str, lake: str, data_path: str | None = None, copy_data: str | None = None
+) -> ImportReport:
+    """A stock DuckLake catalog file into a new lake at ``lake`` (its data
+    files copied to ``copy_data``, else borrowed)."""
     from slatelake.ducklake.transfer import import_catalog as imp
 
-    return imp(source, lake, data_path=data_path)
+    return imp(source, lake, data_path=data_path, copy_data=copy_data)
 
 
 def column_names(session: Session | Any, table: str) -> list[str]:

@@ -28,6 +28,9 @@ DEMO_OPTIONS = {
     "MAINTENANCE_REWRITE_DATA_FILES_DELETE_THRESHOLD": "0.1",
     "MAINTENANCE_CLEANUP_OLD_FILES_CLEANUP_ALL": "true",
     "MAINTENANCE_DELETE_ORPHANED_FILES_CLEANUP_ALL": "true",
+    # the demo's lake is its own: no writer runs beside the pass (live ones
+    # are spared whatever the age: their leases say when they began)
+    "MAINTENANCE_ORPHAN_AGE_FLOOR_OVERRIDE": "true",
     "MAINTENANCE_TABLE_BATCHES": "true",
     "MAINTENANCE_PROGRESS": "true",
 }

@@ -18,13 +18,24 @@ An owner that vanished (a killed process) is outlived: a waiter that has
 seen the same record for the record's TTL on its own monotonic clock takes
 the lock over. No two clocks are compared. A slow owner broken that way
 finds its commit refused (ConflictError), never doubled.
+
+A lock taken under a lease (a maintenance pass's: ``CommitLock.lease``, set
+by the runner) names it in the record, and dies with it: a waiter that has
+seen the record unchanged for ``LEASE_CHECK_S`` reads that lease, and when
+its newest record is no longer the owner's held one (released, broken, or
+taken over after its expiry) breaks the lock at once. So a SIGKILLed pass
+blocks commits for as long as its pass lease, not the lock's TTL. A record
+whose lease cannot be read waits out the TTL as before; the lease is read
+here by its record format only (``maintenance/flight.py`` writes it).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import os
+import re
 import socket
 import time
 import uuid
@@ -56,36 +67,57 @@ WAIT_ENV = "SLATELAKE_COMMIT_LOCK_WAIT_S"
 DEFAULT_TTL_S = 60.0
 DEFAULT_WAIT_S = 300.0
 MAX_TTL_S = 3600.0
+# How long a waiter sees one lock record before reading the lease it names,
+# and then how often it reads it again (each read is a LIST and a GET).
+LEASE_CHECK_S = 0.5
+# ``<lease directory>/<owner>``: a directory of generational lease records
+# (``lease-<20 digits>``, JSON with ``owner`` and ``state``) under the lake root.
+_LEASE_REF = re.compile(r"[a-z][a-z_]{0,31}/[0-9a-f]{32}")
+_LEASE_RELISTS = 5
 
 
 @dataclass(frozen=True)
 class LockRecord:
+    """The lock's record; ``lease`` names the lease it was taken under
+    (``<directory>/<owner>``), None for a plain committer. A record without
+    one is written in the three-field form older readers know."""
+
     token: str
     owner: str
     ttl_s: float
+    lease: str | None = None
 
     def encode(self) -> bytes:
-        return values.frame(_KIND, [self.token, self.owner, self.ttl_s])
+        fields: list[object] = [self.token, self.owner, self.ttl_s]
+        if self.lease is not None:
+            fields.append(self.lease)
+        return values.frame(_KIND, fields)
 
     @classmethod
     def decode(cls, raw: bytes) -> LockRecord:
         fields = values.unframe(raw, _KIND, "sys/commit_lock")
         if (
             not isinstance(fields, list)
-            or len(fields) != 3
+            or len(fields) not in (3, 4)
             or not all(isinstance(f, str) for f in fields[:2])
             or not _valid_ttl(fields[2])
+            or (len(fields) == 4 and not isinstance(fields[3], str))
         ):
             raise CorruptionError(
                 "sys/commit_lock is unreadable; it lapses like any lock, or remove it with "
                 "a commit that deletes the key"
             )
-        return cls(fields[0], fields[1], float(fields[2]))
+        lease = fields[3] if len(fields) == 4 else None
+        return cls(fields[0], fields[1], float(fields[2]), lease)
 
 
 def _valid_ttl(value: object) -> bool:
     ok = isinstance(value, int | float) and not isinstance(value, bool)
     return ok and math.isfinite(value) and 0 < value <= MAX_TTL_S  # type: ignore[arg-type]
+
+
+def _is_generation(name: str) -> bool:
+    return name.startswith("lease-") and name[6:].isdigit()
 
 
 def seconds_from_env(name: str, default: float) -> float:
@@ -108,8 +140,12 @@ class CommitLock:
         self.ttl_s = ttl_s if ttl_s is not None else seconds_from_env(TTL_ENV, DEFAULT_TTL_S)
         self.wait_s = wait_s if wait_s is not None else seconds_from_env(WAIT_ENV, DEFAULT_WAIT_S)
         self.token: str | None = None
+        # The lease this committer's locks are taken under (``<directory>/<owner>``):
+        # a lock left behind is broken once that lease is released or taken over.
+        self.lease: str | None = None
         self._mine: set[str] = set()  # tokens this committer took (a release that failed)
         self._seen: tuple[bytes, float] | None = None  # a record, first seen (monotonic)
+        self._lease_read_at = 0.0  # when the seen record's lease was last read (monotonic)
         self._poll = Backoff(first_s=0.005, factor=1.5, cap_s=0.1, jitter=0.5)
 
     @property
@@ -154,8 +190,18 @@ class CommitLock:
         if record is not None and record.token in self._mine:
             return True
         if self._seen is None or self._seen[0] != raw:
-            self._seen = (raw, now)
+            self._seen, self._lease_read_at = (raw, now), now
             return False
+        if (
+            record is not None
+            and record.lease is not None
+            and now - self._lease_read_at >= LEASE_CHECK_S
+        ):
+            self._lease_read_at = now
+            gone = self._lease_gone(record.lease)
+            if gone is not None:
+                log.warning("taking over the commit lock held by %s: %s", record.owner, gone)
+                return True
         ttl = record.ttl_s if record is not None else self.ttl_s
         if now - self._seen[1] < ttl:
             return False
@@ -166,11 +212,44 @@ class CommitLock:
         )
         return True
 
+    def _lease_gone(self, ref: str) -> str | None:
+        """Why the lease ``ref`` no longer stands (its newest record is
+        released, broken or another owner's), or None: it stands, or cannot
+        be read (then the TTL decides, as for any record). Only the record's
+        owner and state are compared, never its expiry: no two clocks."""
+        if not _LEASE_REF.fullmatch(ref):
+            return None  # not a lease this version knows how to read
+        directory, owner = ref.split("/")
+        prefix = self.lake.location.path(directory) + "/"
+        client = self.lake.log.client
+        try:
+            for _ in range(_LEASE_RELISTS):
+                names = [i.path[len(prefix) :] for i in client.list(prefix)]
+                generations = sorted(int(n[6:]) for n in names if _is_generation(n))
+                if not generations:
+                    return f"its lease {ref} has no record left"
+                raw = client.get(f"{prefix}lease-{generations[-1]:020d}")
+                if raw is not None:
+                    break  # else superseded and collected between LIST and GET
+            else:
+                return None
+            doc = json.loads(raw)
+            newest_owner, state = str(doc["owner"]), str(doc.get("state", "held"))
+        except Exception as exc:  # unreadable: the TTL decides
+            log.warning("the commit lock's lease %s not read: %s", ref, exc)
+            return None
+        if newest_owner != owner:
+            return f"its lease {ref} was taken over (generation {generations[-1]}: {state})"
+        if state != "held":
+            return f"its lease {ref} was {state}"
+        return None
+
     def _take(self, state: CatalogView) -> bool:
         token = uuid.uuid4().hex
+        record = LockRecord(token, self.owner, self.ttl_s, self.lease)
         cs = ChangeSet(
             base=state.head,
-            puts=((LOCK_KEY, LockRecord(token, self.owner, self.ttl_s).encode()),),
+            puts=((LOCK_KEY, record.encode()),),
             tables=(LOCK_TABLE,),
             changes_made="commit_lock",
         )

@@ -13,11 +13,14 @@ folder fences the previous one; a fenced folder's next flush raises
 FencedError.
 
 Images (log/images.py) bound truncation too: once any image exists, no slot
-above the newest image's seq is deleted, because an open is the newest image
-plus the slots after it. The newest image's seq only grows, so a seq this
-folder saw earlier is a safe (lower) bound: images are LISTed again only when
-truncation wants past it, at most every IMAGE_RELIST_S (a newer image waits
-that long to free slots; retention, never safety). With no image seen yet,
+at or above the newest image's seq is deleted, because an open is the newest
+image plus the slots after it, and it checks the image against the digest
+of the image's own slot (``catalog/fold_slot.py``, ``Lake.slot_digest``).
+Each fold batch also records that digest beside ``sys/fold``. The newest
+image's seq only grows, so a seq this folder saw earlier is a safe (lower)
+bound: images are LISTed again only when truncation wants past it, at most
+every IMAGE_RELIST_S (a newer image waits that long to free slots;
+retention, never safety). With no image seen yet,
 they are LISTed at every truncation that has something to delete.
 """
 
@@ -30,6 +33,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from slatelake.catalog.fold_slot import SYS_FOLD_SLOT, decode_fold_slot, encode_fold_slot
 from slatelake.catalog.state import (
     SYS_FOLD,
     SYS_FORMAT,
@@ -103,6 +107,9 @@ class Folder:
             self.writer.close()
             raise
         self.seq, self.head = decode_fold(raw)
+        # the folded slot's digest (None: unknown, a lake folded by an older
+        # release): the first unfolded slot must chain to it
+        self._digest: str | None = self._fold_digest()
         self.flushed_seq = self.seq
         self._folded_at: dict[int, float] = {}
         self._started = time.monotonic()
@@ -117,6 +124,13 @@ class Folder:
         except BaseException:
             self.writer.close()
             raise
+
+    def _fold_digest(self) -> str | None:
+        raw = self.writer.get(SYS_FOLD_SLOT)
+        if raw is None:
+            return None
+        at, digest = decode_fold_slot(raw)
+        return digest if at == self.seq else None
 
     def _seed_mark(self) -> None:
         """Give a lake truncated before the mark existed one: the highest slot
@@ -159,7 +173,7 @@ class Folder:
     def fold_once(self, truncate: bool = True) -> FoldReport:
         t0 = time.perf_counter()
         try:
-            tail = read_tail(self.log, self.head, self.seq)
+            tail = read_tail(self.log, self.head, self.seq, cursor_digest=self._digest)
         except StaleViewError as exc:
             raise CorruptionError(
                 f"{self.location.url}: {exc}, yet the store's fold cursor is {self.seq}; "
@@ -185,7 +199,7 @@ class Folder:
                 operations += cs.operations
                 change_sets += 1
             if len(pending) >= self.batch_ops or slot == slots[-1]:
-                self._write(pending, slot, head)
+                self._write(pending, slot, head, tail.digests[slot])
                 self._fault("after_write")
                 pending = {}
                 batches += 1
@@ -226,12 +240,16 @@ class Folder:
                     return
                 pending[key] = None
 
-    def _write(self, pending: dict[bytes, bytes | None], slot: int, head: Head) -> None:
+    def _write(
+        self, pending: dict[bytes, bytes | None], slot: int, head: Head, digest: str
+    ) -> None:
         puts = [(k, v) for k, v in pending.items() if v is not None]
         deletes = [k for k, v in pending.items() if v is None]
         puts.append((SYS_FOLD, encode_fold(slot, head)))
+        # the slot the cursor stands on, by digest: what an image cut here is bound to
+        puts.append((SYS_FOLD_SLOT, encode_fold_slot(slot, digest)))
         self.writer.write(puts, deletes)
-        self.seq, self.head = slot, head
+        self.seq, self.head, self._digest = slot, head, digest
 
     def truncate(self) -> int:
         """Delete slots the rule allows, never the newest; returns how many.
@@ -250,9 +268,9 @@ class Folder:
                 break
             doomed.append(seq)
         if doomed:
-            image_seq = self._image_bound(doomed[-1])
-            if image_seq is not None:
-                doomed = [seq for seq in doomed if seq <= image_seq]
+            image_seq = self._image_bound(doomed[-1] + 1)
+            if image_seq is not None:  # its own slot stays: an open checks the image by it
+                doomed = [seq for seq in doomed if seq < image_seq]
         if not doomed:
             return 0
         self._raise_mark(doomed[-1])
@@ -270,7 +288,7 @@ class Folder:
 
     def note_image(self, seq: int) -> None:
         """An image of slot ``seq`` is stored (the holder wrote it): truncation
-        may go up to it without listing images again."""
+        may go up to the slot below it without listing images again."""
         self._image_seq = seq if self._image_seq is None else max(self._image_seq, seq)
 
     def _image_bound(self, wanted: int) -> int | None:

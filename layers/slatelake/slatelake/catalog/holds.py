@@ -6,11 +6,18 @@ the commit lock, so a hold and an expiry never cross; see
 ``ducklake/commit_flow.py``). The record is read whole: a record that does
 not decode is CorruptionError, never "no holds", because expiring what a
 hold protects cannot be undone.
+
+Each hold also records the files its snapshot read when it was placed
+(``sys/held_files``: hold name -> paths, as DuckLake names them), so no
+cleanup or orphan step deletes one of them whatever the metadata says later
+(a hand-written UPDATE of a file's end snapshot cannot unmake a hold).
 """
 
 from __future__ import annotations
 
+import json
 import unicodedata
+import zlib
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -21,6 +28,9 @@ from slatelake.store.keys import Subspace, encode_key
 HOLDS_KEY = encode_key(Subspace.SYS, 0x06)
 HOLDS_LABEL = "sys/retention_holds"
 _HOLDS_KIND = 0x06
+HELD_FILES_KEY = encode_key(Subspace.SYS, 0x12)
+HELD_FILES_LABEL = "sys/held_files"
+_HELD_FILES_KIND = 0x12
 MAX_NAME_CHARS = 128
 MAX_NOTE_CHARS = 1024
 
@@ -67,6 +77,33 @@ def decode_holds(raw: bytes | None) -> list[Hold]:
         raise CorruptionError(
             f"{HOLDS_LABEL} does not decode ({type(exc).__name__}: {exc}); expiry stays off "
             "until it is rewritten (slatelake protect/unprotect rewrite it)"
+        ) from exc
+
+
+def encode_held_files(files: dict[str, list[str]]) -> bytes:
+    """Hold name -> its snapshot's file paths, compressed (paths of one lake
+    share their directories: 100k paths take a few MB before, far less after)."""
+    doc = {name: sorted(set(paths)) for name, paths in sorted(files.items())}
+    return values.frame(_HELD_FILES_KIND, zlib.compress(json.dumps(doc).encode(), 6))
+
+
+def decode_held_files(raw: bytes | None) -> dict[str, list[str]]:
+    """The recorded file sets; CorruptionError when the record does not decode
+    (a delete it should stop would otherwise go through)."""
+    if raw is None:
+        return {}
+    try:
+        packed = values.unframe(raw, _HELD_FILES_KIND, HELD_FILES_LABEL)
+        doc = json.loads(zlib.decompress(packed))
+        if not isinstance(doc, dict):
+            raise TypeError(f"expected an object, got {type(doc).__name__}")
+        return {str(k): [str(p) for p in v] for k, v in doc.items()}
+    except CorruptionError:
+        raise
+    except (TypeError, ValueError, zlib.error, AttributeError) as exc:
+        raise CorruptionError(
+            f"{HELD_FILES_LABEL} does not decode ({type(exc).__name__}: {exc}); cleanup and "
+            "orphan deletion stay off until it is rewritten (slatelake protect/unprotect)"
         ) from exc
 
 

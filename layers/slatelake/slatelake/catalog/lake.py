@@ -3,8 +3,16 @@
 A handle fences nothing. It reads the store through a ``DbReader`` (which
 writes nothing), replays the log past the store's fold cursor, and commits by
 writing slots. It holds a reader lease so the folder never truncates a slot
-its view still needs. Creating a lake is the one moment a handle opens the
-store writer: to lay down the format stamp and the empty head.
+its view still needs.
+
+It remembers the digest of each recent slot it read or wrote (log/seen.py):
+its commits chain to them (log/changeset.py), its replays check the chain
+against them, and a slot it saw that is later gone with nothing after it,
+or that it wins again, is a cut tail: CorruptionError naming the seq, never
+"no more commits" and never an acknowledged commit at a seq already taken.
+
+Creating a lake is the one moment a handle opens the store writer: to lay
+down the format stamp and the empty head.
 """
 
 from __future__ import annotations
@@ -17,6 +25,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from slatelake.catalog.changes import RowChanges, build_change_set
+from slatelake.catalog.fold_slot import SYS_FOLD_SLOT, decode_fold_slot
 from slatelake.catalog.state import (
     CATALOG_SUBSPACES,
     EMPTY_HEAD,
@@ -43,7 +52,8 @@ from slatelake.log.changeset import ChangeSet, Head, KeySelection
 from slatelake.log.committer import Committed, Committer
 from slatelake.log.leases import LeaseBook, ReaderLease
 from slatelake.log.replay import Tail, read_key_tail, read_tail
-from slatelake.log.slots import SlotLog
+from slatelake.log.seen import SeenSlots
+from slatelake.log.slots import SlotLog, slot_digest
 from slatelake.store.db import StoreReader, open_reader, open_writer, store_exists
 from slatelake.store.keys import Subspace
 from slatelake.store.location import LakeLocation
@@ -88,6 +98,8 @@ class Lake:
         # (seq, monotonic time): the log was seen to end at seq then (no slot after it)
         self._looked: tuple[int, float] | None = None
         self._looker: ThreadPoolExecutor | None = None  # ``look_beside``'s worker
+        # the slots this handle read or wrote: its commits chain to them
+        self.seen = SeenSlots(self.log)
 
     # -- lifecycle -------------------------------------------------------
     @classmethod
@@ -195,23 +207,54 @@ class Lake:
         for sub in CATALOG_SUBSPACES:
             for batch in reader.scan_prefix_batches(bytes((sub,))):
                 state.load(batch)
-        tail = self._read_tail(head, seq)  # StaleViewError: truncated under this view
+        folded = reader.get(SYS_FOLD_SLOT)  # the folded slot's digest: the chain's start
+        at, digest = decode_fold_slot(folded) if folded is not None else (-1, "")
+        # StaleViewError: truncated under this view
+        tail = self._read_tail(head, seq, digest if at == seq else None)
         for slot, cs in tail.applied:
             state.apply(cs, slot)
         state.last_seq = tail.last_seq
         return state
 
-    def tail_after(self, head: Head, seq: int) -> Tail:
-        """The log past a view at ``(head, seq)`` (a catalog image's), its
-        slots pinned by this handle's reader lease. StaleViewError when the
-        folder already truncated slots the view needs."""
-        self._renew_reader_lease(seq)
-        return self._read_tail(head, seq)
+    def slot_digest(self, seq: int) -> str | None:
+        """The digest (``log.slots.slot_digest``) of slot ``seq`` as the log
+        holds it: the slot itself while it is retained, else the store's
+        fold-slot record when the fold cursor stands on it; None when neither
+        can say (truncated, and the fold moved on). What a catalog image cut
+        at ``seq`` is checked against before it is trusted."""
+        raw = self.log.read_raw(seq)
+        if raw is not None:
+            return slot_digest(raw)
+        stored = self.reader().get(SYS_FOLD_SLOT)
+        if stored is not None:
+            at, digest = decode_fold_slot(stored)
+            if at == seq:
+                return digest
+        return None
 
-    def _read_tail(self, head: Head, seq: int) -> Tail:
-        """The log past ``seq``, noting when its end was seen (``_pinned``)."""
+    def tail_after(self, head: Head, seq: int, digest: str | None = None) -> Tail:
+        """The log past a view at ``(head, seq)`` (a catalog image's, whose
+        slot has ``digest``), its slots pinned by this handle's reader lease.
+        StaleViewError when the folder already truncated slots the view needs;
+        CorruptionError when the log ends below the store's fold cursor (its
+        newest slots were cut: the folder never deletes the newest)."""
+        self._renew_reader_lease(seq)
+        folded, _ = self._fold(self.reader())  # before the listing: it must reach it
+        return self._read_tail(head, seq, digest, reached=folded)
+
+    def _read_tail(self, head: Head, seq: int, digest: str | None = None, reached: int = 0) -> Tail:
+        """The log past ``seq``, noting when its end was seen (``_pinned``),
+        checked against the slots this handle saw before (log/seen.py).
+        ``digest``: slot ``seq``'s as the view has it (the store's fold
+        record, an image's binding); ``reached``: a seq the log is known to
+        have reached (the store's fold cursor, read before the listing)."""
         looked = time.monotonic()
-        tail = read_tail(self.log, head, seq)
+        known = digest or self.seen.digest(seq)
+        tail = read_tail(self.log, head, seq, cursor_digest=known)
+        found = dict(tail.digests)
+        if known is not None:
+            found[seq] = known  # what the next commit chains to
+        self.seen.check_tail(seq, tail.last_seq, found, reached)
         self._saw_end(tail.last_seq, looked)
         return tail
 
@@ -415,7 +458,12 @@ class Lake:
     def commit_change_set(self, state: CatalogView, cs: ChangeSet) -> Committed:
         self._writable()
         looked = time.monotonic()
-        committed = self.committer.commit(cs, state.last_seq + 1, pinned=self._pinned)
+        high = self.seen.high
+        committed = self.committer.commit(
+            cs, state.last_seq + 1, pinned=self._pinned, chain=self.seen.chain
+        )
+        # a seq this handle saw taken is never acknowledged again
+        self.seen.check_won(committed.seq, high, cs.txn_id)
         # the slot was absent at ``looked``, so no slot after it existed then
         self._saw_end(committed.seq, looked)
         if committed.seq == state.last_seq + 1:

@@ -2,7 +2,10 @@
 
 ``maintain`` exits 4 when the pass did not finish cleanly (a step failed, or
 the pass lost its lease to another process), so a cron job or CI step sees
-it. ``status`` never fails on a damaged status record: it prints what could
+it. SIGTERM or SIGINT ends the pass at its next step or table boundary: it
+records its status, releases its lease and exits 143 (SIGTERM) or 130
+(SIGINT); a second signal exits at once with that status (cli/stopping.py).
+``status`` never fails on a damaged status record: it prints what could
 be read and a warning on stderr, and the next pass rewrites the record.
 
 ``maintain --operations flush,merge --table s.t`` limits a pass to some
@@ -33,6 +36,7 @@ from slatelake.cli.arguments import (
     wait_seconds,
 )
 from slatelake.cli.common import caller, parse_kv, print_report
+from slatelake.cli.stopping import SignalStop, stop_on_signals
 
 EXIT_STEP_FAILED = 4
 SHOWN = 20  # plan entries printed per step without --json
@@ -40,21 +44,38 @@ EXIT_STATUSES = (
     "exit status: 0 the pass ran (every step ran or was skipped); 1 an error (e.g. "
     "another pass is running and --wait ran out, or no such --table); 2 a misconfigured "
     "option, --operations or --table; 3 fenced; "
-    "4 a step failed or the pass lost its lease (the report says which)"
+    "4 a step failed or the pass lost its lease (the report says which); 130 (SIGINT) or "
+    "143 (SIGTERM): stopped by the signal at a step boundary, status recorded and lease "
+    "released (a second signal exits at once, the lease then lapses within its TTL)"
 )
 
 
 def _cmd_maintain(args: argparse.Namespace) -> int:
+    with stop_on_signals("maintain") as signalled:
+        try:
+            code = _maintain(args, signalled)
+        except Exception as exc:
+            if signalled.exit_status is None:
+                raise
+            # stopped before the pass began (waiting for the lease): the signal's status
+            why = f"{type(exc).__name__}: {exc}"
+            print(f"slatelake maintain: stopped ({signalled.name}): {why}", file=sys.stderr)
+            return signalled.exit_status
+    return code if signalled.exit_status is None else signalled.exit_status
+
+
+def _maintain(args: argparse.Namespace, signalled: SignalStop) -> int:
     from slatelake import maintenance
 
     if args.threshold:
-        return _threshold(args)
+        return _threshold(args, signalled)
     options = parse_kv(args.option)
     report = maintenance.run(
         args.lake,
         options,
         data_path=args.data_path,
         wait_s=args.wait,
+        stop=signalled.event,
         operations=args.operations,
         table=args.table,
         schema=args.schema,
@@ -78,7 +99,7 @@ def _cmd_maintain(args: argparse.Namespace) -> int:
     return EXIT_STEP_FAILED
 
 
-def _threshold(args: argparse.Namespace) -> int:
+def _threshold(args: argparse.Namespace, signalled: SignalStop) -> int:
     """The threshold trigger: a run per table whose small files call for one."""
     from slatelake import MaintenanceConfigError, maintenance
 
@@ -98,7 +119,9 @@ def _threshold(args: argparse.Namespace) -> int:
             "--threshold takes its steps and tables from the lake's policy; "
             f"drop {', '.join(given)}"
         )
-    found = maintenance.run_threshold(args.lake, wait_s=args.wait, by=caller())
+    found = maintenance.run_threshold(
+        args.lake, wait_s=args.wait, stop=signalled.event, by=caller()
+    )
     if args.json:
         print(json.dumps(found.to_dict()))
     elif not found.due:

@@ -3,7 +3,9 @@
 A policy kept on the lake tells every runner (``maintain``, the holder's
 scheduler, the Lambda's schedule) what to do without options; options given
 to a run override it. Nothing destructive happens until the lake's policy is
-enabled (``policy set LAKE --enabled``).
+enabled (``policy set LAKE --enabled``). A schema's or table's policy is
+kept under DuckLake's id for it: it follows the table through a rename, ends
+when the table is dropped, and is shown under the table's current name.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ _BOOLEANS = {
     "enabled": "the master switch (false by default; the lake's value gates every scope)",
     "compaction": "merge small files and rewrite files with many deletes (true)",
     "flush_inlined": "flush inlined rows to Parquet (true)",
+    "orphan_age_floor_override": "allow an --orphan-min-age under the one-hour floor: only when "
+    "no write can be in flight, whose new files the orphan step would delete (false)",
 }
 _VALUES = {
     "retention": ("DURATION", "expire snapshots older than this (7 days)"),
@@ -26,7 +30,10 @@ _VALUES = {
     "small_file_min_count": ("N", "files under the target before a threshold run (12)"),
     "rewrite_delete_threshold": ("FRACTION", "deleted-row fraction that rewrites a file (0.2)"),
     "cleanup_grace": ("DURATION", "delete expired files this long after expiry (1 day)"),
-    "orphan_min_age": ("DURATION", "delete orphaned files older than this (1 day)"),
+    "orphan_min_age": (
+        "DURATION",
+        "delete orphaned files older than this (1 day; at least 1h without the override)",
+    ),
 }
 
 

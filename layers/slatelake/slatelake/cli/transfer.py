@@ -1,10 +1,13 @@
-"""Transfer verbs: ``export`` (a lake to a stock DuckLake catalog file) and
-``import`` (a stock DuckLake catalog file to a new lake).
+"""Transfer verbs: ``export`` (a lake to a stock DuckLake catalog file),
+``import`` (a stock DuckLake catalog file to a new lake) and
+``release-borrowed`` (files an import borrowed, given back to cleanup).
 
-Both check LAKE (and ``--data-path``) at argument parsing, exit 2, before
-any file or lake is touched; a refusal later (an existing target, a file
-that is not a DuckLake catalog) exits 1 naming it. ``--json`` prints one
-object with the counts.
+All check LAKE (and ``--data-path``, ``--copy-data``) at argument parsing,
+exit 2, before any file or lake is touched; a refusal later (an existing
+target, a file that is not a DuckLake catalog, a catalog that breaks
+DuckLake's rules, a path that is not borrowed) exits 1 naming it. ``--json``
+prints one object. Both ``export`` and a borrowing ``import`` say that the
+two catalogs share data files, and what that means for later cleanups.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ import argparse
 from typing import Any
 
 from slatelake.cli.arguments import data_path, lake_url, lake_verb
-from slatelake.cli.common import print_json
+from slatelake.cli.common import caller, print_json
 
 
 def _local_file(what: str) -> Any:
@@ -46,13 +49,16 @@ def _cmd_export(args: argparse.Namespace) -> int:
     )
     print(f"data path: {report.data_path}")
     print(f"read it with stock DuckDB: {admin.attach_statement(report.path)}")
+    print(f"note: {report.warning}")
     return 0
 
 
 def _cmd_import(args: argparse.Namespace) -> int:
     from slatelake import admin
 
-    report = admin.import_catalog(args.catalog, args.lake, data_path=args.data_path)
+    report = admin.import_catalog(
+        args.catalog, args.lake, data_path=args.data_path, copy_data=args.copy_data
+    )
     if args.json:
         print_json(report.to_dict())
         return 0
@@ -60,6 +66,29 @@ def _cmd_import(args: argparse.Namespace) -> int:
         f"imported {report.source} ({report.kind}) into {report.lake} at snapshot "
         f"{report.snapshot_id} ({len(report.tables)} tables, {report.rows} rows, "
         f"{report.keys} stored keys, {report.seconds:.2f}s); data path {report.data_path}"
+    )
+    if report.copied_files:
+        print(
+            f"copied {report.copied_files} files ({report.copied_bytes} bytes) from "
+            f"{report.source_data_path}; the lake's files are its own"
+        )
+    if report.warning:
+        print(f"note: {report.warning}")
+    return 0
+
+
+def _cmd_release_borrowed(args: argparse.Namespace) -> int:
+    from slatelake import maintenance
+
+    done = maintenance.release_borrowed(
+        args.lake, args.paths or None, everything=args.all, by=caller()
+    )
+    if args.json:
+        print_json(done.to_dict())
+        return 0
+    print(
+        f"released {len(done.released)} borrowed files of {done.lake}; {done.remaining} "
+        "remain borrowed (cleanup and orphan steps may now delete the released ones)"
     )
     return 0
 
@@ -74,7 +103,9 @@ def register(sub: Any) -> None:
         "catalog's data path: a local one as a plain absolute path, an s3:// one as is). "
         "Plain DuckDB with the ducklake extension attaches 'ducklake:FILE' and reads or "
         "writes it. An existing FILE is refused, never replaced; a failure leaves no file. "
-        "Equality indexes are slatelake's own and are not exported.",
+        "Equality indexes are slatelake's own and are not exported. The export shares the "
+        "lake's data files: a later cleanup or orphan pass in the lake may delete files it "
+        "references, so copy them to keep it readable.",
     )
     p.add_argument(
         "file",
@@ -88,10 +119,15 @@ def register(sub: Any) -> None:
         help="Lay down a new lake from a stock DuckLake catalog file.",
         description="Lay down a new lake from a stock DuckLake 1.0 catalog in a DuckDB file, "
         "or a SQLite file (read with the pinned duckdb-extension-sqlite-scanner wheel). "
-        "Every row, snapshot and file reference is kept; the data files stay where the "
-        "catalog's data path says (or --data-path, if they moved). LAKE must be an empty "
-        "root. A table slatelake does not know or a catalog version it does not support is "
-        "refused, naming it.",
+        "Every row, snapshot and file reference is kept. First the catalog is checked "
+        "against DuckLake's rules (every file inside the data path and present with its "
+        "size, no negative size or count, no dangling id, legal names), and refused, "
+        "naming each bad row, before anything is written. With --copy-data the files are "
+        "copied to a data path of the lake's own; without it they stay where the catalog's "
+        "data path says (or --data-path, if they moved) and are recorded as borrowed: no "
+        "cleanup or orphan step of the new lake deletes them until `slatelake "
+        "release-borrowed` releases them. LAKE must be an empty root. A table slatelake "
+        "does not know or a catalog version it does not support is refused, naming it.",
     )
     p.set_defaults(func=_cmd_import)
     p.add_argument(
@@ -108,4 +144,31 @@ def register(sub: Any) -> None:
         help="where the data files are now (absolute path or s3:// URL), replacing the "
         "catalog's data path; must not overlap LAKE",
     )
+    p.add_argument(
+        "--copy-data",
+        metavar="DEST",
+        type=data_path,
+        help="copy every data and delete file to DEST (an empty absolute path or s3:// URL "
+        "apart from LAKE and the source's data path), which becomes the lake's data path; "
+        "the source catalog's files are then never touched by the new lake",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object with the counts")
+    p = lake_verb(
+        sub,
+        "release-borrowed",
+        _cmd_release_borrowed,
+        "Release data files an import borrowed from its source catalog: cleanup and orphan "
+        "steps may then delete them. Release them only once the source catalog no longer "
+        "reads them (it was dropped, or its files were copied). A path that is not borrowed "
+        "is refused and nothing is released. The release is in the audit log.",
+    )
+    what = p.add_mutually_exclusive_group(required=True)
+    what.add_argument("--all", action="store_true", help="release every borrowed file")
+    what.add_argument(
+        "paths",
+        metavar="PATH",
+        nargs="*",
+        default=[],
+        help="a borrowed file, as the import recorded it (an absolute local path or s3:// URL)",
+    )
+    p.add_argument("--json", action="store_true", help="print what was released as JSON")

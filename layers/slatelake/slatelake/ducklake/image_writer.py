@@ -7,7 +7,8 @@ session uses (``tables.create_sql``, ``load_inline_table``): the file is a
 valid stock DuckLake catalog, and nothing else is in ``main``. Schema
 ``slatelake`` holds what only slatelake reads: ``image`` (one row: the image
 FORMAT, the folded slot's seq and head, when and from which lake it was
-written) and ``index`` (the ``slatelake_index`` rows, registry.OWN_TABLES).
+written, and ``slot_digest``: the digest of that slot, which binds the image
+to the log) and ``index`` (the ``slatelake_index`` rows, registry.OWN_TABLES).
 The ``format`` column of ``slatelake.image`` is forever: a reader checks it
 before anything else and refuses a newer format (FormatError).
 
@@ -18,6 +19,14 @@ manifest mid-read) the file is rebuilt (StaleViewError after three moves).
 The write holds a reader lease at that seq, so the folder keeps every slot
 after it (an open is the image plus the slots after it) until the image is
 listed.
+
+The slot's digest comes from the store's fold-slot record
+(``catalog/fold_slot.py``, written with ``sys/fold``), else from the slot in
+the log; with neither (a lake last folded by an older release whose slot is
+truncated) no image is written until the next fold. An image at seq 0 (an
+imported lake, no slot) records the empty digest. Images written before the
+binding have no ``slot_digest`` column: ``ImageRecord.slot_digest`` is None
+and an open does not trust them (``ducklake/opening.py`` says why).
 """
 
 from __future__ import annotations
@@ -36,6 +45,7 @@ from typing import Any, Protocol
 import duckdb
 
 from slatelake.catalog import registry
+from slatelake.catalog.fold_slot import SYS_FOLD_SLOT, decode_fold_slot
 from slatelake.catalog.rows import Row, decode_entry, table_of_key
 from slatelake.catalog.state import CATALOG_SUBSPACES, EMPTY_HEAD, SYS_FOLD, decode_fold
 from slatelake.ducklake import extensions
@@ -50,6 +60,7 @@ from slatelake.errors import CorruptionError, FormatError, NotFoundError, StaleV
 from slatelake.log.changeset import Head
 from slatelake.log.images import ImageBook, ImageInfo, now_us
 from slatelake.log.leases import LeaseBook, ReaderLease
+from slatelake.log.slots import SlotLog, slot_digest
 from slatelake.store.db import open_reader, store_exists
 from slatelake.store.keys import Subspace
 from slatelake.store.location import LakeLocation
@@ -89,6 +100,9 @@ class ImageRecord:
     head: Head  # that slot's head
     written_at_us: int
     lake: str  # the lake URL it was written from
+    # ``slot_digest`` of the slot at ``seq`` ("" at seq 0: no slot); None in an
+    # image written before images were bound to the log
+    slot_digest: str | None = None
 
 
 @dataclass(frozen=True)
@@ -109,6 +123,21 @@ def _fold_of(source: Source, where: str) -> tuple[int, Head]:
     if raw is None:
         raise CorruptionError(f"{where}: the store has no fold cursor")
     return decode_fold(raw)
+
+
+def _bound_digest(source: Source, seq: int, log: SlotLog | None) -> str | None:
+    """The digest of slot ``seq`` (the fold cursor's) an image cut there
+    records: the store's fold-slot record, else the slot itself in the log;
+    None when neither has it."""
+    if seq == 0:
+        return ""
+    raw = source.get(SYS_FOLD_SLOT)
+    if raw is not None:
+        at, digest = decode_fold_slot(raw)
+        if at == seq:
+            return digest
+    slot = log.read_raw(seq) if log is not None else None
+    return None if slot is None else slot_digest(slot)
 
 
 def write_image(
@@ -143,7 +172,7 @@ def write_image(
         # A lake with no DuckLake catalog folded has nothing to image; an
         # imported lake has one at fold cursor 0 (its rows were laid down folded).
         empty = head == EMPTY_HEAD
-        if empty or (newest is not None and newest.seq >= seq):
+        if empty or (newest is not None and newest.seq >= seq and _bound(book, newest)):
             reason = (
                 f"nothing is folded yet: `slatelake fold {location.url} --image` folds the "
                 "log and writes one"
@@ -154,7 +183,12 @@ def write_image(
         lease.hold(seq)  # the slots after the image stay until it is listed
         scratch = Path(tempfile.mkdtemp(prefix="slatelake-image-", dir=dest_dir))
         local = scratch / f"image-{uuid.uuid4().hex}.duckdb"
-        record, rows = write_image_file(local, reader, location.url)
+        try:
+            record, rows = write_image_file(
+                local, reader, location.url, SlotLog(location, book.client)
+            )
+        except NotFoundError as exc:  # no digest for the fold cursor's slot
+            return ImageWrite(seq, head, False, newest, time.perf_counter() - t0, 0, str(exc))
         info = book.put(record.seq, local)
         seconds = time.perf_counter() - t0
         log.info(
@@ -177,12 +211,36 @@ def write_image(
                 reader.close()  # type: ignore[union-attr]
 
 
-def write_image_file(path: Path, source: Source, lake_url: str) -> tuple[ImageRecord, int]:
+def _bound(book: ImageBook, info: ImageInfo) -> bool:
+    """Whether the image ``info`` records the digest of its slot: one that
+    does not (written before images were bound to the log) is replaced even
+    at the same seq, since no open trusts it."""
+    with tempfile.TemporaryDirectory(prefix="slatelake-image-") as scratch:
+        try:
+            local = book.fetch(info, Path(scratch))
+            return check_image(info, local).slot_digest is not None
+        except (CorruptionError, FormatError, NotFoundError):
+            return False
+
+
+def write_image_file(
+    path: Path, source: Source, lake_url: str, log: SlotLog | None = None
+) -> tuple[ImageRecord, int]:
     """Build the image file at ``path`` from ``source`` at its fold cursor;
     returns its record and its row count. Rebuilt when the fold moved during
-    the read; StaleViewError after FOLD_MOVED_RETRIES moves."""
+    the read; StaleViewError after FOLD_MOVED_RETRIES moves. ``log`` is asked
+    for the fold cursor's slot when the store has no digest of it;
+    NotFoundError when neither has it."""
     for _ in range(FOLD_MOVED_RETRIES):
         seq, head = _fold_of(source, lake_url)
+        digest = _bound_digest(source, seq, log)
+        if digest is None:
+            raise NotFoundError(
+                f"{lake_url}: the store records no digest of slot {seq}, its fold cursor (it "
+                "was folded by an older slatelake), and the slot is truncated, so an image "
+                "cut there could not be checked against the log; the next fold records it "
+                f"(`slatelake fold {lake_url}`), then write the image"
+            )
         path.unlink(missing_ok=True)
         con = extensions.connect()
         try:
@@ -192,7 +250,7 @@ def write_image_file(path: Path, source: Source, lake_url: str) -> tuple[ImageRe
             rows = _fill(con, source)
             if _fold_of(source, lake_url) != (seq, head):
                 continue  # moved mid-read: the rows may straddle two folds
-            record = ImageRecord(IMAGE_FORMAT, seq, head, now_us(), lake_url)
+            record = ImageRecord(IMAGE_FORMAT, seq, head, now_us(), lake_url, digest)
             _write_record(con, record)
             con.execute(f"DETACH {ident(_DB)}")  # checkpoints: one self-contained file
         finally:
@@ -271,12 +329,12 @@ def _write_record(con: duckdb.DuckDBPyConnection, record: ImageRecord) -> None:
         "format INTEGER NOT NULL, seq BIGINT NOT NULL, "
         "snapshot_id BIGINT NOT NULL, batch_seq BIGINT NOT NULL, "
         "written_at TIMESTAMP WITH TIME ZONE NOT NULL, lake VARCHAR NOT NULL, "
-        "writer VARCHAR NOT NULL)"
+        "writer VARCHAR NOT NULL, slot_digest VARCHAR NOT NULL)"
     )
     run(
         con,
         f"INSERT INTO {ident(_DB)}.{ident(IMAGE_SCHEMA)}.{ident(RECORD_TABLE)} "
-        "VALUES (?, ?, ?, ?, make_timestamptz(?), ?, ?)",
+        "VALUES (?, ?, ?, ?, make_timestamptz(?), ?, ?, ?)",
         [
             record.format,
             record.seq,
@@ -285,6 +343,7 @@ def _write_record(con: duckdb.DuckDBPyConnection, record: ImageRecord) -> None:
             record.written_at_us,
             record.lake,
             WRITER,
+            record.slot_digest,
         ],
     )
 
@@ -312,16 +371,21 @@ def read_image_record(con: duckdb.DuckDBPyConnection, db: str) -> ImageRecord:
             f"database {db!r}: catalog image format {version} is newer than this slatelake "
             f"reads ({IMAGE_FORMAT}); upgrade slatelake to use it"
         )
+    table = f"{ident(db)}.{ident(IMAGE_SCHEMA)}.{ident(RECORD_TABLE)}"
     try:
+        columns = {d[0] for d in con.execute(f"SELECT * FROM {table} LIMIT 0").description}
+        bound = "slot_digest" if "slot_digest" in columns else "NULL"  # older: unbound
         row = con.execute(
-            "SELECT seq, snapshot_id, batch_seq, epoch_us(written_at), lake "
-            f"FROM {ident(db)}.{ident(IMAGE_SCHEMA)}.{ident(RECORD_TABLE)}"
+            "SELECT seq, snapshot_id, batch_seq, epoch_us(written_at), lake, "
+            f"{bound} FROM {table}"
         ).fetchone()
     except duckdb.Error as exc:
         raise CorruptionError(f"database {db!r}: the image record is unreadable ({exc})") from None
     assert row is not None  # one row, counted above
-    seq, snap, bseq, written, lake = row
-    return ImageRecord(version, seq, Head(snap, bseq), written, lake)
+    seq, snap, bseq, written, lake, digest = row
+    if digest is not None and not isinstance(digest, str):
+        raise CorruptionError(f"database {db!r}: the image record's slot_digest is not text")
+    return ImageRecord(version, seq, Head(snap, bseq), written, lake, digest)
 
 
 def check_image(info: ImageInfo, local: Path) -> ImageRecord:

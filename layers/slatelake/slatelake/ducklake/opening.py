@@ -7,11 +7,24 @@ lazily, so opening costs a file copy, not a load. The slots after the
 image's seq are then applied in SQL (a few statements per table). DuckLake's
 working copy is a second copy of the same file with the same tail applied.
 
+An image is bound to the log: it records the digest of the slot it was cut
+at, and it is trusted only when that is the digest of the slot the log holds
+at that seq (``Lake.slot_digest``: the slot, or the store's record of the
+slot its fold cursor stands on). An image relabelled as another slot (an
+old catalog under a newer seq, its own checksum recomputed) would hide every
+commit in between; it fails here instead. An image written before the
+binding records no digest and is not trusted either: anyone able to write
+``images/`` can write that older form as easily, and refusing it costs only
+opens from the store until the holder's next image (``slatelake image``
+writes one now). An image at seq 0 (an imported lake) has no slot to check:
+a relabel to seq 0 replays every retained slot over the image, which a
+change set applied twice leaves as it was, or finds the log truncated.
+
 Any image that cannot serve (missing, truncated, of a newer format, failing
-its checksum, or older than what the log still holds) is skipped with a
-warning naming it; with none left the open reads the store as before
-(``Lake.materialize``), so an image never gives a wrong answer, only a
-faster right one.
+its checksum, not bound to the slot the log holds, or older than what the
+log still holds) is skipped with a warning naming it; with none left the
+open reads the store as before (``Lake.materialize``), so an image never
+gives a wrong answer, only a faster right one.
 """
 
 from __future__ import annotations
@@ -32,12 +45,13 @@ from slatelake.ducklake.extensions import TEMP_DIRECTORY_ENV
 from slatelake.ducklake.image_writer import (
     IMAGE_SCHEMA,
     INDEX_TABLE,
+    ImageRecord,
     check_image,
     read_image_record,
 )
 from slatelake.ducklake.sql import ident, literal
-from slatelake.errors import SlatelakeError
-from slatelake.log.images import ImageBook
+from slatelake.errors import CorruptionError, SlatelakeError
+from slatelake.log.images import ImageBook, ImageInfo
 
 log = logging.getLogger("slatelake.session")
 
@@ -66,7 +80,9 @@ def _from_newest_image(
     downloads = workdir / "images"
     downloads.mkdir(exist_ok=True)
     try:
-        found = book.newest_valid(downloads, check=check_image)
+        found = book.newest_valid(
+            downloads, check=lambda info, local: check_bound(lake, info, local)
+        )
     except SlatelakeError as exc:  # the LIST itself failed: the store serves
         log.warning(
             "catalog images of %s not listed (%s); opening from the store", lake.location.url, exc
@@ -88,6 +104,39 @@ def _from_newest_image(
         return None
 
 
+def check_bound(lake: Lake, info: ImageInfo, local: Path) -> ImageRecord:
+    """``check_image``, then the image's slot digest against the log's slot at
+    its seq (module docstring); CorruptionError naming the image when it is
+    not the image of that slot, or cannot be shown to be."""
+    record = check_image(info, local)
+    if record.slot_digest is None:
+        raise CorruptionError(
+            f"catalog image {info.url} was written before images were bound to the log "
+            "(it records no slot digest), so it cannot be checked and is not trusted; "
+            f"`slatelake image {lake.location.url}` writes one that can"
+        )
+    if record.seq == 0:
+        if record.slot_digest:
+            raise CorruptionError(
+                f"catalog image {info.url} is at seq 0 (no slot) but records a slot digest"
+            )
+        return record
+    held = lake.slot_digest(record.seq)
+    if held is None:
+        raise CorruptionError(
+            f"catalog image {info.url}: slot {record.seq} it was cut at is truncated and the "
+            "store's fold cursor has moved past it, so the image cannot be checked against "
+            "the log"
+        )
+    if held != record.slot_digest:
+        raise CorruptionError(
+            f"catalog image {info.url} records slot {record.seq} with digest "
+            f"{record.slot_digest}, but {lake.log.describe(record.seq)} has digest {held}: "
+            "the image is not of that slot (relabelled, or the slot was rewritten)"
+        )
+    return record
+
+
 def _from_image(
     lake: Lake, con: duckdb.DuckDBPyConnection, db: str, image: Path, workdir: Path
 ) -> DuckState:
@@ -97,7 +146,8 @@ def _from_image(
     state = DuckState(con, db, record.head, record.seq)
     state.source = f"image at slot {record.seq}"
     state.list_inline_names()  # before DuckLake attaches, while listing is cheap
-    tail = lake.tail_after(record.head, record.seq)  # StaleViewError: truncated past it
+    # StaleViewError: truncated past it; the first slot after must chain to the image's
+    tail = lake.tail_after(record.head, record.seq, record.slot_digest or None)
     state.apply_tail(tail.applied)
     state.last_seq = tail.last_seq
     state.image_file = image  # DuckLake's copy starts from the same file, same tail

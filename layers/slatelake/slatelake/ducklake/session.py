@@ -327,18 +327,31 @@ class Session(StatementFlow):
         self.con.execute("BEGIN TRANSACTION")
         self._in_txn, self._txn_failed, self._txn_maintains = True, False, False
         try:
+            try:
+                yield self
+            except BaseException:
+                self._end_failed_transaction()
+                raise
+            if self._txn_failed or self._aborted():  # a lazy read may have failed at fetch
+                self._end_failed_transaction()
+                raise MisconfigurationError(
+                    "a statement in this transaction failed, so the transaction was rolled back "
+                    "and nothing was committed; run it again"
+                )
+            self._in_txn = False
+            self._commit_transaction()
+        finally:
+            self._unmark_write()
+
+    @contextmanager
+    def writing_metadata(self) -> Iterator[Session]:
+        """Let the block's statements write the session's own metadata
+        databases (maintenance's own bookkeeping; tests of capture)."""
+        before, self.metadata_writes = self.metadata_writes, True
+        try:
             yield self
-        except BaseException:
-            self._end_failed_transaction()
-            raise
-        if self._txn_failed or self._aborted():  # a lazy read may have failed at fetch
-            self._end_failed_transaction()
-            raise MisconfigurationError(
-                "a statement in this transaction failed, so the transaction was rolled back and "
-                "nothing was committed; run it again"
-            )
-        self._in_txn = False
-        self._commit_transaction()
+        finally:
+            self.metadata_writes = before
 
     @contextmanager
     def on_connection_of_its_own(self) -> Iterator[Session]:

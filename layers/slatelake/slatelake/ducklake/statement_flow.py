@@ -22,7 +22,7 @@ import duckdb
 
 from slatelake.ducklake import indexes
 from slatelake.ducklake import statements as stmt
-from slatelake.ducklake.commit_flow import CommitFlow, log
+from slatelake.ducklake.commit_flow import BASE_DB, META_DB, CommitFlow, log
 from slatelake.ducklake.results import Results, in_scope
 from slatelake.errors import (
     CommitLockBusyError,
@@ -32,6 +32,7 @@ from slatelake.errors import (
 )
 
 _ST = duckdb.StatementType
+_INTERNAL = frozenset({META_DB.lower(), BASE_DB.lower()})
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,11 @@ class StatementFlow(CommitFlow):
     _raw_txn: bool
     _txn_failed: bool
     _results: Results
+    # Whether statements may write the session's own metadata databases by
+    # hand (tests of capture and DuckLake's own test files do; a user's
+    # hand-written change could unmake what a retention hold keeps).
+    metadata_writes: bool = False
+    _write_marked: bool = False  # this session's reader lease says it is writing
 
     def refresh(self) -> None:
         raise NotImplementedError  # Session: bring the session to the log's head
@@ -61,15 +67,55 @@ class StatementFlow(CommitFlow):
     def _statements(
         self, query: str, params: Any, writes: bool | None, frame: FrameType, pending: bool
     ) -> Any:
+        try:
+            return self._statement(query, params, writes, frame, pending)
+        finally:
+            if self._write_marked and not self._in_txn:
+                self._unmark_write()
+
+    def _mark_write(self) -> None:
+        """Before a write's first data file can land: the session's reader
+        lease says it is writing, so the orphan step spares what it writes."""
+        if not self._write_marked:
+            self.lake.lease.begin_write(self.state.last_seq)
+            self._write_marked = True
+
+    def _unmark_write(self) -> None:
+        if self._write_marked:
+            self._write_marked = False
+            self.lake.lease.end_write()
+
+    def _refuse_metadata_write(self, query: str, types: set[Any]) -> None:
+        """A statement that may write, or a USE/SET, naming the session's own
+        metadata databases is refused: DuckLake's statements and functions
+        are the way to change a lake (a hand-written UPDATE of a file's end
+        snapshot would unmake what a retention hold keeps)."""
+        writes = bool(types - stmt.READ_TYPES)
+        if not (writes or _ST.SET in types):
+            return
+        named = stmt.names_any(query, _INTERNAL, strings=not writes)
+        if named is not None:
+            raise ReadOnlyError(
+                f"{named} holds this session's copy of the lake's DuckLake metadata, which "
+                "statements only read: change the lake with SQL on its tables and DuckLake's "
+                "functions (a hand-written change to the metadata could remove files a retention "
+                "hold keeps); SELECT from it to inspect"
+            )
+
+    def _statement(
+        self, query: str, params: Any, writes: bool | None, frame: FrameType, pending: bool
+    ) -> Any:
         parsed = stmt.parse(query)
         if params is None and len(parsed) > 1 and all(st.query.strip() for st in parsed):
             result = None
             for st in parsed:
-                result = self._statements(st.query, None, writes, frame, pending)
+                result = self._statement(st.query, None, writes, frame, pending)
             return result
         types = {st.type for st in parsed}
         if writes:
             types = types | {_ST.CALL}
+        if not self.metadata_writes:
+            self._refuse_metadata_write(query, types)
         if self.read_only:
             refused = sorted(t.name for t in types - stmt.READ_TYPES - {_ST.CALL, _ST.TRANSACTION})
             if refused:
@@ -88,6 +134,8 @@ class StatementFlow(CommitFlow):
         # A read can still change the catalog through a DuckLake table function
         # (SELECT * FROM ducklake_expire_snapshots(...)): treat those as writes.
         may_write = bool(types - stmt.READ_TYPES) or "ducklake_" in query.lower()
+        if may_write and not (self.read_only or types <= stmt.NOT_LAKE_WRITES):
+            self._mark_write()
         look = None
         if not self._in_txn:
             if may_write and self._looks_beside(query, types):

@@ -52,6 +52,53 @@ def described(query: str, types: set[Any]) -> str:
     return " ".join(sorted(t.name for t in types - {ST.CALL})) or "statement"
 
 
+def names_any(query: str, names: frozenset[str], strings: bool) -> str | None:
+    """The first of ``names`` (lower case) the statement names as an
+    identifier, quoted or not, in any case (DuckDB resolves catalog names
+    case-insensitively), or with ``strings`` inside a string constant as one
+    part of a dotted or comma-separated list (``SET search_path = 'x.main'``).
+    Comments and other strings name nothing. None: none named."""
+    try:
+        tokens = duckdb.tokenize(query)
+    except duckdb.Error:
+        return None  # DuckDB's parser then refuses it itself
+    kinds = duckdb.token_type
+    for start, kind in tokens:
+        if kind == kinds.identifier:
+            parts = [_token(query, start, '"')]
+        elif strings and kind == kinds.string_const:
+            parts = re.split(r"[.,]", _token(query, start, "'"))
+        else:
+            continue
+        for part in parts:
+            name = part.strip().strip('"')
+            if name.lower() in names:
+                return name
+    return None
+
+
+_BARE = re.compile(r"[^\s\"'.,;()\[\]{}=<>!|+*/%:-]+")
+
+
+def _token(query: str, start: int, quote: str) -> str:
+    """The text of the identifier or string token at ``start``, unquoted (a
+    doubled quote inside is one)."""
+    if query.startswith(quote, start):
+        out, at = [], start + 1
+        while at < len(query):
+            if query[at] == quote:
+                if query.startswith(quote * 2, at):
+                    out.append(quote)
+                    at += 2
+                    continue
+                break
+            out.append(query[at])
+            at += 1
+        return "".join(out)
+    bare = _BARE.match(query, start)
+    return bare.group(0) if bare else ""
+
+
 def parse(query: str) -> list[Any]:
     try:
         return duckdb.extract_statements(query)

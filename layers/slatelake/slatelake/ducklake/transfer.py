@@ -25,8 +25,19 @@ straight into the store as folded state (``catalog/bootstrap.py``). A SQLite
 catalog's inlined-data tables hold text, so their columns are typed from the
 table's ``ducklake_column`` rows at that schema version, as DuckLake types
 them in a DuckDB catalog. The data path is the catalog's own unless one is
-given (data moved, e.g. uploaded to S3); either way it must be absolute and
-must not overlap the lake root.
+given (data moved, e.g. uploaded to S3); either way it must be absolute,
+must not overlap the lake root, and is stored in its normalized spelling
+(``ducklake_data_path``), so DuckLake names files the way the checks and the
+borrowed record do.
+
+Before anything is written, the catalog is checked (``import_check``): every
+file inside the data path, sizes non-negative, ids resolving, names legal,
+files there. Then the files are either copied to a data path of the new
+lake's own (``copy_data``, ``import_copy``), or left shared and recorded as
+borrowed (``catalog/borrowed.py``) in the same write that lays the lake
+down, so no cleanup or orphan step of the new lake deletes a file the
+source catalog still reads until ``slatelake release-borrowed`` says so.
+An export shares the lake's files the other way round; its report says so.
 """
 
 from __future__ import annotations
@@ -43,7 +54,8 @@ from typing import Any
 import duckdb
 
 from slatelake.catalog import registry
-from slatelake.catalog.bootstrap import Bootstrap, BootstrapReport
+from slatelake.catalog.bootstrap import Bootstrap, BootstrapReport, check_empty_root
+from slatelake.catalog.borrowed import BORROWED_KEY, BorrowedFiles, encode_borrowed
 from slatelake.catalog.registry import TIMESTAMPTZ
 from slatelake.catalog.rows import Row
 from slatelake.ducklake import extensions
@@ -55,6 +67,9 @@ from slatelake.ducklake.catalog_file import (
     open_catalog_file,
 )
 from slatelake.ducklake.guard import check_overlap, data_location, ducklake_data_path
+from slatelake.ducklake.import_check import check_catalog
+from slatelake.ducklake.import_copy import CopyPlan, copy_files, plan_copy, rewrite_rows
+from slatelake.ducklake.import_paths import CheckedCatalog
 from slatelake.ducklake.sql import ident, literal, run
 from slatelake.ducklake.tables import create_sql, inline_value_sql, meta_tables, select_list
 from slatelake.errors import MisconfigurationError, NotFoundError
@@ -64,6 +79,18 @@ log = logging.getLogger("slatelake.transfer")
 EXPORT_DB = "__slatelake_export"
 FETCH_ROWS = 10_000
 DATA_PATH_KEY = "data_path"
+EXPORT_SHARES = (
+    "the exported catalog shares this lake's data files (nothing was copied): a later "
+    "cleanup or orphan pass in the lake may delete files the export still references; copy "
+    "the files to keep the export readable"
+)
+IMPORT_BORROWS = (
+    "the new lake borrows the source catalog's data files (nothing was copied): its cleanup "
+    "and orphan steps leave the {count} borrowed files alone until `slatelake "
+    "release-borrowed` releases them; files the source writes into the data path from now "
+    "on are not borrowed, and the source's own cleanup may delete files the lake writes "
+    "there: stop writing the source, or import again with --copy-data"
+)
 
 
 @dataclass(frozen=True)
@@ -78,6 +105,8 @@ class ExportReport:
     bytes: int
     data_path: str | None
     seconds: float
+    shares_data_files: bool = True  # the export points at the lake's own files
+    warning: str = EXPORT_SHARES
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "seconds": round(self.seconds, 3)}
@@ -85,7 +114,8 @@ class ExportReport:
 
 @dataclass(frozen=True)
 class ImportReport:
-    """What ``import_catalog`` laid down."""
+    """What ``import_catalog`` laid down, and whether its files are its own
+    (``copied_files``) or borrowed from the source (``borrowed_files``)."""
 
     source: str
     kind: str  # "duckdb" | "sqlite"
@@ -96,6 +126,12 @@ class ImportReport:
     keys: int
     data_path: str
     seconds: float
+    source_data_path: str = ""
+    files_checked: int = 0
+    copied_files: int = 0
+    copied_bytes: int = 0
+    borrowed_files: int = 0
+    warning: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "seconds": round(self.seconds, 3)}
@@ -243,20 +279,42 @@ def _one(con: duckdb.DuckDBPyConnection, sql: str) -> Any:
 
 # -- import ----------------------------------------------------------------------------
 def import_catalog(
-    source: str | os.PathLike[str], lake_url: str, data_path: str | None = None
+    source: str | os.PathLike[str],
+    lake_url: str,
+    data_path: str | None = None,
+    copy_data: str | None = None,
 ) -> ImportReport:
-    """Lay down a new lake at ``lake_url`` from a stock DuckLake catalog file."""
+    """Lay down a new lake at ``lake_url`` from a stock DuckLake catalog file.
+
+    ``data_path``: where the catalog's files are now (default: its own data
+    path). ``copy_data``: an empty data path to copy them to, which becomes
+    the lake's; without it the files are recorded as borrowed."""
     started = time.perf_counter()
     LakeLocation.parse(lake_url)
     if data_path is not None:
         data_location(data_path)
+    if copy_data is not None:
+        data_location(copy_data)
     con = extensions.connect()
     try:
         catalog = open_catalog_file(con, source)
         schema = catalog.schema()
-        effective = _import_data_path(catalog, schema, data_path)
+        # one spelling (symlinks, `..`, file:// resolved) for the catalog, the
+        # check and the borrowed record, so DuckLake names files as they were recorded
+        effective = ducklake_data_path(_import_data_path(catalog, schema, data_path))
         check_overlap(lake_url, effective)
-        report = _bootstrap(con, catalog, schema, lake_url, data_path)
+        check_empty_root(LakeLocation.parse(lake_url))  # before any file is copied
+        checked = check_catalog(catalog, schema, effective)
+        plan = None if copy_data is None else plan_copy(checked, copy_data, lake_url)
+        copied = None if plan is None else copy_files(plan, checked)
+        borrowed = None
+        if plan is None:
+            borrowed = BorrowedFiles(
+                tuple(f.path for f in checked.files), str(catalog.path), time.time_ns() // 1000
+            )
+        report = _bootstrap(
+            con, catalog, schema, lake_url, effective, _Arrival(checked, plan, borrowed)
+        )
     finally:
         con.close()
     return ImportReport(
@@ -267,9 +325,33 @@ def import_catalog(
         tables=report.rows,
         rows=sum(report.rows.values()),
         keys=report.keys,
-        data_path=effective,
+        data_path=effective if plan is None else plan.target_path,
         seconds=time.perf_counter() - started,
+        source_data_path=effective,
+        files_checked=len(checked.files),
+        copied_files=0 if copied is None else copied.files,
+        copied_bytes=0 if copied is None else copied.bytes,
+        borrowed_files=0 if borrowed is None else len(borrowed),
+        warning=None if borrowed is None else IMPORT_BORROWS.format(count=len(borrowed)),
     )
+
+
+@dataclass(frozen=True)
+class _Arrival:
+    """How the files arrive: copied (``plan``) or borrowed (``borrowed``)."""
+
+    checked: CheckedCatalog
+    plan: CopyPlan | None
+    borrowed: BorrowedFiles | None
+
+
+class _ImportBootstrap(Bootstrap):
+    """A bootstrap that also lays down the borrowed-files record, in the same
+    writes as the rows, before ``finish`` makes the lake exist: no moment
+    has the lake without it."""
+
+    def add_borrowed(self, borrowed: BorrowedFiles) -> None:
+        self._put(BORROWED_KEY, encode_borrowed(borrowed))
 
 
 def _import_data_path(catalog: CatalogFile, schema: SourceSchema, given: str | None) -> str:
@@ -299,16 +381,25 @@ def _bootstrap(
     catalog: CatalogFile,
     schema: SourceSchema,
     lake_url: str,
-    data_path: str | None,
+    data_path: str,
+    arrival: _Arrival,
 ) -> BootstrapReport:
-    with Bootstrap(lake_url) as boot:
+    plan = arrival.plan
+    if plan is not None:
+        data_path = plan.target_path
+    boot = _ImportBootstrap(lake_url)
+    with boot:
         try:
+            if arrival.borrowed:  # none when copied, or when no file is named
+                boot.add_borrowed(arrival.borrowed)
             for spec in registry.TABLES:
                 if spec.name not in schema.tables:
                     continue  # absent from the file: slatelake holds it empty
                 rows = _registry_rows(con, catalog, spec)
-                if spec.name == "ducklake_metadata" and data_path is not None:
-                    rows = _with_data_path(spec, rows, ducklake_data_path(data_path))
+                if plan is not None:
+                    rows = rewrite_rows(plan, arrival.checked, spec, rows)
+                if spec.name == "ducklake_metadata":
+                    rows = _with_data_path(spec, rows, data_path)
                 boot.add_table(spec.name, rows)
             for name in sorted(schema.inline):
                 columns = inline_columns(con, catalog, schema, name)

@@ -19,6 +19,14 @@ Envelope versions (framed like every stored value, kind ``ENVELOPE_KIND``):
   the digest; a slot that holds another slot's envelope (a copy of the
   previous one) names the wrong seq. The outer shape keeps two elements so
   a release that reads only version 1 refuses it by version, not as damage.
+  Still read.
+- 3: ``[3, [seq, digest, body_bytes, prev]]``: version 2 plus ``prev``, the
+  ``slot_digest`` (log/slots.py) of slot seq-1 as its writer saw it ("" when
+  the writer did not know it), inside the checksum. It chains the log: a
+  slot replaced after its successor was written, or a seq reused after the
+  newest slot was cut, no longer matches the ``prev`` of the slot after it
+  nor the digest a reader that applied it remembers (log/replay.py). A
+  version-2 release refuses it by version (FormatError: upgrade).
 BLAKE2b rather than CRC32: a CRC catches single flips and short bursts but
 lets other damage (a torn or partly overwritten object) pass once in 2^32
 and is trivially forged; BLAKE2b-128 never matches by accident and costs
@@ -47,7 +55,8 @@ from slatelake.store import values
 from slatelake.store.keys import Subspace
 
 ENVELOPE_KIND = 0xE1
-ENVELOPE_VERSION = 2  # what this build writes
+ENVELOPE_VERSION = 3  # what this build writes
+CHECKSUM_VERSION = 2  # checksum and seq, no chain: still read
 LEGACY_VERSION = 1  # no checksum, no seq, no ranges: still read
 DIGEST_SIZE = 16
 _PERSON = b"slatelake-slot"
@@ -182,18 +191,33 @@ class KeySelection:
         return [i for i, k in enumerate(found) if k in keys or k.startswith(prefixes)]
 
 
-def _digest(seq: int, body: bytes) -> bytes:
+def _digest(seq: int, body: bytes, prev: str | None = None) -> bytes:
+    """Version 2's checksum over (seq, body); version 3's over (seq, prev, body)."""
     h = hashlib.blake2b(digest_size=DIGEST_SIZE, person=_PERSON)
     h.update(_SEQ.pack(seq))
+    if prev is not None:
+        h.update(bytes((len(prev),)) + prev.encode())
     h.update(body)
     return h.digest()
 
 
-def encode_envelope(change_sets: list[ChangeSet], seq: int) -> bytes:
-    """The bytes of slot ``seq``. The seq is part of the checksummed content,
-    so a committer that moves to a later seq encodes again."""
+_HEX = frozenset("0123456789abcdef")
+
+
+def valid_prev(prev: object) -> bool:
+    """A chain link: "" (unknown) or a ``slot_digest``, 32 lowercase hex."""
+    return type(prev) is str and (prev == "" or (len(prev) == 32 and set(prev) <= _HEX))
+
+
+def encode_envelope(change_sets: list[ChangeSet], seq: int, prev: str = "") -> bytes:
+    """The bytes of slot ``seq``, chained to slot seq-1 by ``prev`` (its
+    ``slot_digest``; "" when unknown). The seq and ``prev`` are part of the
+    checksummed content, so a committer that moves to a later seq encodes
+    again."""
     if seq < 0:
         raise ValueError(f"slot seq {seq} is negative")
+    if not valid_prev(prev):
+        raise ValueError(f"slot {seq}: {prev!r} is not a slot digest")
     body = values.pack(
         [
             [
@@ -211,7 +235,9 @@ def encode_envelope(change_sets: list[ChangeSet], seq: int) -> bytes:
             for cs in change_sets
         ]
     )
-    return values.frame(ENVELOPE_KIND, [ENVELOPE_VERSION, [seq, _digest(seq, body), body]])
+    return values.frame(
+        ENVELOPE_KIND, [ENVELOPE_VERSION, [seq, _digest(seq, body, prev), body, prev]]
+    )
 
 
 def _typed(value: object, kind: type, what: str, where: str) -> object:
@@ -235,8 +261,21 @@ def decode_envelope(data: bytes, seq: int, where: str | None = None) -> list[Cha
     and name ``seq``: damage never decodes plausibly, and a slot holding
     another slot's bytes is never taken for an already-folded one."""
     where = where or f"commit log slot {seq}"
-    body, width = _body(data, seq, where)
+    body, width, _prev = _body(data, seq, where)
     return _change_sets(body, width, where, _every_write)
+
+
+def decode_chained(data: bytes, seq: int, where: str | None = None) -> tuple[list[ChangeSet], str]:
+    """``decode_envelope`` and the slot's ``prev``: the digest of slot seq-1
+    its writer saw ("" when unknown, and in slots older than version 3)."""
+    return decode_envelope(data, seq, where), chain_link(data)
+
+
+def chain_link(data: bytes) -> str:
+    """The ``prev`` of a slot ``decode_envelope`` accepted ("" before version
+    3): its outer frame read again, the body's rows not unpacked."""
+    version, content = values.unframe(data, ENVELOPE_KIND, "slot envelope")
+    return content[3] if version > CHECKSUM_VERSION else ""
 
 
 def decode_keys(
@@ -251,12 +290,13 @@ def decode_keys(
     slot is never built into change sets nor held. What comes back is a
     view for that reader, never a change set to apply to a catalog."""
     where = where or f"commit log slot {seq}"
-    body, width = _body(data, seq, where)
+    body, width, _prev = _body(data, seq, where)
     return _change_sets(body, width, where, select.positions)
 
 
-def _body(data: bytes, seq: int, where: str) -> tuple[Any, int]:
-    """The unpacked body of a slot, checked, and the width of its change sets."""
+def _body(data: bytes, seq: int, where: str) -> tuple[Any, int, str]:
+    """The unpacked body of a slot, checked, the width of its change sets and
+    its chain link (``prev``; "" before version 3)."""
     try:
         payload = values.unframe(data, ENVELOPE_KIND, where)
     except CorruptionError as exc:
@@ -273,14 +313,18 @@ def _body(data: bytes, seq: int, where: str) -> tuple[Any, int]:
             f"(up to {ENVELOPE_VERSION}); upgrade slatelake to read this lake"
         )
     if version == LEGACY_VERSION:
-        return content, 9
-    if type(content) is not list or len(content) != 3:
+        return content, 9, ""
+    fields = 3 if version == CHECKSUM_VERSION else 4
+    if type(content) is not list or len(content) != fields:
         raise CorruptionError(f"{where}: malformed version-{version} envelope")
-    named, digest, body = content
+    named, digest, body = content[:3]
+    prev = content[3] if version > CHECKSUM_VERSION else None
     _typed(named, int, "seq", where)
     _typed(digest, bytes, "checksum", where)
     _typed(body, bytes, "body", where)
-    if not 0 <= named < 1 << 64 or digest != _digest(named, body):
+    if prev is not None and not valid_prev(prev):
+        raise CorruptionError(f"{where}: envelope field prev is not a slot digest")
+    if not 0 <= named < 1 << 64 or digest != _digest(named, body, prev):
         raise CorruptionError(
             f"{where}: checksum mismatch: the slot's bytes changed after it was written"
         )
@@ -293,7 +337,7 @@ def _body(data: bytes, seq: int, where: str) -> tuple[Any, int]:
         rows = values.unpack(body)
     except CorruptionError as exc:
         raise CorruptionError(f"{where}: {exc}") from None
-    return rows, 10
+    return rows, 10, prev or ""
 
 
 # Which of a change set's keys (put keys, then delete keys) a decode keeps: by

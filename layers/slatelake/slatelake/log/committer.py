@@ -16,6 +16,11 @@
   no commit is ever acknowledged there. The mark is read after each win
   unless the caller vouches that its reader lease pinned the slot.
 - Over the operation limit: OperationLimitError before anything is written.
+- Chained: each slot names the digest of the slot before it as the
+  committer saw it (``chain``, log/changeset.py version 3): the slot its
+  view ended at, or the winner it just read. A winner whose own link names
+  another slot before it than the one the committer has is a forked log:
+  CorruptionError, nothing written past it.
 """
 
 from __future__ import annotations
@@ -35,7 +40,8 @@ from slatelake.errors import (
     retry,
 )
 from slatelake.log.changeset import ChangeSet, Head, encode_envelope
-from slatelake.log.slots import SlotLog
+from slatelake.log.replay import check_chain
+from slatelake.log.slots import SlotLog, slot_digest
 
 DEFAULT_MAX_OPERATIONS = 250_000
 MAX_OPERATIONS_ENV = "SLATELAKE_MAX_CHANGESET_OPS"
@@ -88,7 +94,11 @@ class Committer:
             raise OperationLimitError(cs.operations, self.max_operations)
 
     def commit(
-        self, cs: ChangeSet, seq: int, pinned: Callable[[int], bool] | None = None
+        self,
+        cs: ChangeSet,
+        seq: int,
+        pinned: Callable[[int], bool] | None = None,
+        chain: dict[int, str] | None = None,
     ) -> Committed:
         """Write ``cs`` at ``seq`` (the slot after the committer's view).
 
@@ -96,12 +106,17 @@ class Committer:
         below the truncation mark (its reader lease pinned it), which saves
         reading the mark; without it, or when it says no, the mark is read.
 
+        ``chain`` maps seqs to the ``slot_digest`` the caller has of them:
+        the slot before ``seq`` is named in ours ("" when absent), and the
+        winners read and the slot won are added to it.
+
         Not ``retry``: a lost race is an answer, not an error; each attempt
         writes the next slot with a rebased change set, and the one error
         here (ConflictError) ends the loop instead of repeating it."""
         self.check_limit(cs)
+        chain = {} if chain is None else chain
         for attempt in range(1, self.max_attempts + 1):
-            outcome, winner = self._attempt(cs, seq)
+            outcome, winner = self._attempt(cs, seq, chain)
             if outcome:
                 if pinned is None or not pinned(seq):
                     self._refuse_if_truncated(cs, seq)
@@ -111,7 +126,7 @@ class Committer:
             time.sleep(self._race_backoff.delay(attempt))
             # slots written meanwhile: rebase past them without racing for each
             # (one GET per slot), or a busy log outruns every attempt
-            while (later := self._reread(seq)) is not None:
+            while (later := self._reread(seq, chain)) is not None:
                 cs = self._rebase_or_raise(cs, seq, later)
                 seq += 1
         raise ConflictError(
@@ -119,23 +134,27 @@ class Committer:
             "the lake is busy, retry later"
         )
 
-    def _attempt(self, cs: ChangeSet, seq: int) -> tuple[bool, list[ChangeSet]]:
+    def _attempt(
+        self, cs: ChangeSet, seq: int, chain: dict[int, str]
+    ) -> tuple[bool, list[ChangeSet]]:
         """Write the slot, then look at it: won, lost (the winner's change sets),
         or never happened (write again). A write-then-look protocol, not a
         retried call, so not ``retry``; its looks (``_reread``) are."""
-        data = encode_envelope([cs], seq)  # the seq is checksummed: encoded per attempt
+        # the seq and the link are checksummed: encoded per attempt
+        data = encode_envelope([cs], seq, chain.get(seq - 1, ""))
         for _ in range(self.ambiguous_rereads):
             try:
                 if self.log.try_write(seq, data):
+                    chain[seq] = slot_digest(data)
                     return True, []
             except AmbiguousWriteError:
-                existing = self._reread(seq)
+                existing = self._reread(seq, chain)
                 if existing is None:
                     continue  # never happened: try the same seq again
                 if any(w.txn_id == cs.txn_id for w in existing):
                     return True, []
                 return False, existing
-            winner = self._reread(seq)
+            winner = self._reread(seq, chain)
             if winner is None:
                 continue  # a winner that vanished (truncated is impossible here): retry
             if any(w.txn_id == cs.txn_id for w in winner):
@@ -182,17 +201,24 @@ class Committer:
                 f"{cs.txn_id} can be looked up by its txn id"
             ) from exc
 
-    def _reread(self, seq: int) -> list[ChangeSet] | None:
-        """The slot's change sets (None: absent). A refused or corrupt read is
-        raised at once; a transient one is looked at again, then ambiguous."""
-        return retry(
-            lambda: self.log.read(seq),
+    def _reread(self, seq: int, chain: dict[int, str]) -> list[ChangeSet] | None:
+        """The slot's change sets (None: absent), its digest added to ``chain``
+        and its link checked against it. A refused or corrupt read is raised
+        at once; a transient one is looked at again, then ambiguous."""
+        found = retry(
+            lambda: self.log.read_chained(seq),
             attempts=self.ambiguous_rereads,
             backoff=self._look_backoff,
             give_up=lambda exc, tries: AmbiguousWriteError(
                 f"commit log slot {seq}: could not re-read it after {tries} attempts: {exc}"
             ),
         )
+        if found is None:
+            return None
+        change_sets, prev, digest = found
+        check_chain(self.log, seq, prev, chain.get(seq - 1))
+        chain[seq] = digest
+        return change_sets
 
     def _rebase_or_raise(self, cs: ChangeSet, seq: int, winner: list[ChangeSet]) -> ChangeSet:
         first = winner[0]

@@ -21,11 +21,20 @@ the committer last looked at the log's end, cannot have been truncated while
 the lease was live in every folder's eyes. That holds while the committer's
 and folders' wall clocks agree within ``CLOCK_SKEW_S``; past it the mark is
 read as before.
+
+A lease also says when its holder started writing data files not yet
+committed (``writing_since_us``), so the orphan step spares every file newer
+than the oldest live writer's start, whatever age it was given: in-flight
+writes are known, not guessed. The mark is written before the first data
+file of a write can land, renewed by a heartbeat while a write runs longer
+than half the lease's life, and cleared lazily (by the next renewal after
+the write ended): a stale mark only spares more.
 """
 
 from __future__ import annotations
 
 import json
+import threading
 import time
 import uuid
 from dataclasses import dataclass
@@ -51,6 +60,8 @@ class Lease:
     reader_id: str
     fold: int
     expires_at_us: int
+    # when the holder's oldest write still in flight began (None: none)
+    writing_since_us: int | None = None
 
 
 class LeaseBook:
@@ -58,10 +69,18 @@ class LeaseBook:
         self.client = client if client is not None else ObjectClient(location)
         self.prefix = location.path(READERS_DIR) + "/"
 
-    def write(self, reader_id: str, fold: int, ttl_s: float = DEFAULT_TTL_S) -> Lease:
-        lease = Lease(reader_id, fold, now_us() + int(ttl_s * 1_000_000))
-        body = json.dumps({"fold": lease.fold, "expires_at_us": lease.expires_at_us})
-        self.client.put(self.prefix + reader_id, body.encode())
+    def write(
+        self,
+        reader_id: str,
+        fold: int,
+        ttl_s: float = DEFAULT_TTL_S,
+        writing_since_us: int | None = None,
+    ) -> Lease:
+        lease = Lease(reader_id, fold, now_us() + int(ttl_s * 1_000_000), writing_since_us)
+        doc: dict[str, int] = {"fold": lease.fold, "expires_at_us": lease.expires_at_us}
+        if writing_since_us is not None:
+            doc["writing_since_us"] = writing_since_us
+        self.client.put(self.prefix + reader_id, json.dumps(doc).encode())
         return lease
 
     def drop(self, reader_id: str) -> None:
@@ -76,10 +95,14 @@ class LeaseBook:
                 continue
             try:
                 doc = json.loads(raw)
+                since = doc.get("writing_since_us")
                 lease = Lease(
-                    info.path[len(self.prefix) :], int(doc["fold"]), int(doc["expires_at_us"])
+                    info.path[len(self.prefix) :],
+                    int(doc["fold"]),
+                    int(doc["expires_at_us"]),
+                    None if since is None else int(since),
                 )
-            except (ValueError, KeyError, TypeError):
+            except (ValueError, KeyError, TypeError, AttributeError):
                 continue  # an unreadable lease pins nothing; it will expire by age
             if lease.expires_at_us > at:
                 out.append(lease)
@@ -99,6 +122,11 @@ class ReaderLease:
         # monotonic time from which a record of this lease has pinned every
         # slot after its fold without a gap (None: no record written)
         self.live_since: float | None = None
+        self._lock = threading.Lock()  # the heartbeat writes beside the owner
+        self._writes = 0  # writes in flight
+        self._writing_since: int | None = None  # when the oldest of them began
+        self._beat: threading.Thread | None = None
+        self._stop = threading.Event()
 
     def hold(self, fold: int) -> None:
         """Pin slots after ``fold``, the cursor of the view now relied on.
@@ -107,20 +135,78 @@ class ReaderLease:
         when the view moved ``ADVANCE_STEP`` slots: a pin that lags is merely
         conservative, so most materializations cost no PUT.
         """
+        with self._lock:
+            lease = self.lease
+            if self._due(lease) or fold < lease.fold or fold - lease.fold >= ADVANCE_STEP:
+                self._write(fold)
+
+    def begin_write(self, fold: int) -> None:
+        """Say a write is starting (before its first data file can land): the
+        record carries the start of the oldest write in flight. A PUT only
+        when the record does not already carry an earlier mark; raises the
+        store's error when it cannot be written, so the write does not start
+        unannounced."""
+        with self._lock:
+            if self._writes == 0:
+                self._writing_since = now_us()
+            self._writes += 1
+            lease = self.lease
+            marked = lease is not None and lease.writing_since_us is not None
+            if not marked or self._due(lease):
+                try:
+                    self._write(fold if lease is None else min(fold, lease.fold))
+                except BaseException:
+                    self._end_write()
+                    raise
+            if self._beat is None:
+                self._beat = threading.Thread(
+                    target=self._heartbeat,
+                    args=(self._stop,),
+                    name=f"lease-{self.reader_id[:8]}",
+                    daemon=True,
+                )
+                self._beat.start()
+
+    def end_write(self) -> None:
+        """A write ended (committed or not). The mark stays in the record
+        until the next renewal: a stale mark only spares more."""
+        with self._lock:
+            self._end_write()
+
+    def _end_write(self) -> None:
+        self._writes = max(0, self._writes - 1)
+        if self._writes == 0:
+            self._writing_since = None
+
+    def _due(self, lease: Lease | None) -> bool:
+        return lease is None or lease.expires_at_us - now_us() < int(self.ttl_s * 500_000)
+
+    def _write(self, fold: int) -> None:
+        """Write the record (the lock held)."""
         lease = self.lease
-        due = lease is None or lease.expires_at_us - now_us() < int(self.ttl_s * 500_000)
-        if due or fold < lease.fold or fold - lease.fold >= ADVANCE_STEP:
-            written = self.book.write(self.reader_id, fold, self.ttl_s)
-            # the pin ran on without a gap only when the record replaced one
-            # still surely live, and pins at least as much
-            gapless = (
-                lease is not None
-                and written.fold >= lease.fold
-                and now_us() < lease.expires_at_us - int(CLOCK_SKEW_S * 1_000_000)
-            )
-            if not gapless or self.live_since is None:
-                self.live_since = time.monotonic()
-            self.lease = written
+        written = self.book.write(self.reader_id, fold, self.ttl_s, self._writing_since)
+        # the pin ran on without a gap only when the record replaced one
+        # still surely live, and pins at least as much
+        gapless = (
+            lease is not None
+            and written.fold >= lease.fold
+            and now_us() < lease.expires_at_us - int(CLOCK_SKEW_S * 1_000_000)
+        )
+        if not gapless or self.live_since is None:
+            self.live_since = time.monotonic()
+        self.lease = written
+
+    def _heartbeat(self, stop: threading.Event) -> None:
+        """Renew the record while a write runs past half the lease's life (a
+        long INSERT renews nothing itself); best effort, as every renewal."""
+        while not stop.wait(self.ttl_s / 8):
+            with self._lock:
+                lease = self.lease
+                if self._writes and lease is not None and self._due(lease):
+                    try:
+                        self._write(lease.fold)
+                    except Exception:  # the owner's next renewal or write says so
+                        pass
 
     def pins_since(self, since: float) -> bool:
         """Whether this lease has pinned every slot after its fold since the
@@ -133,9 +219,20 @@ class ReaderLease:
         return now_us() < lease.expires_at_us - int(CLOCK_SKEW_S * 1_000_000)
 
     def release(self) -> None:
-        if self.lease is not None:
-            self.lease, self.live_since = None, None
-            self.book.drop(self.reader_id)
+        self._stop.set()
+        with self._lock:
+            self._stop, self._beat = threading.Event(), None
+            self._writes, self._writing_since = 0, None
+            if self.lease is not None:
+                self.lease, self.live_since = None, None
+                self.book.drop(self.reader_id)
+
+
+def oldest_write(leases: list[Lease]) -> int | None:
+    """When the oldest write in flight among live leases began (epoch
+    microseconds; None: no live lease says it is writing)."""
+    marks = [lease.writing_since_us for lease in leases if lease.writing_since_us is not None]
+    return min(marks) if marks else None
 
 
 def truncation_bound(flushed_fold: int, leases: list[Lease]) -> int:

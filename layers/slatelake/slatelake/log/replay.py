@@ -1,11 +1,24 @@
 """Reading the tail of the log past a cursor, refusing damage.
 
 Integrity rules: slots past the cursor must be contiguous (a hole below a
-present slot is corruption, never an end of log); each slot must decode with
+present slot is corruption, never an end of log); each slot's chain link
+(``prev``, log/changeset.py) must name the slot before it as the reader has
+it (``check_chain``); each slot must decode with
 its checksum and name its own seq (log/changeset.py), so a damaged slot or a
 copy of another one is corruption naming the slot; each change set's base head
 must equal the running view (apply), be behind it (already folded: skip), and
 never be ahead (corruption).
+
+A listing is not a snapshot, so a gap in it is first asked about by GET
+(``_fill_gaps``). A local store lists a directory with readdir, which makes
+no promise about entries created while it runs: with writers committing, a
+listing can miss slot N and show slot N+1, written a moment later (ext4
+returns entries in hash order). A GET of a slot is exact (a slot lands whole:
+a hard link on local files, a conditional PUT on S3), so a gap whose slots a
+GET finds is filled and costs nothing more; only a slot that a GET still
+misses after ``HOLE_WAIT_S`` (a store slower to show a write than to list
+it) is a hole. A committer writes slot N+1 only after it saw slot N, so a
+slot N+1 without slot N is never a commit still in flight.
 
 Staleness: a view whose needed slots were truncated (its lease lapsed) is
 stale, StaleViewError: re-read the store. An empty listing is truly "nothing
@@ -26,20 +39,33 @@ status record neither waits on one GET at a time nor holds the backlog.
 
 from __future__ import annotations
 
+import time
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from slatelake.errors import CorruptionError, StaleViewError
-from slatelake.log.changeset import ChangeSet, Head, KeySelection, decode_envelope, decode_keys
-from slatelake.log.slots import SlotInfo, SlotLog
+from slatelake.log.changeset import (
+    ChangeSet,
+    Head,
+    KeySelection,
+    chain_link,
+    decode_envelope,
+    decode_keys,
+)
+from slatelake.log.slots import SlotInfo, SlotLog, slot_digest
 
 READ_PARALLELISM = 8
 # A keyed replay's GETs in flight, and the slot bytes it may hold ahead of its
 # decode (at least one slot, whatever its size).
 KEY_READ_PARALLELISM = 32
 KEY_READ_AHEAD_BYTES = 64 << 20
+# How long a slot missing from a listing below a listed one is looked for by
+# GET before it counts as a hole (a GET finds a slot a local listing skipped
+# at once; the wait covers a store slower to show a write than to list it).
+HOLE_WAIT_S = 2.0
+_HOLE_LOOK_S = 0.05  # the first pause between looks; doubled each time
 
 
 @dataclass
@@ -50,37 +76,123 @@ class Tail:
     last_seq: int
     applied: list[tuple[int, ChangeSet]] = field(default_factory=list)
     skipped: int = 0
+    # ``slot_digest`` of each slot read (a full replay's; a keyed one keeps none)
+    digests: dict[int, str] = field(default_factory=dict)
 
 
-def read_tail(log: SlotLog, head: Head, cursor: int, upto: int | None = None) -> Tail:
-    """Replay slots after ``cursor`` (up to ``upto``) over a view at ``head``."""
-    seqs = [s.seq for s in log.list_after(cursor) if upto is None or s.seq <= upto]
+def read_tail(
+    log: SlotLog,
+    head: Head,
+    cursor: int,
+    upto: int | None = None,
+    cursor_digest: str | None = None,
+) -> Tail:
+    """Replay slots after ``cursor`` (up to ``upto``) over a view at ``head``.
+
+    ``cursor_digest``: the ``slot_digest`` of slot ``cursor`` as the view
+    applied it, when known; the chain (``prev``) of the first slot read must
+    name it, and each later slot's the slot before it in this tail."""
+    infos = [i for i in log.list_after(cursor) if upto is None or i.seq <= upto]
     tail = Tail(head=head, last_seq=cursor)
-    if not seqs:
+    if not infos:
         return tail
-    if seqs[0] != cursor + 1:
-        raise StaleViewError(
-            f"commit log starts at slot {seqs[0]} but the view needs slot {cursor + 1}"
-        )
-    raws = _read_all(log, seqs)
+    infos, found = _fill_gaps(log, infos, cursor)
+    unread = [i.seq for i in infos if i.seq not in found]
+    found.update(zip(unread, _read_all(log, unread), strict=True))
     truncated = log.truncated_upto()  # after the reads: see the module docstring
     if truncated > cursor:
-        raise StaleViewError(
-            f"the folder truncated the commit log up to slot {truncated}, past this view's "
-            f"slot {cursor}"
-        )
-    for prev, seq in zip(seqs, seqs[1:], strict=False):
-        if seq != prev + 1:
-            raise CorruptionError(
-                f"commit log hole: slot {prev + 1} is missing below present slot {seq}"
-            )
-    for seq, raw in zip(seqs, raws, strict=True):
+        raise _truncated_past(truncated, cursor)
+    before = cursor_digest
+    for info in infos:
+        seq, raw = info.seq, found[info.seq]
         if raw is None:
             raise CorruptionError(f"commit log hole: slot {seq} vanished while being read")
-        for cs in decode_envelope(raw, seq, log.describe(seq)):
+        change_sets = decode_envelope(raw, seq, log.describe(seq))
+        check_chain(log, seq, chain_link(raw), before)
+        for cs in change_sets:
             apply_continuity(tail, seq, cs)
+        tail.digests[seq] = before = slot_digest(raw)
         tail.last_seq = seq
     return tail
+
+
+def check_chain(log: SlotLog, seq: int, prev: str, before: str | None) -> None:
+    """Slot ``seq`` names (``prev``) the digest of the slot before it as its
+    writer saw it; ``before`` is that slot's digest as this reader has it
+    (None: unknown). Both known and different: that slot was replaced after
+    slot ``seq`` was written, or cut and its seq reused, and one history
+    has silently dropped a commit: CorruptionError naming both."""
+    if prev and before is not None and prev != before:
+        raise CorruptionError(
+            f"{log.describe(seq)} was written after a slot {seq - 1} with digest {prev}, but "
+            f"the slot {seq - 1} this reader has has digest {before}: slot {seq - 1} was "
+            "replaced, or deleted and its seq written again, outside slatelake, and the log "
+            "forked there; nothing is applied past it. Restore the slots from a backup or "
+            "object versioning, or restore the lake"
+        )
+
+
+def _truncated_past(truncated: int, cursor: int) -> StaleViewError:
+    return StaleViewError(
+        f"the folder truncated the commit log up to slot {truncated}, past this view's "
+        f"slot {cursor}"
+    )
+
+
+def _fill_gaps(
+    log: SlotLog, infos: list[SlotInfo], cursor: int
+) -> tuple[list[SlotInfo], dict[int, bytes | None]]:
+    """The listed slots after ``cursor`` with every seq the listing skipped
+    below its last one looked up by GET, and the bytes those GETs read.
+
+    A gap a GET fills was a listing that is not a snapshot (module
+    docstring). One a GET does not fill is stale when the truncation mark
+    covers it (read then, not only after the slots), else looked for again
+    until ``HOLE_WAIT_S``; still missing, it is a missing first slot
+    (StaleViewError, as before: the store's fold may have moved past it) or
+    a hole below a present slot (CorruptionError naming it)."""
+    listed = {i.seq for i in infos}
+    if len(listed) == infos[-1].seq - cursor:
+        return infos, {}  # contiguous: the common case costs nothing
+    found: dict[int, bytes | None] = {}
+    deadline = time.monotonic() + HOLE_WAIT_S
+    pause = _HOLE_LOOK_S
+    while True:
+        missing = _first_missing(log, listed, found, cursor, infos[-1].seq)
+        if missing is None:
+            break
+        truncated = log.truncated_upto()
+        if truncated > cursor:
+            raise _truncated_past(truncated, cursor)
+        if time.monotonic() >= deadline:
+            above = min(s for s in listed if s > missing)
+            if missing == cursor + 1:
+                raise StaleViewError(
+                    f"commit log starts at slot {above} but the view needs slot {missing}"
+                )
+            raise CorruptionError(
+                f"commit log hole: slot {missing} is missing below present slot {above} "
+                f"(looked for by GET for {HOLE_WAIT_S:g}s); it was deleted outside slatelake: "
+                "restore the object from a backup or versioning, or restore the lake"
+            )
+        time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
+        pause *= 2
+    filled = [SlotInfo(s, len(raw), 0) for s, raw in found.items() if raw is not None]
+    return sorted([*infos, *filled], key=lambda i: i.seq), found
+
+
+def _first_missing(
+    log: SlotLog, listed: set[int], found: dict[int, bytes | None], cursor: int, last: int
+) -> int | None:
+    """GET the seqs up to ``last`` neither listed nor found yet, in order,
+    until one is absent; that seq, or None when every gap is filled."""
+    for seq in range(cursor + 1, last):
+        if seq in listed or found.get(seq) is not None:
+            continue
+        found[seq] = raw = log.read_raw(seq)
+        if raw is None:
+            return seq
+    return None
 
 
 def read_key_tail(log: SlotLog, head: Head, cursor: int, select: KeySelection) -> Tail:
@@ -97,59 +209,42 @@ def read_key_tail(log: SlotLog, head: Head, cursor: int, select: KeySelection) -
     tail = Tail(head=head, last_seq=cursor)
     if not infos:
         return tail
-    if infos[0].seq != cursor + 1:
-        raise StaleViewError(
-            f"commit log starts at slot {infos[0].seq} but the view needs slot {cursor + 1}"
-        )
-    hole = _hole(infos)
+    infos, found = _fill_gaps(log, infos, cursor)
     failure: CorruptionError | None = None
-    if hole is None:  # a hole is refused below, nothing need be read for it
-        slots = _stream(log, infos)
-        try:
-            for seq, raw in slots:
-                if raw is None:
-                    failure = CorruptionError(
-                        f"commit log hole: slot {seq} vanished while being read"
-                    )
-                    break
-                try:
-                    for cs in decode_keys(raw, seq, select, log.describe(seq)):
-                        apply_continuity(tail, seq, cs)
-                except CorruptionError as exc:  # FormatError too: after the mark, as replay does
-                    failure = exc
-                    break
-                tail.last_seq = seq
-        finally:
-            slots.close()  # cancels the reads not yet started
+    slots = _stream(log, infos, found)
+    try:
+        for seq, raw in slots:
+            if raw is None:
+                failure = CorruptionError(f"commit log hole: slot {seq} vanished while being read")
+                break
+            try:
+                for cs in decode_keys(raw, seq, select, log.describe(seq)):
+                    apply_continuity(tail, seq, cs)
+            except CorruptionError as exc:  # FormatError too: after the mark, as replay does
+                failure = exc
+                break
+            tail.last_seq = seq
+    finally:
+        slots.close()  # cancels the reads not yet started
     truncated = log.truncated_upto()  # after the reads: see the module docstring
     if truncated > cursor:
-        raise StaleViewError(
-            f"the folder truncated the commit log up to slot {truncated}, past this view's "
-            f"slot {cursor}"
-        )
-    if hole is not None:
-        raise hole
+        raise _truncated_past(truncated, cursor)
     if failure is not None:
         raise failure
     return tail
 
 
-def _hole(infos: list[SlotInfo]) -> CorruptionError | None:
-    for prev, info in zip(infos, infos[1:], strict=False):
-        if info.seq != prev.seq + 1:
-            return CorruptionError(
-                f"commit log hole: slot {prev.seq + 1} is missing below present slot {info.seq}"
-            )
-    return None
-
-
-def _stream(log: SlotLog, infos: list[SlotInfo]) -> Iterator[tuple[int, bytes | None]]:
+def _stream(
+    log: SlotLog, infos: list[SlotInfo], known: dict[int, bytes | None]
+) -> Iterator[tuple[int, bytes | None]]:
     """Each slot's bytes in seq order, read ahead on a pool: at most
     ``KEY_READ_PARALLELISM`` GETs in flight and ``KEY_READ_AHEAD_BYTES`` of
     slots (by the listing's sizes; at least one slot) read or being read
-    ahead of the caller. Closing it early cancels the reads not started."""
+    ahead of the caller; a slot in ``known`` (read while filling a gap) is
+    not read again. Closing it early cancels the reads not started."""
     if len(infos) == 1:  # no pool for one GET
-        yield infos[0].seq, log.read_raw(infos[0].seq)
+        seq = infos[0].seq
+        yield seq, known[seq] if seq in known else log.read_raw(seq)
         return
     pool = ThreadPoolExecutor(
         min(KEY_READ_PARALLELISM, len(infos)), thread_name_prefix="slatelake-slots"
@@ -173,7 +268,11 @@ def _stream(log: SlotLog, infos: list[SlotInfo]) -> Iterator[tuple[int, bytes | 
             ):
                 refilling = True
                 try:
-                    future = pool.submit(log.read_raw, following.seq)
+                    if following.seq in known:
+                        future = Future()
+                        future.set_result(known[following.seq])
+                    else:
+                        future = pool.submit(log.read_raw, following.seq)
                 except RuntimeError:  # the interpreter is exiting: see _read_all
                     future = Future()
                     future.set_result(log.read_raw(following.seq))

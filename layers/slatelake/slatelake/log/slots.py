@@ -12,16 +12,26 @@ found at or below T was re-created after its truncation by a stale committer
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 from slatelake.errors import CorruptionError
-from slatelake.log.changeset import ChangeSet, decode_envelope
+from slatelake.log.changeset import ChangeSet, chain_link, decode_envelope
 from slatelake.store.location import COMMITS_DIR, TRUNCATION_MARK, LakeLocation
 from slatelake.store.objects import ObjectClient
 
 SEQ_WIDTH = 20
+_DIGEST_PERSON = b"slatelake-slotid"
+
+
+def slot_digest(raw: bytes) -> str:
+    """What names one slot's content: BLAKE2b-128 (hex) of the slot object's
+    bytes, whatever its envelope version. A catalog image records the digest
+    of the slot it was cut at (log/images.py), so an image relabelled as
+    another slot does not match the log."""
+    return hashlib.blake2b(raw, digest_size=16, person=_DIGEST_PERSON).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -80,6 +90,15 @@ class SlotLog:
         or one holding another slot's envelope, is CorruptionError naming it."""
         data = self.read_raw(seq)
         return None if data is None else decode_envelope(data, seq, self.describe(seq))
+
+    def read_chained(self, seq: int) -> tuple[list[ChangeSet], str, str] | None:
+        """``read``, with the slot's chain link (``prev``) and its own
+        ``slot_digest``: what a committer that lost a race links to."""
+        data = self.read_raw(seq)
+        if data is None:
+            return None
+        change_sets = decode_envelope(data, seq, self.describe(seq))
+        return change_sets, chain_link(data), slot_digest(data)
 
     def delete(self, seq: int) -> None:
         self.client.delete(self.path(seq))

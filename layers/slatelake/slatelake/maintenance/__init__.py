@@ -44,6 +44,7 @@ from slatelake.maintenance.api import (
 )
 from slatelake.maintenance.backlog import Backlog, backlog_of
 from slatelake.maintenance.backup import BackupReport, backup
+from slatelake.maintenance.borrowed import BorrowedRelease, borrowed_files, release_borrowed
 from slatelake.maintenance.flight import BreakResult, LeaseRecord
 from slatelake.maintenance.fold import FoldRequest, FoldTurn, fold_turn
 from slatelake.maintenance.health import health
@@ -76,6 +77,9 @@ from slatelake.store.merge import CompactStoreReport
 SUBSPACES = tuple(s.label for s in Subspace)
 
 __all__ = [
+    "BorrowedRelease",
+    "borrowed_files",
+    "release_borrowed",
     "Backlog",
     "backlog_of",
     "BackupReport",

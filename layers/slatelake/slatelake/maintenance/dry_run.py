@@ -34,14 +34,22 @@ sum (``rows``, ``files``).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from slatelake.ducklake.attach_options import stored_data_path
 from slatelake.ducklake.commit_flow import META_DB
 from slatelake.ducklake.session import Session
 from slatelake.ducklake.sql import ident, run
 from slatelake.maintenance import flush_rounding, holds
+from slatelake.maintenance.catalog_files import Resolver, path_resolver
+from slatelake.maintenance.delete_boundary import (
+    DeleteBoundary,
+    Verdicts,
+    orphan_window,
+    spared_for_writers,
+    writers_since,
+)
 from slatelake.maintenance.health import (
     DUCKLAKE_DEFAULT_TARGET_FILE_SIZE,
     health,
@@ -145,23 +153,53 @@ class Planner:
         return _dry(f"would rewrite {files} files in {len(items)} tables")
 
     def cleanup(self, step: str, cfg: StepConfig) -> StepOutcome:
+        """DuckLake's dry run, through the delete boundary the pass applies
+        (and, for orphans, the live writers' window), so the plan names what
+        the pass would delete and counts what it would spare."""
         args = {k: v for k, v in cfg.params.items() if k != "dry_run"}
-        paths = sorted({str(r[0]) for r in self.steps.dry_call(step, ("path",), args)})
+        boundary = self._boundary()
         if step == "delete_orphaned_files":
-            self.plan[step] = bounded(paths)
-            return _dry(f"would delete {len(paths)} orphaned files")
+            lake = self.session.lake
+            writers = writers_since(lake.location, lake.log.client, lake.lease.reader_id)
+            listed = [
+                {str(r[0]) for r in self.steps.dry_call(step, ("path",), asked)}
+                for asked in orphan_window(args, writers)
+            ]
+            found = self._judged(boundary, sorted(set.intersection(*listed)))
+            self.plan[step] = bounded(found.allowed, spared=found.spared_count)
+            why = found.why_spared() + spared_for_writers(writers)
+            return _dry(f"would delete {len(found.allowed)} orphaned files{why}")
+        paths = sorted({str(r[0]) for r in self.steps.dry_call(step, ("path",), args)})
         expired: list[str] = []
         merged: list[str] = []
         if _reaches_now(args):
             expired = sorted(set(self._freed_by_expiry()) - set(paths)) if self.expiring else []
             merged = sorted({p for _, p in self.merging} - set(paths) - set(expired))
-        paths = sorted([*paths, *expired, *merged])
+        now = self._judged(boundary, paths)
+        later = self._judged(boundary, [*expired, *merged], named_ok=True)
+        expired = [p for p in expired if p in set(later.allowed)]
+        merged = [p for p in merged if p in set(later.allowed)]
+        paths = sorted([*now.allowed, *expired, *merged])
+        spared = now.spared_count + later.spared_count
         self.plan[step] = bounded(
-            paths, scheduled_by_expiry=len(expired), scheduled_by_merge=len(merged)
+            paths, scheduled_by_expiry=len(expired), scheduled_by_merge=len(merged), spared=spared
         )
         sources = ((len(expired), "expiry"), (len(merged), "merge"))
         also = [f"{n} of them scheduled by this pass's {w}" for n, w in sources if n]
-        return _dry(f"would delete {len(paths)} files" + "".join(f"; {a}" for a in also))
+        why = f"; {spared} spared by the delete boundary" if spared else ""
+        return _dry(f"would delete {len(paths)} files" + "".join(f"; {a}" for a in also) + why)
+
+    def _boundary(self) -> DeleteBoundary | None:
+        path = stored_data_path(self.session.state)
+        return None if path is None else DeleteBoundary(self.session, path)
+
+    @staticmethod
+    def _judged(
+        boundary: DeleteBoundary | None, paths: list[str], named_ok: bool = False
+    ) -> Verdicts:
+        if boundary is None:
+            return Verdicts(allowed=list(paths))
+        return boundary.judge(paths, named_ok)
 
     # -- catalog reads -----------------------------------------------------------
     def _figures(self, cfg: StepConfig) -> dict[TableName, TableHealth]:
@@ -240,43 +278,8 @@ class Planner:
             (f"{k[0]}.{k[1]}", p) for k, paths in groups.items() if len(paths) >= 2 for p in paths
         )
 
-    def _paths(self) -> Callable[[int, str, bool], str]:
-        """A file's path as DuckLake's cleanup prints it: the data path, then
-        its schema's and its table's paths, then its own, each relative to the
-        one before unless it says otherwise (the newest spelling of each)."""
-        con = self._cursor()
-        (root,) = con.execute(
-            f"SELECT value FROM {ident(META_DB)}.ducklake_metadata "
-            "WHERE key = 'data_path' AND scope IS NULL"
-        ).fetchone() or ("",)
-        schemas = {
-            int(i): (str(p or ""), bool(r))
-            for i, p, r in con.execute(
-                "SELECT schema_id, arg_max(path, begin_snapshot), "
-                f"arg_max(path_is_relative, begin_snapshot) FROM {ident(META_DB)}.ducklake_schema "
-                "GROUP BY schema_id"
-            ).fetchall()
-        }
-        tables = {
-            int(i): (int(sid), str(p or ""), bool(r))
-            for i, sid, p, r in con.execute(
-                "SELECT table_id, arg_max(schema_id, begin_snapshot), "
-                "arg_max(path, begin_snapshot), "
-                f"arg_max(path_is_relative, begin_snapshot) FROM {ident(META_DB)}.ducklake_table "
-                "GROUP BY table_id"
-            ).fetchall()
-        }
-
-        def full(table_id: int, path: str, relative: bool) -> str:
-            if not relative:
-                return str(path)
-            sid, tpath, trel = tables.get(int(table_id), (-1, "", True))
-            if not trel:
-                return tpath + path
-            spath, srel = schemas.get(sid, ("", True))
-            return (spath if not srel else str(root or "") + spath) + tpath + path
-
-        return full
+    def _paths(self) -> Resolver:
+        return path_resolver(self._cursor())
 
     def _cursor(self) -> Any:
         """A connection of its own on the session's DuckDB (as health reads)."""

@@ -35,7 +35,7 @@ import socket
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from slatelake.durations import env_duration
 from slatelake.errors import (
@@ -44,25 +44,51 @@ from slatelake.errors import (
     Backoff,
     LeaseLiveError,
     MisconfigurationError,
+    PermissionDeniedError,
     SlatelakeError,
+    StoreTimeoutError,
     StoreUnavailableError,
     retry,
 )
+from slatelake.maintenance.lease_record import (
+    BROKEN,
+    HELD,
+    RELEASED,
+    STALE_BEATS,
+    UNREADABLE,
+    LeaseRecord,
+)
+from slatelake.maintenance.lease_record import decode_record as _decode
 from slatelake.store.location import LakeLocation
 from slatelake.store.objects import ObjectClient
+
+__all__ = [  # the record's names stay importable from here
+    "BROKEN",
+    "HELD",
+    "RELEASED",
+    "STALE_BEATS",
+    "UNREADABLE",
+    "BreakResult",
+    "LeaseRecord",
+    "PassLease",
+    "break_lease",
+    "default_ttl_s",
+    "process_lock",
+]
 
 log = logging.getLogger("slatelake.maintenance")
 LEASE_DIR = "maintenance"
 DEFAULT_TTL_S = 60.0
 TTL_ENV = "SLATELAKE_PASS_LEASE_TTL_S"
 BEATS_PER_TTL = 12
-# A heartbeat older than this many intervals is stale: ``lease break`` may break it.
-STALE_BEATS = 3
-HELD, RELEASED, BROKEN, UNREADABLE = "held", "released", "broken", "unreadable"
 _RELIST_ATTEMPTS = 10
-_RECORD_KEYS = frozenset(
-    {"owner", "state", "expires_at", "heartbeat_at", "heartbeat_s", "pid", "host"}
-)
+# A release that meets a store error tries again this often, within this
+# long: a transient fault must not hold the lease for its TTL. A timeout or
+# a refusal ends it at once (the store, or the invocation's deadline, gives no
+# more time); the lease then lapses at its expiry.
+RELEASE_ATTEMPTS = 5
+RELEASE_WINDOW_S = 5.0
+_RELEASE_BACKOFF = Backoff(first_s=0.2, factor=2.0, cap_s=1.0, jitter=0.2)
 _locks: dict[str, threading.Lock] = {}
 _locks_guard = threading.Lock()
 
@@ -80,50 +106,6 @@ def default_ttl_s() -> float:
     if ttl < 1:
         raise MisconfigurationError(f"{TTL_ENV}={ttl:g}s: must be at least 1s, e.g. 60s")
     return ttl
-
-
-@dataclass(frozen=True)
-class LeaseRecord:
-    """The newest lease record. ``state`` is held, released, broken or
-    unreadable; only a held record whose expiry is ahead holds the lease."""
-
-    generation: int
-    owner: str
-    expires_at: float
-    state: str = HELD
-    heartbeat_at: float = 0.0
-    heartbeat_s: float = 0.0
-    pid: int | None = None
-    host: str = ""
-    # What the owner said beside the lease (a holder's fold cursor and when).
-    extra: dict[str, object] = field(default_factory=dict)
-
-    def held(self, now: float | None = None) -> bool:
-        return self.state == HELD and self.expires_at > (time.time() if now is None else now)
-
-    def heartbeat_fresh(self, now: float | None = None) -> bool:
-        """Held, and the owner beat within STALE_BEATS intervals (a record
-        without a heartbeat, from an older slatelake, is never fresh)."""
-        now = time.time() if now is None else now
-        return (
-            self.held(now)
-            and self.heartbeat_s > 0
-            and now - self.heartbeat_at < STALE_BEATS * self.heartbeat_s
-        )
-
-    def describe(self, now: float | None = None) -> str:
-        now = time.time() if now is None else now
-        who = f"owner {self.owner[:8] or '?'}"
-        if self.pid is not None:
-            who += f" (pid {self.pid} on {self.host or '?'})"
-        if self.state != HELD:
-            return f"lease generation {self.generation}: {self.state} by {who}"
-        beat = "no heartbeat recorded"
-        if self.heartbeat_at:
-            beat = f"last heartbeat {now - self.heartbeat_at:.1f}s ago"
-        left = self.expires_at - now
-        expiry = f"expires in {left:.1f}s" if left > 0 else f"expired {-left:.1f}s ago"
-        return f"lease generation {self.generation} held by {who}, {beat}, {expiry}"
 
 
 @dataclass(frozen=True)
@@ -157,6 +139,8 @@ class PassLease:
         self.generation: int | None = None
         self._expires_at = 0.0
         self._lost: str | None = None
+        self._wrote = False  # a claim was sent: a record of ours may stand, even unanswered
+        self._forfeited = False  # lost by our own unanswered renewal, not to another process
         self._lock = threading.Lock()  # one write at a time: heartbeat vs release
         self._beat_stop = threading.Event()
         self._beat: threading.Thread | None = None
@@ -223,15 +207,19 @@ class PassLease:
         A claim that raises never leaves its record held: a PUT whose answer
         was lost is settled by reading the record back (ours: claimed) or, when
         absent, by creating it first as released (``_withdraw``); a failure
-        after the record landed deletes it before raising. Collecting
-        older generations is best effort: only the newest one counts.
+        after the record landed deletes it before raising. When neither the
+        answer nor the read back comes, the claim raises AmbiguousWriteError
+        and ``release`` (which ``acquire`` calls then) gives back whatever of
+        it landed. Collecting older generations is best effort: only the
+        newest one counts.
         """
         path = self._path(generation)
         wanted = json.loads(body)["state"]
+        self._wrote = True
         try:
             created = self.client.put_if_absent(path, body)
         except AmbiguousWriteError as exc:
-            raw = self.client.get(path)
+            raw = self._read_back(generation, str(exc))
             if raw is None:
                 try:
                     raw = self._withdraw(generation)
@@ -247,8 +235,8 @@ class PassLease:
             if not self._ours(generation, raw, wanted):
                 return False
             created = True
-        if not created:
-            raw = self.client.get(path)
+        if not created:  # an earlier send of ours may have landed: read it back
+            raw = self._read_back(generation, "the object was already there")
             # Ours after all (an earlier PUT that reported an error had landed)? Our
             # own withdrawal (a released record) is not a claim of a held lease.
             if raw is None or not self._ours(generation, raw, wanted):
@@ -271,6 +259,19 @@ class PassLease:
                 break  # the next claim collects it
         return True
 
+    def _read_back(self, generation: int, why: str) -> bytes | None:
+        """The record at ``generation`` after a claim whose answer was unclear;
+        AmbiguousWriteError when it cannot be read (a renewal's heartbeat
+        tries the same generation again; ``release`` settles the rest)."""
+        try:
+            return self.client.get(self._path(generation))
+        except SlatelakeError as exc:
+            raise AmbiguousWriteError(
+                f"{self.noun} generation {generation}: {why}, and reading it back failed "
+                f"({exc}); whether the claim landed is unknown: it is released once readable, "
+                f"or lapses at its expiry ({self.ttl_s:g}s)"
+            ) from None
+
     def _ours(self, generation: int, raw: bytes, state: str) -> bool:
         record = _decode(generation, raw)
         return record.owner == self.owner and record.state == state
@@ -280,6 +281,7 @@ class PassLease:
         released record as the newest: the lease is free to others from now
         on, so it is no longer this owner's, whatever its last expiry says."""
         if self.generation is not None and self._lost is None:
+            self._forfeited = True
             self._lost = (
                 f"the renewal to generation {generation} got no answer and was withdrawn as a "
                 "released record, so the lease is free and no longer this process's"
@@ -329,22 +331,46 @@ class PassLease:
             self.generation, self._expires_at, self._lost = generation, expires_at, None
             return True
 
-    def acquire(self, wait_s: float = 0.0, poll_s: float = 0.5) -> None:
+    def acquire(
+        self, wait_s: float = 0.0, poll_s: float = 0.5, stop: threading.Event | None = None
+    ) -> None:
         """Take the lease, trying every ``poll_s`` for up to ``wait_s`` seconds;
-        AlreadyRunningError naming the owner when it stays taken."""
+        AlreadyRunningError naming the owner when it stays taken, or at once
+        when ``stop`` is set while waiting (a signalled ``slatelake maintain``
+        must not sit out another pass's wait)."""
 
         def take() -> None:
             if not self.try_acquire():
                 raise AlreadyRunningError(f"the {self.noun} is taken")
 
-        retry(
-            take,
-            attempts=math.ceil(wait_s / max(poll_s, 0.001)) + 2,  # the deadline ends it
-            backoff=Backoff(first_s=poll_s, factor=1.0, cap_s=poll_s, jitter=0.0),
-            on=AlreadyRunningError,
-            deadline_s=wait_s,
-            give_up=lambda _exc, _n: self._busy(),
-        )
+        try:
+            retry(
+                take,
+                attempts=math.ceil(wait_s / max(poll_s, 0.001)) + 2,  # the deadline ends it
+                backoff=Backoff(first_s=poll_s, factor=1.0, cap_s=poll_s, jitter=0.0),
+                on=AlreadyRunningError,
+                deadline_s=wait_s,
+                wait=time.sleep if stop is None else stop.wait,
+                give_up=lambda _exc, _n: self._busy(),
+            )
+        except AmbiguousWriteError:
+            # The claim may have landed: a released record after it, when it
+            # did, so no one waits out its TTL.
+            self.release()
+            raise
+        except AlreadyRunningError as exc:
+            if stop is None or not stop.is_set() or self.generation is not None:
+                raise
+            raise AlreadyRunningError(
+                f"stopped while waiting for the {self.noun} ({exc}); nothing ran"
+            ) from None
+
+    @property
+    def ref(self) -> str:
+        """This owner's name for the lease, ``<directory>/<owner>``: what a
+        commit lock taken under it records (catalog/commit_lock.py), so a
+        waiter breaks that lock once this lease is released or taken over."""
+        return f"{self.directory}/{self.owner}"
 
     def _busy(self) -> AlreadyRunningError:
         record = self.current()
@@ -410,21 +436,56 @@ class PassLease:
 
     # -- ending ----------------------------------------------------------------
     def release(self) -> None:
-        """Stop the heartbeat and write a ``released`` record as the next
-        generation (nothing when the lease was lost: it is someone else's)."""
+        """Stop the heartbeat and, when the newest record is this owner's held
+        one, write a ``released`` record after it. That covers a pass that
+        ends cleanly, and one whose claim or renewal got no answer (it may
+        have landed, even after its withdrawal failed: ``lost`` is then set,
+        but what landed is still this owner's to give back). Nothing when the
+        lease expired unrenewed or another process wrote after it: it may be
+        theirs by now. Store errors are retried briefly (``RELEASE_ATTEMPTS``
+        within ``RELEASE_WINDOW_S``); a lease not released lapses at its
+        expiry, a TTL after its last renewal. Never raises: it runs in
+        ``finally`` blocks, where the error that ended the pass comes first."""
         self.stop_heartbeat()
         if not self._lock.acquire(timeout=self.ttl_s):  # a renewal stuck in a store call
             log.warning("%s not released (it expires on its own): store busy", self.noun)
             return
         try:
-            generation, self.generation = self.generation, None
-            if generation is None or self._lost is not None:
-                return
-            self._claim(generation + 1, self._record(RELEASED, 0.0))
-        except Exception as exc:  # the lease then lapses at its expiry
-            log.warning("%s not released (it expires on its own): %s", self.noun, exc)
+            lost = self.lost is not None and not self._forfeited
+            self.generation = None
+            if self._wrote and not lost:
+                self._let_go()
+        except Exception as exc:  # not a store error: still never the caller's problem
+            log.warning("%s not released (it lapses at its expiry): %s", self.noun, exc)
         finally:
             self._lock.release()
+
+    def _let_go(self) -> None:
+        """Write ``released`` after the newest record while it is ours and held."""
+        ends = time.monotonic() + RELEASE_WINDOW_S
+        why = "the lease kept changing"
+        for attempt in range(1, RELEASE_ATTEMPTS + 1):
+            try:
+                record = self.current()
+                if record is None or record.owner != self.owner or record.state != HELD:
+                    return  # nothing of ours holds it
+                if self._claim(record.generation + 1, self._record(RELEASED, 0.0)):
+                    return
+                continue  # another record landed first (a late one of ours?): look again
+            except (StoreTimeoutError, PermissionDeniedError) as exc:
+                why = str(exc)
+                break  # no more time, or refused: trying again cannot help
+            except SlatelakeError as exc:
+                why = str(exc)
+            if time.monotonic() >= ends:
+                break
+            time.sleep(_RELEASE_BACKOFF.delay(attempt))
+        log.warning(
+            "%s not released (it lapses at its expiry, %gs after its last renewal): %s",
+            self.noun,
+            self.ttl_s,
+            why,
+        )
 
 
 def break_lease(location: LakeLocation, client: ObjectClient | None = None) -> BreakResult:
@@ -449,22 +510,3 @@ def break_lease(location: LakeLocation, client: ObjectClient | None = None) -> B
         if breaker._claim(generation, body):
             return BreakResult(record, generation, f"broke {record.describe(now)}")
     raise AlreadyRunningError("the maintenance lease kept changing while breaking it; retry")
-
-
-def _decode(generation: int, raw: bytes) -> LeaseRecord:
-    try:
-        doc = json.loads(raw)
-        pid = doc.get("pid")
-        return LeaseRecord(
-            generation,
-            str(doc["owner"]),
-            float(doc["expires_at"]),
-            state=str(doc.get("state", HELD)),
-            heartbeat_at=float(doc.get("heartbeat_at") or 0.0),
-            heartbeat_s=float(doc.get("heartbeat_s") or 0.0),
-            pid=int(pid) if pid is not None else None,
-            host=str(doc.get("host") or ""),
-            extra={k: v for k, v in doc.items() if k not in _RECORD_KEYS},
-        )
-    except (ValueError, KeyError, TypeError, AttributeError):
-        return LeaseRecord(generation, "", 0.0, state=UNREADABLE)  # counts as free

@@ -16,12 +16,16 @@ import time
 from dataclasses import dataclass
 
 from slatelake.catalog.holds import (
+    HELD_FILES_KEY,
+    HELD_FILES_LABEL,
     HOLDS_KEY,
     HOLDS_LABEL,
     Hold,
     check_name,
     check_note,
+    decode_held_files,
     decode_holds,
+    encode_held_files,
     encode_holds,
     held_snapshots,
 )
@@ -30,6 +34,7 @@ from slatelake.ducklake.session import Session
 from slatelake.errors import ConflictError, MisconfigurationError, NotFoundError, retry
 from slatelake.log.changeset import ChangeSet
 from slatelake.maintenance import history
+from slatelake.maintenance.catalog_files import files_at
 from slatelake.store.location import show_input
 
 ATTEMPTS = 3  # head-preserving records landing beside it (status, sweep) can race the slot
@@ -67,6 +72,11 @@ def holds(session: Session) -> list[Hold]:
 def holds_at_head(lake: Lake) -> list[Hold]:
     """The holds at the log's head, without loading the catalog."""
     return decode_holds(lake.read_sys_at_head(HOLDS_KEY))
+
+
+def held_files(session: Session) -> dict[str, list[str]]:
+    """Hold name -> the files its snapshot read when it was placed."""
+    return decode_held_files(session.lake.read_sys(session.state, HELD_FILES_KEY))
 
 
 def held(session: Session) -> dict[int, list[str]]:
@@ -107,7 +117,10 @@ def protect(
             )
         hold = Hold(label, snapshot, text, time.time_ns() // 1000, by)
         result.append(HoldChange(hold, changed=True))
-        return _change([*current, hold], session, "hold.protect", by, hold)
+        files = held_files(session)
+        with session.con.cursor() as con:
+            files[label] = files_at(con, snapshot)
+        return _change([*current, hold], files, session, "hold.protect", by, hold)
 
     retry(lambda: session.commit_under_lock(build), attempts=ATTEMPTS, on=ConflictError)
     return result[0]
@@ -131,22 +144,34 @@ def unprotect(session: Session, name: object, by: str | None = None) -> HoldChan
             )
         result.append(HoldChange(gone, changed=True))
         kept = [h for h in current if h.name != label]
-        return _change(kept, session, "hold.unprotect", by, gone)
+        files = {k: v for k, v in held_files(session).items() if k != label}
+        return _change(kept, files, session, "hold.unprotect", by, gone)
 
     retry(lambda: session.commit_under_lock(build), attempts=ATTEMPTS, on=ConflictError)
     return result[0]
 
 
-def _change(new: list[Hold], session: Session, kind: str, by: str | None, hold: Hold) -> ChangeSet:
-    """The holds record and its audit entry, in one change set."""
+def _change(
+    new: list[Hold],
+    files: dict[str, list[str]],
+    session: Session,
+    kind: str,
+    by: str | None,
+    hold: Hold,
+) -> ChangeSet:
+    """The holds record, their file sets and the audit entry, in one change set."""
     puts, deletes = history.audit_writes(
         lambda key: session.lake.read_sys(session.state, key), kind, by, hold.to_dict()
     )
     return ChangeSet(
         base=session.state.head,
-        puts=((HOLDS_KEY, encode_holds(new)), *puts),
+        puts=(
+            (HOLDS_KEY, encode_holds(new)),
+            (HELD_FILES_KEY, encode_held_files(files)),
+            *puts,
+        ),
         deletes=tuple(deletes),
-        tables=(HOLDS_LABEL, "sys/audit_log"),
+        tables=(HOLDS_LABEL, HELD_FILES_LABEL, "sys/audit_log"),
         changes_made=f"retention_holds: {kind} {hold.name}",
     )
 

@@ -14,13 +14,13 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import duckdb
 
 from slatelake.ducklake.sql import run
-from slatelake.durations import parse_duration
+from slatelake.durations import format_duration, parse_duration
 from slatelake.errors import MaintenanceConfigError, MisconfigurationError
 from slatelake.store.keys import Subspace
 from slatelake.store.location import show_input
@@ -61,6 +61,9 @@ class Instant:
     same instant on every host (a timestamp without an offset is read as UTC)."""
 
     utc: str
+    # Seconds since the epoch, as DuckDB read it: the orphan age floor compares
+    # it with now (None when built by hand, e.g. in a test's expectation).
+    epoch_s: float | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -129,6 +132,27 @@ def parse_seconds(option: str, value: object) -> float:
         raise MaintenanceConfigError(str(exc)) from None
 
 
+def seconds_between(low: float, high: float, why: str) -> Callable[[str, object], float]:
+    """A parser of seconds in the duration grammar held to ``low``..``high``;
+    ``why`` says what the bounds protect, in the refusal."""
+
+    def parse(option: str, value: object) -> float:
+        text = value_text(option, value)
+        try:
+            seconds = parse_duration(option, text, maximum=high)
+        except MisconfigurationError as exc:
+            raise MaintenanceConfigError(f"{exc} ({why})") from None
+        if seconds < low:
+            raise _bad(
+                option,
+                value,
+                f"must be at least {format_duration(low)} ({why})",
+            )
+        return seconds
+
+    return parse
+
+
 def _whole(text: str) -> int | None:
     """An integer from decimal digits (optional sign), or None; never a huge parse."""
     if not re.fullmatch(r"[+-]?\d{1,40}", text, re.ASCII):
@@ -190,11 +214,13 @@ class Casts:
             )
             self._con.execute("SET TimeZone = 'UTC'")
         text = value_text(option, value).strip(WS)
-        interval, seconds, instant, finite = run(
+        interval, seconds, instant, finite, epoch_s = run(
             self._con,
             "SELECT CAST(TRY_CAST(? AS INTERVAL) AS VARCHAR), epoch(TRY_CAST(? AS INTERVAL)), "
-            "CAST(TRY_CAST(? AS TIMESTAMPTZ) AS VARCHAR), isfinite(TRY_CAST(? AS TIMESTAMPTZ))",
-            [text] * 4,
+            "CAST(TRY_CAST(? AS TIMESTAMPTZ) AS VARCHAR), isfinite(TRY_CAST(? AS TIMESTAMPTZ)), "
+            "CASE WHEN isfinite(TRY_CAST(? AS TIMESTAMPTZ)) "
+            "THEN epoch(TRY_CAST(? AS TIMESTAMPTZ)) END",
+            [text] * 6,
         ).fetchone()
         if interval is not None:
             if not 0 <= seconds <= MAX_WINDOW_S:
@@ -207,7 +233,7 @@ class Casts:
                 "expected an interval such as '7 days' or a finite timestamp such as "
                 "'2024-01-01 00:00:00+00' (no offset means UTC)",
             )
-        return Instant(instant)
+        return Instant(instant, float(epoch_s))
 
     def close(self) -> None:
         if self._con is not None:

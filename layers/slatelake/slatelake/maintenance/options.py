@@ -9,7 +9,8 @@ loudly here. slatelake's own options: INTERVAL, SWEEP_INDEXES,
 SWEEP_FILE_STATS, SWEEP_INLINED_TABLES (one switch per sweep; the last two
 default to SWEEP_INDEXES, which defaults to true, so the RFC's one switch
 still turns off all three), BATCH_SIZE, COMPACT_STORE (default false), COMPACT_STORE_SUBSPACE,
-COMPACT_STORE_TIMEOUT, TABLE_BATCHES, PROGRESS. ``META_MAINTENANCE_*`` (the
+COMPACT_STORE_TIMEOUT, TABLE_BATCHES, PROGRESS, ORPHAN_AGE_FLOOR_OVERRIDE.
+``META_MAINTENANCE_*`` (the
 RFC's spelling) is an alias; two spellings of one option that disagree are
 refused, naming both.
 
@@ -22,12 +23,24 @@ mistake is a MaintenanceConfigError naming the option on one line, raised
 before any work (``bind`` checks on a bare DuckDB, before a lake is opened):
 nothing configured wrong ever runs unattended, and nothing DuckLake would
 reject mid-pass gets past bind.
+
+Two floors guard against values that parse but hurt. ``INTERVAL`` is held
+to ``MIN_INTERVAL_S``..``MAX_INTERVAL_S`` (a pass every millisecond fills
+the log with slots and never lets the lake rest). The orphan step deletes
+files no snapshot references, and a write in flight has written files no
+snapshot references yet: an orphan age under ``ORPHAN_AGE_FLOOR_S``
+(``DELETE_ORPHANED_FILES_OLDER_THAN`` as a window, or as an instant less
+than that before now) and ``DELETE_ORPHANED_FILES_CLEANUP_ALL=true`` (any
+age) are refused unless ``MAINTENANCE_ORPHAN_AGE_FLOOR_OVERRIDE=true`` says
+the caller knows no write is in flight. A dry run deletes nothing and is
+never refused for it.
 """
 
 from __future__ import annotations
 
 import math
 import re
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,16 +48,20 @@ from typing import Any
 import duckdb
 
 from slatelake.ducklake.sql import run
+from slatelake.durations import format_duration
 from slatelake.errors import MaintenanceConfigError
 from slatelake.maintenance.option_values import (
     WS,
     Casts,
+    Instant,
+    Interval,
     Value,
     param_parser,
     parse_bool,
     parse_positive_int,
     parse_seconds,
     parse_subspace,
+    seconds_between,
 )
 from slatelake.store.keys import Subspace
 from slatelake.store.location import show_input
@@ -70,7 +87,18 @@ STEPS = (
 _SCOPE_PARAMS = {"table_name", "schema_name", "schema"}
 DEFAULT_BATCH_SIZE = 65_536
 SWEEPS = ("SWEEP_INDEXES", "SWEEP_FILE_STATS", "SWEEP_INLINED_TABLES")
-_OWN_BOOLS = (*SWEEPS, "COMPACT_STORE", "TABLE_BATCHES", "PROGRESS")
+_OWN_BOOLS = (*SWEEPS, "COMPACT_STORE", "TABLE_BATCHES", "PROGRESS", "ORPHAN_AGE_FLOOR_OVERRIDE")
+# The scheduler's interval: at least 10 s (each pass writes slots, takes the
+# pass lease and the commit lock), at most 7 days (a longer gap is a typo for
+# "never"; leave MAINTENANCE_INTERVAL unset for that).
+MIN_INTERVAL_S = 10.0
+MAX_INTERVAL_S = 7 * 86400.0
+# The youngest file the orphan step may delete without the override: one hour.
+# A file younger than that may belong to a write still in flight (its Parquet
+# written, its commit not yet landed), which the orphan step cannot tell from
+# an orphan.
+ORPHAN_AGE_FLOOR_S = 3600.0
+ORPHAN_OVERRIDE = "ORPHAN_AGE_FLOOR_OVERRIDE"
 _OWN = {*_OWN_BOOLS, "INTERVAL", "BATCH_SIZE", "COMPACT_STORE_SUBSPACE", "COMPACT_STORE_TIMEOUT"}
 
 
@@ -96,6 +124,9 @@ class MaintenanceOptions:
     compact_store_timeout_s: float | None = None
     table_batches: bool = False
     progress: bool = False
+    # MAINTENANCE_ORPHAN_AGE_FLOOR_OVERRIDE: orphan ages under ORPHAN_AGE_FLOOR_S
+    # (and CLEANUP_ALL) were allowed at bind.
+    orphan_age_floor_override: bool = False
     # Set by a deployed schedule (the Lambda): on a lake whose policy is not
     # enabled, the steps that expire or delete are skipped (double opt-in).
     deletes_need_policy: bool = False
@@ -140,7 +171,11 @@ def ducklake_signatures(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, s
 def _own_parser(name: str) -> Callable[[str, Any], Any]:
     if name in _OWN_BOOLS:
         return parse_bool
-    if name in ("INTERVAL", "COMPACT_STORE_TIMEOUT"):
+    if name == "INTERVAL":
+        return seconds_between(
+            MIN_INTERVAL_S, MAX_INTERVAL_S, "each pass writes to the lake; unset it for no schedule"
+        )
+    if name == "COMPACT_STORE_TIMEOUT":
         return parse_seconds
     if name == "BATCH_SIZE":
         return parse_positive_int
@@ -266,6 +301,8 @@ def parse_options(
                 f"{name}_CLEANUP_ALL=true and {name}_OLDER_THAN are both given; DuckLake takes "
                 "one or the other: drop one"
             )
+    if not own.get(ORPHAN_OVERRIDE, False):
+        check_orphan_age(steps["delete_orphaned_files"].params, time.time())
     merge = steps["merge_adjacent_files"].params
     if merge.get("min_file_size", -1) >= merge.get("max_file_size", math.inf):
         name = f"{PREFIX}MERGE_ADJACENT_FILES"
@@ -300,6 +337,40 @@ def parse_options(
         compact_store_timeout_s=own.get("COMPACT_STORE_TIMEOUT"),
         table_batches=own.get("TABLE_BATCHES", False),
         progress=own.get("PROGRESS", False),
+        orphan_age_floor_override=own.get(ORPHAN_OVERRIDE, False),
+    )
+
+
+def check_orphan_age(params: Mapping[str, Value], now: float) -> None:
+    """Refuse an orphan step that could delete a file of a write in flight:
+    ``cleanup_all`` (any age), a window under the floor, or an instant less
+    than the floor before ``now``. A dry run deletes nothing and passes."""
+    if params.get("dry_run") is True:
+        return
+    name = f"{PREFIX}DELETE_ORPHANED_FILES"
+    given: str | None = None
+    if params.get("cleanup_all") is True:
+        given = f"{name}_CLEANUP_ALL=true (any age)"
+    older = params.get("older_than")
+    if isinstance(older, Interval) and older.seconds < ORPHAN_AGE_FLOOR_S:
+        given = f"{name}_OLDER_THAN (a window of {format_duration(older.seconds)})"
+    if (
+        isinstance(older, Instant)
+        and older.epoch_s is not None
+        and now - older.epoch_s < ORPHAN_AGE_FLOOR_S
+    ):
+        given = f"{name}_OLDER_THAN={older.utc!r} (less than the floor before now)"
+    if given is not None:
+        raise MaintenanceConfigError(orphan_floor_refusal(given, f"{PREFIX}{ORPHAN_OVERRIDE}=true"))
+
+
+def orphan_floor_refusal(given: str, override: str) -> str:
+    """The one wording of the floor's refusal (options and policy share it)."""
+    return (
+        f"{given} is below the orphan age floor of {format_duration(ORPHAN_AGE_FLOOR_S)}: a "
+        "file younger than that may belong to a write still in flight, which the orphan step "
+        "would delete; give an age of at least the floor, or, when no writer can be running, "
+        f"{override}"
     )
 
 

@@ -8,6 +8,18 @@ every scope). All rows are one sys record, ``sys/maintenance_policy``,
 changed through the log under the commit lock, so two writers never lose
 each other's change (each builds on the head it locked). How a policy turns
 into a pass's options is ``policy_plan.py``.
+
+Schema and table rows are keyed by DuckLake's ``schema_id`` / ``table_id``
+(``policy_keys.py``): a rename keeps the policy, a drop ends it (a table
+re-created under the old name starts from its schema's or the lake's).
+Rows written before the ids were kept (name only) are read by name and
+rewritten with ids by the next ``policy set``/``unset`` (migrate on write);
+a row whose object is gone is left out when read and dropped when written.
+
+Every field value from outside is parsed to its type within a stated range
+(a typed refusal naming the field, never a traceback); ``orphan_min_age``
+under the orphan age floor needs ``orphan_age_floor_override`` at the same
+scope or wider (options.ORPHAN_AGE_FLOOR_S says why).
 """
 
 from __future__ import annotations
@@ -16,7 +28,7 @@ import math
 import re
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from slatelake.ducklake.session import Session
@@ -31,6 +43,8 @@ from slatelake.errors import (
 )
 from slatelake.log.changeset import ChangeSet
 from slatelake.maintenance import history
+from slatelake.maintenance.options import ORPHAN_AGE_FLOOR_S, orphan_floor_refusal
+from slatelake.maintenance.policy_keys import LiveNames, live_names
 from slatelake.store import values
 from slatelake.store.keys import Subspace, encode_key
 from slatelake.store.location import show_input
@@ -43,63 +57,80 @@ DEFAULT_SCHEMA = "main"
 AUTO = "auto"
 ATTEMPTS = 3
 DAY_S = 86400.0
-_SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([KMGT]?i?B)?", re.IGNORECASE)
+_SIZE = re.compile(r"(\d{1,20}(?:\.\d{1,9})?)\s*([KMGT]?i?B)?", re.IGNORECASE | re.ASCII)
+# A plain decimal: no sign, no exponent (so neither -0 nor 1e-400 spells a fraction).
+_PLAIN = re.compile(r"(\d{1,20}(?:\.\d{1,20})?|\.\d{1,20})", re.ASCII)
+# small_file_min_count: a file count a table can reach, and a threshold that means something.
+MAX_COUNT = 1_000_000
 _UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12}
 _UNITS |= {"KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
 
 Value = bool | int | float | str
 
 
+def _bad(name: str, text: object, expected: str) -> MisconfigurationError:
+    return MisconfigurationError(f"policy {name}={show_input(text)}: expected {expected}")
+
+
+def _text(text: object) -> str | None:
+    """The text a value spells (a number as JSON prints it), or None for a
+    value of no field's type (a list, an object, None)."""
+    if isinstance(text, str):
+        return text.strip(" \t\r\n")
+    if isinstance(text, int | float) and not isinstance(text, bool):
+        return repr(text)
+    return None
+
+
 def _bool(name: str, text: object) -> bool:
     if isinstance(text, bool):
         return text
-    spelled = str(text).strip().lower()
+    spelled = (_text(text) or "").lower()
     if spelled in ("true", "on", "yes", "1"):
         return True
     if spelled in ("false", "off", "no", "0"):
         return False
-    raise MisconfigurationError(f"policy {name}={show_input(text)}: expected true or false")
+    raise _bad(name, text, "true or false")
 
 
 def _duration(name: str, text: object) -> float:
-    if isinstance(text, (int, float)) and not isinstance(text, bool):
-        text = str(text)
-    return parse_duration(f"policy {name}", text, allow_zero=True)
+    spelled = _text(text)
+    if isinstance(text, float) and math.isfinite(text) and abs(text) < 1e16:
+        spelled = f"{text:.9f}"  # stored seconds such as 1e-05 read without an exponent
+    if isinstance(text, bool) or spelled is None:
+        raise _bad(name, text, "a duration such as 7d, 12h or 90m")
+    return parse_duration(f"policy {name}", spelled, allow_zero=True)
 
 
 def _count(name: str, text: object) -> int:
-    spelled = str(text).strip()
-    if isinstance(text, bool) or not (spelled.isascii() and spelled.isdigit()) or int(spelled) < 1:
-        raise MisconfigurationError(
-            f"policy {name}={show_input(text)}: expected a whole number >= 1"
-        )
-    return int(spelled)
+    spelled = _text(text) or ""
+    number = int(spelled) if re.fullmatch(r"\d{1,7}", spelled, re.ASCII) else 0
+    if isinstance(text, bool) or not 1 <= number <= MAX_COUNT:
+        raise _bad(name, text, f"a whole number from 1 to {MAX_COUNT}")
+    return number
 
 
 def _fraction(name: str, text: object) -> float:
-    try:
-        value = float(str(text).strip()) if str(text).strip().isascii() else math.nan
-    except ValueError:
-        value = math.nan
+    if isinstance(text, float) and math.isfinite(text):
+        value = text + 0.0  # a stored or JSON number; -0.0 reads as 0.0
+    else:
+        spelled = _text(text) or ""
+        value = float(spelled) if _PLAIN.fullmatch(spelled) else math.nan
     if isinstance(text, bool) or not 0.0 <= value <= 1.0:
-        raise MisconfigurationError(
-            f"policy {name}={show_input(text)}: expected a fraction from 0 to 1 (e.g. 0.2)"
-        )
+        raise _bad(name, text, "a fraction from 0 to 1 (e.g. 0.2)")
     return value
 
 
 def _size(name: str, text: object) -> int | str:
-    spelled = str(text).strip()
+    spelled = _text(text) or ""
     if spelled.lower() == AUTO:
         return AUTO
-    match = _SIZE.fullmatch(spelled) if spelled.isascii() else None
+    match = _SIZE.fullmatch(spelled)
     if isinstance(text, bool) or match is None:
-        raise MisconfigurationError(
-            f"policy {name}={show_input(text)}: expected auto or a size such as 128MB or 1GiB"
-        )
+        raise _bad(name, text, "auto or a size such as 128MB or 1GiB")
     number = float(match.group(1)) * _UNITS[(match.group(2) or "").upper()]
     if not 1 <= number < 2**63:
-        raise MisconfigurationError(f"policy {name}={show_input(text)}: out of range")
+        raise _bad(name, text, "a size from 1 byte to 8EiB")
     return int(number)
 
 
@@ -130,6 +161,7 @@ FIELDS: dict[str, FieldSpec] = {
         FieldSpec("rewrite_delete_threshold", 0.2, _fraction),
         FieldSpec("cleanup_grace", DAY_S, _duration, _show_duration),
         FieldSpec("orphan_min_age", DAY_S, _duration, _show_duration),
+        FieldSpec("orphan_age_floor_override", False, _bool, _show_bool),
         FieldSpec("flush_inlined", True, _bool, _show_bool),
     )
 }
@@ -154,11 +186,17 @@ def parse_fields(given: Mapping[str, object]) -> dict[str, Value]:
 
 @dataclass(frozen=True)
 class Scope:
-    """Where a policy row applies: the lake, one schema, or one table."""
+    """Where a policy row applies: the lake, one schema, or one table.
+
+    ``schema_id``/``table_id`` are DuckLake's ids and the row's identity once
+    bound (``bind``); ``schema``/``table`` are the names, as of the last read
+    (None ids: a scope as a person spelled it, or a row written before ids)."""
 
     kind: str
     schema: str | None = None
     table: str | None = None
+    schema_id: int | None = None
+    table_id: int | None = None
 
     @classmethod
     def of(cls, schema: str | None = None, table: str | None = None) -> Scope:
@@ -180,6 +218,38 @@ class Scope:
                 )
             return cls(TABLE, schema, name)
         return cls(TABLE, schema, table)
+
+    @property
+    def key(self) -> tuple[str, object, object]:
+        """What makes two rows one: the ids once bound, else the names."""
+        if self.kind == TABLE and self.table_id is not None:
+            return (TABLE, None, self.table_id)
+        if self.kind == SCHEMA and self.schema_id is not None:
+            return (SCHEMA, self.schema_id, None)
+        return (self.kind, self.schema, self.table)
+
+    def bind(self, live: LiveNames) -> Scope | None:
+        """This scope keyed by the ids live now, under its current names: by
+        id when it has one, else by name (a person's spelling, or a row
+        written before ids). None when it names nothing live (a dropped
+        table or schema: its policy ended with it)."""
+        if self.kind == LAKE:
+            return Scope(LAKE)
+        if self.kind == SCHEMA:
+            sid = (
+                self.schema_id if self.schema_id is not None else live.schema_id(self.schema or "")
+            )
+            if sid is None or sid not in live.schemas:
+                return None
+            return Scope(SCHEMA, live.schemas[sid], schema_id=sid)
+        tid = self.table_id
+        if tid is None:
+            tid = live.table_id(self.schema or "", self.table or "")
+        found = None if tid is None else live.table_names(tid)
+        if tid is None or found is None:
+            return None
+        sid, schema, table = found
+        return Scope(TABLE, schema, table, schema_id=sid, table_id=tid)
 
     @property
     def label(self) -> str:
@@ -207,6 +277,9 @@ class PolicyRow:
         scope = Scope(**doc["scope"])
         if scope.kind not in (LAKE, SCHEMA, TABLE):
             raise ValueError(f"scope kind {scope.kind!r}")
+        for key in (scope.schema_id, scope.table_id):
+            if key is not None and (isinstance(key, bool) or not isinstance(key, int)):
+                raise ValueError(f"scope id {key!r}")
         return cls(
             scope,
             parse_fields(dict(doc["fields"])),
@@ -233,6 +306,27 @@ def decode_rows(raw: bytes | None) -> list[PolicyRow]:
             f"{POLICY_LABEL} does not decode ({type(exc).__name__}: {exc}); rewrite it with "
             "slatelake policy set/unset"
         ) from exc
+
+
+def current(rows: Iterable[PolicyRow], live: LiveNames) -> list[PolicyRow]:
+    """``rows`` as they apply now: each schema and table row under its
+    object's current name, rows whose object is gone left out."""
+    out = []
+    for row in rows:
+        scope = row.scope.bind(live)
+        if scope is not None:
+            out.append(replace(row, scope=scope))
+    return out
+
+
+def rows_at_head(session: Session) -> list[PolicyRow]:
+    """The lake's policy rows at the session's head, bound to the schemas
+    and tables live there (``current``): what every reader of the policy
+    (a pass, ``policy show``, the threshold) resolves against."""
+    rows = decode_rows(session.lake.read_sys(session.state, POLICY_KEY))
+    if all(r.scope.kind == LAKE for r in rows):
+        return rows  # nothing to bind: no catalog read
+    return current(rows, live_names(session))
 
 
 @dataclass(frozen=True)
@@ -329,21 +423,26 @@ def _change(
 
     def build() -> ChangeSet | None:
         result.clear()
-        rows = decode_rows(session.lake.read_sys(session.state, POLICY_KEY))
-        old = next((r for r in rows if r.scope == scope), None)
+        live = live_names(session)
+        # every row bound to the ids live now: a row written by name gets its
+        # id here (migrate on write), a row whose object is gone is dropped
+        rows = current(decode_rows(session.lake.read_sys(session.state, POLICY_KEY)), live)
+        bound = scope.bind(live)
+        old = None if bound is None else next((r for r in rows if r.scope.key == bound.key), None)
         if old is None and require_row:
             raise MisconfigurationError(f"no policy is set for the {scope.label}; nothing to unset")
-        known = require_row or scope.schema is None
-        if not known and not session.catalog_has(scope.schema, scope.table):
+        if bound is None:
             raise NotFoundError(
                 f"no {scope.label} in {session.url}; a policy names a schema or table "
                 "the lake has (check the spelling, or create it first)"
             )
         fields = edit(dict(old.fields) if old else {})
-        row = PolicyRow(scope, fields, time.time_ns() // 1000, by)
+        row = PolicyRow(bound, fields, time.time_ns() // 1000, by)
         result.append(row)
-        kept = [r for r in rows if r.scope != scope] + ([row] if fields else [])
-        what = {"scope": asdict(scope), "fields": fields, "before": old.fields if old else {}}
+        kept = [r for r in rows if r.scope.key != bound.key] + ([row] if fields else [])
+        if touches_floor(old.fields if old else {}, fields):
+            check_floor(kept)
+        what = {"scope": asdict(bound), "fields": fields, "before": old.fields if old else {}}
         puts, deletes = history.audit_writes(
             lambda key: session.lake.read_sys(session.state, key),
             "policy.unset" if require_row else "policy.set",
@@ -355,8 +454,37 @@ def _change(
             puts=((POLICY_KEY, encode_rows(kept)), *puts),
             deletes=tuple(deletes),
             tables=(POLICY_LABEL, "sys/audit_log"),
-            changes_made=f"maintenance_policy: {scope.label}",
+            changes_made=f"maintenance_policy: {bound.label}",
         )
 
     retry(lambda: session.commit_under_lock(build), attempts=ATTEMPTS, on=ConflictError)
     return result[0]
+
+
+_FLOOR_FIELDS = ("orphan_min_age", "orphan_age_floor_override")
+
+
+def touches_floor(before: Mapping[str, Value], after: Mapping[str, Value]) -> bool:
+    """Whether a change sets or unsets a field the orphan age floor reads."""
+    return any(before.get(n) != after.get(n) for n in _FLOOR_FIELDS)
+
+
+def check_floor(rows: list[PolicyRow]) -> None:
+    """Refuse a policy under which some scope would delete orphans younger
+    than the floor without that scope's override (resolved like any field:
+    an override set on the lake covers its schemas and tables)."""
+    for row in [PolicyRow(Scope(LAKE), {}, 0, None), *rows]:
+        check_policy_floor(resolve(rows, row.scope.schema, row.scope.table), row.scope.label)
+
+
+def check_policy_floor(policy: Policy, label: str) -> None:
+    """MaintenanceConfigError when ``policy`` (resolved for ``label``) keeps
+    an orphan age under the floor without its override."""
+    age = float(policy["orphan_min_age"])
+    if age < ORPHAN_AGE_FLOOR_S and not policy["orphan_age_floor_override"]:
+        raise MaintenanceConfigError(
+            orphan_floor_refusal(
+                f"policy orphan_min_age={format_duration(age)} for the {label}",
+                "--orphan-age-floor-override (the policy field orphan_age_floor_override)",
+            )
+        )

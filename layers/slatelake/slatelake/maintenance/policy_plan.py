@@ -14,6 +14,13 @@
   table's own policy, one call per table, when a schema or table row exists.
 - Options given at the invocation override the policy option by option
   (``MAINTENANCE_<STEP>=false`` switches a policy's step off).
+- An orphan age under the floor runs only with the policy's
+  ``orphan_age_floor_override`` (it becomes the pass's
+  ``MAINTENANCE_ORPHAN_AGE_FLOOR_OVERRIDE``); a policy stored before the
+  floor existed with a shorter age is refused at plan, naming the scope.
+- ``rows`` come bound to the catalog's ids (``policy.rows_at_head``), so a
+  table's row follows it through a rename and ends at its drop; ``plan``
+  itself matches them to ``tables`` by their current names.
 """
 
 from __future__ import annotations
@@ -21,13 +28,21 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
-from slatelake.maintenance.options import PREFIX, MaintenanceOptions, StepConfig, bind
+from slatelake.maintenance.options import (
+    ORPHAN_AGE_FLOOR_S,
+    ORPHAN_OVERRIDE,
+    PREFIX,
+    MaintenanceOptions,
+    StepConfig,
+    bind,
+)
 from slatelake.maintenance.policy import (
     AUTO,
     FIELDS,
     LAKE,
     Policy,
     PolicyRow,
+    check_policy_floor,
     lake_enabled,
     resolve,
 )
@@ -67,6 +82,8 @@ def policy_options(values: dict[str, object]) -> dict[str, str]:
         f"{PREFIX}CLEANUP_OLD_FILES_OLDER_THAN": _interval(values["cleanup_grace"]),
         f"{PREFIX}DELETE_ORPHANED_FILES_OLDER_THAN": _interval(values["orphan_min_age"]),
     }
+    if values.get("orphan_age_floor_override"):
+        raw[PREFIX + ORPHAN_OVERRIDE] = "true"
     if values["compaction"]:
         raw[step["merge_adjacent_files"]] = "true"
         if values["target_file_size"] != AUTO:
@@ -120,10 +137,15 @@ def plan(rows: list[PolicyRow], given: MaintenanceOptions, tables: Iterable[Tabl
     binder = _Binder(given)
     by_table = {t: resolve(rows, t[0], t[1]) for t in tables}
     widest = dict(lake.values)
-    for policy in by_table.values():
+    check_policy_floor(lake, "lake")
+    for (schema, table), policy in by_table.items():
         if policy["enabled"]:
+            check_policy_floor(policy, f"table {schema}.{table}")
             for name in WIDEST:
                 widest[name] = max(float(widest[name]), float(policy[name]))
+    # the lake-wide orphan step runs the longest age: under the floor only
+    # when every policy is, and then each of them gave the override
+    widest["orphan_age_floor_override"] = float(widest["orphan_min_age"]) < ORPHAN_AGE_FLOOR_S
     options = binder(widest)
     if all(r.scope.kind == LAKE for r in rows):
         return Plan(options, policy=lake)

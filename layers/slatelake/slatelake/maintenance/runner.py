@@ -5,7 +5,12 @@ Every surface (Python, CLI, the scheduler thread, the Lambda) calls
 same report. Abort semantics: a failed step outside table deferral marks the
 later DuckLake steps skipped, naming it; steps 7-8 are independent of them.
 Single flight holds in the process (a lock on the canonical lake URL) and
-across processes (a lease in the bucket, renewed by a heartbeat thread). A
+across processes (a lease in the bucket, renewed by a heartbeat thread). The
+commit lock the pass takes names that lease, so a pass that died holding it
+(SIGKILL, a lost host) blocks commits only until its lease is taken over or
+released, not for the lock's own TTL. A stop request (``stop``: the CLI sets
+it on SIGTERM or SIGINT) ends the pass at its next step or table boundary,
+like the deadline: the status is recorded and the lease released. A
 pass whose lease another process took stops at its next boundary, reports
 ``lease_lost`` and writes nothing more, not even its status record. The
 report is appended to the durable status window; a window that does not
@@ -100,11 +105,16 @@ def run_pass(
         raise AlreadyRunningError("maintenance already running on this lake in this process")
     try:
         lease = PassLease(session.lake.location, client=session.lake.log.client)
-        lease.acquire(wait_s)
+        lease.acquire(wait_s, stop=stopping)
+        commit_lock = getattr(session, "_lock", None)  # the session's CommitLock
         try:
             lease.start_heartbeat()
+            if commit_lock is not None:  # a lock this pass leaves behind dies with its lease
+                commit_lock.lease = lease.ref
             return make(lease).run()
         finally:
+            if commit_lock is not None:
+                commit_lock.lease = None
             lease.release()
     finally:
         lock.release()

@@ -46,6 +46,14 @@ from slatelake.errors import (
     retry,
 )
 from slatelake.maintenance import flush_rounding, holds, reclaim
+from slatelake.maintenance.delete_boundary import (
+    DeleteBoundary,
+    not_deleted,
+    orphan_window,
+    spared_for_writers,
+    unschedule,
+    writers_since,
+)
 from slatelake.maintenance.option_values import Instant, Interval, Value, Versions
 from slatelake.maintenance.options import StepConfig
 from slatelake.maintenance.rewrite_guard import LeftOut, RewriteGuard, TableName
@@ -373,36 +381,58 @@ class Steps:
         return outcome
 
     def cleanup(self, step: str, cfg: StepConfig) -> StepOutcome:
-        """Cleanup or orphan deletion (never retried: external effects). The
-        files cleanup deletes are sized first (its dry run reads only the
-        catalog); orphans are not, as finding them lists the whole data path
-        and a second listing would double the step's cost."""
+        """Cleanup or orphan deletion (never retried: external effects).
+        DuckLake's dry run names the candidates (for orphans, with the window
+        tightened to the oldest live writer's start); the delete boundary
+        judges each; slatelake deletes what it allowed and, for cleanup,
+        removes their rows from DuckLake's schedule. The files cleanup deletes
+        are sized first (from the catalog's answer); orphans are not, as a
+        second listing would double the step's cost."""
         params = dict(cfg.params)
-        if params.get("dry_run") is True:
-            rows = self.dry_call(step, ("path",), params)
-            return StepOutcome(f"would delete {len(rows)} files (dry run)", dry_run=True)
-        if step == "delete_orphaned_files":
+        dry = params.pop("dry_run", None) is True
+        orphans = step == "delete_orphaned_files"
+        data_path = stored_data_path(self.session.state)
+        if data_path is None:
+            raise MisconfigurationError(f"{step}: the lake records no data path to delete from")
+        if orphans:
             self.data_path_answers(step, ("HEAD",))  # it HEADs file after file, uncut
-        sizes = self._sizes(step, params) if step == "cleanup_old_files" else None
+        lake = self.session.lake
+        writers = (
+            writers_since(lake.location, lake.log.client, lake.lease.reader_id) if orphans else None
+        )
         with self.session.watch_requests() as watch:
-            rows = self.call(step, ("path",), params)
-        failed = watch.failed()
-        if failed:
-            raise _unanswered(step, len(rows), failed)
-        counts = {"files_deleted": len(rows)}
-        detail = f"deleted {len(rows)} files"
+            listed = [
+                {str(r[0]) for r in self.dry_call(step, ("path",), asked)}
+                for asked in (orphan_window(params, writers) if orphans else [params])
+            ]
+        if failed := watch.failed():
+            raise _unanswered(step, 0, failed)
+        boundary = DeleteBoundary(self.session, data_path)
+        verdicts = boundary.judge(sorted(set.intersection(*listed)))
+        why = verdicts.why_spared() + spared_for_writers(writers)
+        if dry:
+            return StepOutcome(
+                f"would delete {len(verdicts.allowed)} files (dry run){why}", dry_run=True
+            )
+        sizes = None if orphans else self._sizes(step, verdicts.allowed)
+        deleted = boundary.delete(verdicts.allowed)
+        if not orphans and deleted.paths:
+            unschedule(self.session, deleted.paths)
+        counts = {"files_deleted": len(deleted.paths), "files_spared": verdicts.spared_count}
+        detail = f"deleted {len(deleted.paths)} files"
         if sizes is not None:
-            counts["bytes_deleted"] = sum(sizes.get(str(r[0]), 0) for r in rows)
-            unsized = sum(1 for r in rows if str(r[0]) not in sizes)
+            counts["bytes_deleted"] = sum(sizes.get(p, 0) for p in deleted.paths)
+            unsized = sum(1 for p in deleted.paths if p not in sizes)
             detail += f" ({counts['bytes_deleted']} bytes"
             detail += f"; {unsized} not sized)" if unsized else ")"
-        return StepOutcome(detail, counts=counts)
+        if deleted.failed:
+            raise not_deleted(step, len(deleted.paths), deleted.failed)
+        return StepOutcome(detail + why, counts=counts)
 
-    def _sizes(self, step: str, params: dict[str, Value]) -> dict[str, int] | None:
-        """The sizes of the files the step would delete now; None (bytes not
+    def _sizes(self, step: str, paths: list[str]) -> dict[str, int] | None:
+        """The sizes of the files about to be deleted; None (bytes not
         counted) when they cannot be read."""
         try:
-            paths = [str(r[0]) for r in self.dry_call(step, ("path",), params)]
             return reclaim.file_sizes(self.session, paths)
         except duckdb.Error as exc:
             self.log(f"{step}: the files to delete were not sized ({exc})")

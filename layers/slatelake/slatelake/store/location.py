@@ -126,8 +126,11 @@ class LakeLocation:
                     "'.', '-' and '_' and carry no credentials or port; spell the bucket as "
                     "it is named"
                 )
-            root = parsed.path.strip("/")
-            _check_segments(shown, root)
+            # one slash after the bucket and one at the end are spelling; any
+            # other empty segment ('s3://b//x') names another key than it seems
+            rest = parsed.path.removeprefix("/")
+            root = rest.removesuffix("/")
+            _check_segments(shown, root if root or not rest else "/")
             if lake:
                 _check_lake_root(shown, root)
             canonical = f"s3://{parsed.netloc}/{root}" if root else f"s3://{parsed.netloc}"

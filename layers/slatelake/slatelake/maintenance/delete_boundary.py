@@ -1,0 +1,243 @@
+"""The delete boundary: every data file a pass deletes is proven deletable here.
+
+DuckLake decides what cleanup and orphan deletion would delete (their dry
+runs, so its rules stay its own); slatelake deletes. Each path must be inside
+the lake's data path once parsed (``..``, symlinks and ``file://`` spellings
+resolved), not named by any snapshot the catalog still has, not in the file
+set a retention hold recorded when it was placed, nor read by a held
+snapshot now, and not borrowed from an imported catalog. A path that fails
+is spared and counted, never deleted, whatever the catalog's rows say: a
+hand-written metadata row, an imported catalog that points outside its data
+path, or a hold written around cannot reach a file through a pass.
+
+Orphans have one more rule, which is DuckLake's own filter with a tighter
+window: a file newer than the oldest live writer's start (``writing_since``
+in its reader lease, less the clock skew the leases allow) is never listed
+as an orphan, whatever age the pass was given (``orphan_window``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from slatelake.catalog.borrowed import BORROWED_KEY, decode_borrowed, normalize_path
+from slatelake.ducklake.commit_flow import META_DB
+from slatelake.ducklake.guard import data_location
+from slatelake.ducklake.session import Session
+from slatelake.ducklake.sql import ident
+from slatelake.errors import (
+    MisconfigurationError,
+    PermissionDeniedError,
+    SlatelakeError,
+    StoreError,
+    StoreUnavailableError,
+)
+from slatelake.log.leases import CLOCK_SKEW_S, LeaseBook, oldest_write
+from slatelake.maintenance import holds
+from slatelake.maintenance.catalog_files import files_at, referenced_files
+from slatelake.maintenance.option_values import Instant, Interval, Value
+from slatelake.store.location import LakeLocation
+from slatelake.store.objects import ObjectClient
+
+DELETE_WORKERS = 8  # deletes in flight at once (each bounded by the store deadline)
+
+
+@dataclass
+class Verdicts:
+    """What the boundary let through and what it spared, by reason."""
+
+    allowed: list[str] = field(default_factory=list)
+    spared: dict[str, list[str]] = field(default_factory=dict)
+
+    @property
+    def spared_count(self) -> int:
+        return sum(len(v) for v in self.spared.values())
+
+    def why_spared(self) -> str:
+        """``N spared: 2 outside the data path (e.g. /x), ...`` or ''."""
+        if not self.spared:
+            return ""
+        parts = [
+            f"{len(paths)} {reason} (e.g. {paths[0]})"
+            for reason, paths in sorted(self.spared.items())
+        ]
+        return f"; {self.spared_count} spared by the delete boundary: " + ", ".join(parts)
+
+
+@dataclass
+class Deleted:
+    paths: list[str]
+    failed: list[tuple[str, SlatelakeError]]
+
+
+class DeleteBoundary:
+    """The lake's deletable set as of the session's view (at the head: a
+    pass refreshes before each step)."""
+
+    def __init__(self, session: Session, data_path: str) -> None:
+        self.root = data_location(data_path)
+        con = session.con.cursor()
+        try:
+            self.referenced = {normalize_path(p) for p in referenced_files(con)}
+            self.held: dict[str, str] = {}
+            for name, paths in holds.held_files(session).items():
+                self.held.update((normalize_path(p), name) for p in paths)
+            for snapshot, names in holds.held(session).items():
+                for path in files_at(con, snapshot):
+                    self.held.setdefault(normalize_path(path), names[0])
+        finally:
+            con.close()
+        self.borrowed = decode_borrowed(session.lake.read_sys(session.state, BORROWED_KEY))
+
+    def refusal(self, path: str, named_ok: bool = False) -> str | None:
+        """Why ``path`` must not be deleted (None: it may). ``named_ok``: the
+        catalog's naming it does not count (a dry run's prediction of what
+        this very pass schedules)."""
+        try:
+            where = data_location(path)
+        except MisconfigurationError:
+            return "not a path inside the data path"
+        if not self.root.contains(where) or where.root.strip("/") == self.root.root.strip("/"):
+            return "outside the data path"
+        key = normalize_path(path)
+        if key in self.held:
+            return "kept by retention holds"
+        if self.borrowed.covers(path):
+            return "borrowed from an imported catalog"
+        if key in self.referenced and not named_ok:
+            return "named by the catalog"
+        return None
+
+    def judge(self, paths: Iterable[str], named_ok: bool = False) -> Verdicts:
+        out = Verdicts()
+        for path in dict.fromkeys(paths):
+            reason = self.refusal(path, named_ok)
+            if reason is None:
+                out.allowed.append(path)
+            else:
+                out.spared.setdefault(reason, []).append(path)
+        return out
+
+    def delete(self, paths: list[str], progress: Callable[[int], None] | None = None) -> Deleted:
+        """Delete ``paths`` (each judged allowed), a few at a time; the ones
+        the store did not delete come back with their typed errors."""
+        client = ObjectClient(self.root)
+        done: list[str] = []
+        failed: list[tuple[str, SlatelakeError]] = []
+
+        def one(path: str) -> tuple[str, SlatelakeError | None]:
+            try:
+                client.delete(data_location(path).root)
+                return path, None
+            except SlatelakeError as exc:
+                return path, exc
+
+        with ThreadPoolExecutor(DELETE_WORKERS, thread_name_prefix="delete") as pool:
+            for path, error in pool.map(one, paths):
+                if error is None:
+                    done.append(path)
+                    if progress is not None:
+                        progress(len(done))
+                else:
+                    failed.append((path, error))
+        return Deleted(done, failed)
+
+
+def writers_since(
+    lake_location: LakeLocation, client: ObjectClient | None = None, own: str | None = None
+) -> float | None:
+    """When the oldest write in flight began, as a cutoff in epoch seconds
+    with the leases' clock skew taken off (None: no live writer says so).
+    ``own``: the asking session's lease, left out (its writes are done when
+    it asks; its record may still carry the last one's mark)."""
+    leases = [lease for lease in LeaseBook(lake_location, client).live() if lease.reader_id != own]
+    oldest = oldest_write(leases)
+    if oldest is None:
+        return None
+    return oldest / 1e6 - CLOCK_SKEW_S
+
+
+def orphan_window(params: dict[str, Value], writers: float | None) -> list[dict[str, Value]]:
+    """The orphan step's dry-run parameter sets whose answers, intersected,
+    are the files it may delete: its own, with the window tightened to
+    ``writers`` (an epoch second) when a writer is live. A window DuckLake
+    computes itself (no ``older_than``, no ``cleanup_all``: its default) is
+    asked as given and again with the writers' cutoff."""
+    if writers is None:
+        return [params]
+    rest = {k: v for k, v in params.items() if k not in ("older_than", "cleanup_all")}
+    older = params.get("older_than")
+    if params.get("cleanup_all") is True:
+        configured: float | None = time.time()
+    elif isinstance(older, Interval):
+        configured = time.time() - older.seconds
+    elif isinstance(older, Instant) and older.epoch_s is not None:
+        configured = older.epoch_s
+    else:
+        configured = None
+    if configured is None:
+        return [params, {**rest, "older_than": instant(writers)}]
+    return [{**rest, "older_than": instant(min(configured, writers))}]
+
+
+def instant(epoch_s: float) -> Instant:
+    when = datetime.fromtimestamp(epoch_s, UTC)
+    return Instant(when.strftime("%Y-%m-%d %H:%M:%S.%f+00"), epoch_s)
+
+
+def unschedule(session: Session, paths: list[str]) -> None:
+    """Remove deleted files' rows from DuckLake's schedule, as its own
+    cleanup does after deleting them (one commit). A scheduled row's path is
+    relative to the data path unless it says otherwise."""
+    gone = {normalize_path(p) for p in paths}
+    meta = ident(META_DB)
+    con = session.con.cursor()
+    try:
+        (root,) = con.execute(
+            f"SELECT value FROM {meta}.ducklake_metadata WHERE key = 'data_path' AND scope IS NULL"
+        ).fetchone() or ("",)
+        rows = con.execute(
+            "SELECT data_file_id, path, path_is_relative "
+            f"FROM {meta}.ducklake_files_scheduled_for_deletion"
+        ).fetchall()
+    finally:
+        con.close()
+    ids, names = [], []
+    for file_id, path, relative in rows:
+        if normalize_path(f"{root}{path}" if relative else str(path)) in gone:
+            ids.append(int(file_id))
+            names.append(str(path))
+    if not ids:
+        return
+    with session.writing_metadata():
+        session.sql(
+            f"DELETE FROM {meta}.ducklake_files_scheduled_for_deletion WHERE "
+            "list_contains(?::BIGINT[], data_file_id) AND list_contains(?::VARCHAR[], path)",
+            [ids, names],
+            writes=True,
+        )
+
+
+def not_deleted(step: str, deleted: int, failed: list[tuple[str, SlatelakeError]]) -> StoreError:
+    """Deletes the boundary allowed that the store refused or did not answer:
+    the step fails naming them (all refusals: PermissionDeniedError)."""
+    refused = all(isinstance(exc, PermissionDeniedError) for _, exc in failed)
+    cls = PermissionDeniedError if refused else StoreUnavailableError
+    shown = "; ".join(f"{path}: {exc}" for path, exc in failed[:3])
+    more = f"; and {len(failed) - 3} more" if len(failed) > 3 else ""
+    return cls(
+        f"{step} deleted {deleted} files, but {len(failed)} were not deleted ({shown}{more}): "
+        "they are left for the next pass"
+    )
+
+
+def spared_for_writers(since: float | None) -> str:
+    """The step's word on the writers' window (empty: no live writer)."""
+    if since is None:
+        return ""
+    when = datetime.fromtimestamp(since, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return f"; files newer than {when} spared: a write in flight began then"
