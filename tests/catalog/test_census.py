@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 import slatelake
+from slatelake.catalog.fold_slot import SYS_FOLD_SLOT
 from slatelake.catalog.folder import Folder
 from slatelake.catalog.lake import Lake
 from slatelake.catalog.state import SYS_FOLD, SYS_FORMAT
@@ -311,7 +312,7 @@ def test_census_live_leg_matches_an_independent_scan(lake_url: str) -> None:
         try:
             expected: dict[str, list[int]] = {name: [0, 0] for name in SUBSPACE_NAMES}
             split = {"entity": [0, 0], "scheduled_deletion": [0, 0]}
-            keys = list(state) + [SYS_FORMAT, SYS_FOLD]
+            keys = list(state) + [SYS_FORMAT, SYS_FOLD, SYS_FOLD_SLOT]  # the fold's own records
             for key in keys:
                 value = reader.get(key)
                 assert value is not None, key.hex()

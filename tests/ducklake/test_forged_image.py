@@ -87,15 +87,23 @@ def _old_image_and_newer_commits(url: str, data: str, tmp_path: Path) -> tuple[I
     return book, local
 
 
+@pytest.mark.parametrize("fold_moved_on", [False, True], ids=["at_fold", "below_fold"])
 def test_an_old_image_relabelled_as_a_newer_slot_is_skipped_and_nothing_is_lost(
-    lake: tuple[str, str], tmp_path: Path, caplog: pytest.LogCaptureFixture
+    lake: tuple[str, str], tmp_path: Path, caplog: pytest.LogCaptureFixture, fold_moved_on: bool
 ) -> None:
+    """Checked against the store's record of the folded slot when the fold
+    cursor stands on the forged seq, else against the slot in the log."""
     url, data = lake
     book, stolen = _old_image_and_newer_commits(url, data, tmp_path)
+    seq, snap, batch = _head(url)
+    if fold_moved_on:
+        with connect(url) as s:
+            s.sql("INSERT INTO t VALUES (5, 'e')")
+        _fold(url)
     with connect(url, read_only=True) as s:
         truth = s.sql(ROWS).fetchone()
-    assert truth == (53, 1 + 2 + 3 + sum(range(10, 60)))
-    seq, snap, batch = _head(url)
+    assert truth[0] == 53 + fold_moved_on
+    head = _head(url)
     _rewrite_record(
         stolen,
         "UPDATE img.slatelake.image SET seq = ?, snapshot_id = ?, batch_seq = ?",
@@ -105,16 +113,15 @@ def test_an_old_image_relabelled_as_a_newer_slot_is_skipped_and_nothing_is_lost(
     )
     forged = _put_as(book, stolen, seq)
     assert book.newest().path == forged.path  # what an open tries first
-    with caplog.at_level(logging.WARNING, logger="slatelake.images"):
-        with connect(url) as s:
-            assert s.sql(ROWS).fetchone() == truth  # every row is there
-            s.sql("INSERT INTO t VALUES (4, 'd')")
+    with caplog.at_level(logging.WARNING, logger="slatelake.images"), connect(url) as s:
+        assert s.sql(ROWS).fetchone() == truth  # every row is there
+        s.sql("INSERT INTO t VALUES (4, 'd')")
     warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert any(forged.url in w and f"slot {seq}" in w for w in warned), warned
     # the INSERT landed on the true head: the next slot, on top of every commit
-    assert _head(url) == (seq + 1, snap + 1, batch + 1)
+    assert _head(url) == (head[0] + 1, head[1] + 1, head[2] + 1)
     with connect(url, read_only=True) as s:
-        assert s.sql(ROWS).fetchone() == (54, truth[1] + 4)
+        assert s.sql(ROWS).fetchone() == (truth[0] + 1, truth[1] + 4)
 
 
 def test_an_image_that_records_no_slot_digest_is_not_trusted(
@@ -133,9 +140,11 @@ def test_an_image_that_records_no_slot_digest_is_not_trusted(
     )
     _rewrite_record(stolen, "ALTER TABLE img.slatelake.image DROP COLUMN slot_digest")
     unbound = _put_as(book, stolen, seq)
-    with caplog.at_level(logging.WARNING, logger="slatelake.images"):
-        with connect(url, read_only=True) as s:
-            assert s.sql(ROWS).fetchone()[0] == 53
+    with (
+        caplog.at_level(logging.WARNING, logger="slatelake.images"),
+        connect(url, read_only=True) as s,
+    ):
+        assert s.sql(ROWS).fetchone()[0] == 53
     warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert any(unbound.url in w and "no slot digest" in w for w in warned), warned
     # `slatelake image` replaces it although an image at the fold cursor exists

@@ -22,9 +22,10 @@ finds its commit refused (ConflictError), never doubled.
 A lock taken under a lease (a maintenance pass's: ``CommitLock.lease``, set
 by the runner) names it in the record, and dies with it: a waiter that has
 seen the record unchanged for ``LEASE_CHECK_S`` reads that lease, and when
-its newest record is no longer the owner's held one (released, broken, or
-taken over after its expiry) breaks the lock at once. So a SIGKILLed pass
-blocks commits for as long as its pass lease, not the lock's TTL. A record
+its newest record is no longer the owner's live one (released, broken,
+taken over, or past its expiry: the lease's own rule, the one every taker
+of it applies) breaks the lock at once. So a SIGKILLed pass blocks commits
+for as long as its pass lease, not the lock's TTL. A record
 whose lease cannot be read waits out the TTL as before; the lease is read
 here by its record format only (``maintenance/flight.py`` writes it).
 """
@@ -214,9 +215,10 @@ class CommitLock:
 
     def _lease_gone(self, ref: str) -> str | None:
         """Why the lease ``ref`` no longer stands (its newest record is
-        released, broken or another owner's), or None: it stands, or cannot
-        be read (then the TTL decides, as for any record). Only the record's
-        owner and state are compared, never its expiry: no two clocks."""
+        released, broken, another owner's, or expired), or None: it stands,
+        or cannot be read (then the TTL decides, as for any record). The
+        expiry is compared with this host's clock, as every taker of the
+        lease compares it: the lock lasts no longer than the lease."""
         if not _LEASE_REF.fullmatch(ref):
             return None  # not a lease this version knows how to read
         directory, owner = ref.split("/")
@@ -235,6 +237,7 @@ class CommitLock:
                 return None
             doc = json.loads(raw)
             newest_owner, state = str(doc["owner"]), str(doc.get("state", "held"))
+            expires_at = float(doc["expires_at"])
         except Exception as exc:  # unreadable: the TTL decides
             log.warning("the commit lock's lease %s not read: %s", ref, exc)
             return None
@@ -242,6 +245,8 @@ class CommitLock:
             return f"its lease {ref} was taken over (generation {generations[-1]}: {state})"
         if state != "held":
             return f"its lease {ref} was {state}"
+        if expires_at <= time.time():
+            return f"its lease {ref} expired {time.time() - expires_at:.1f}s ago unrenewed"
         return None
 
     def _take(self, state: CatalogView) -> bool:

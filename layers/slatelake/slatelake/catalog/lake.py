@@ -218,19 +218,18 @@ class Lake:
 
     def slot_digest(self, seq: int) -> str | None:
         """The digest (``log.slots.slot_digest``) of slot ``seq`` as the log
-        holds it: the slot itself while it is retained, else the store's
-        fold-slot record when the fold cursor stands on it; None when neither
-        can say (truncated, and the fold moved on). What a catalog image cut
-        at ``seq`` is checked against before it is trusted."""
-        raw = self.log.read_raw(seq)
-        if raw is not None:
-            return slot_digest(raw)
+        holds it: the store's fold-slot record when the fold cursor stands
+        on it (no request: the store reader is open), else the slot itself
+        while it is retained (one GET); None when neither can say (truncated,
+        and the fold moved on). What a catalog image cut at ``seq`` is
+        checked against before it is trusted."""
         stored = self.reader().get(SYS_FOLD_SLOT)
         if stored is not None:
             at, digest = decode_fold_slot(stored)
             if at == seq:
                 return digest
-        return None
+        raw = self.log.read_raw(seq)
+        return None if raw is None else slot_digest(raw)
 
     def tail_after(self, head: Head, seq: int, digest: str | None = None) -> Tail:
         """The log past a view at ``(head, seq)`` (a catalog image's, whose

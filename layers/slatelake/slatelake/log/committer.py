@@ -119,7 +119,11 @@ class Committer:
             outcome, winner = self._attempt(cs, seq, chain)
             if outcome:
                 if pinned is None or not pinned(seq):
-                    self._refuse_if_truncated(cs, seq)
+                    try:
+                        self._refuse_if_truncated(cs, seq)
+                    except ConflictError:
+                        chain.pop(seq, None)  # withdrawn: not a slot of the log
+                        raise
                 return Committed(seq, cs.result, cs, attempt)
             cs = self._rebase_or_raise(cs, seq, winner)
             seq += 1

@@ -286,7 +286,7 @@ def policies(lake: str | Session) -> PolicyView:
     """The policy rows and their resolution for the lake and every live table."""
     with _session(lake, read_only=True) as session:
         session.refresh()
-        rows = policy.decode_rows(session.lake.read_sys(session.state, policy.POLICY_KEY))
+        rows = policy.rows_at_head(session)
         tables = {t: policy.resolve(rows, *t) for t in session.live_tables()}
         return PolicyView(rows, policy.resolve(rows), tables)
 

@@ -18,6 +18,7 @@ as an orphan, whatever age the pass was given (``orphan_window``).
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -44,6 +45,7 @@ from slatelake.store.location import LakeLocation
 from slatelake.store.objects import ObjectClient
 
 DELETE_WORKERS = 8  # deletes in flight at once (each bounded by the store deadline)
+SKEW_ENV = "SLATELAKE_ORPHAN_SKEW_S"
 
 
 @dataclass
@@ -147,28 +149,57 @@ class DeleteBoundary:
         return Deleted(done, failed)
 
 
-def writers_since(
+@dataclass(frozen=True)
+class WriteWindow:
+    """No file newer than ``cutoff`` (epoch seconds) is an orphan: the oldest
+    live writer's start, or the moment the leases were read (a write that
+    starts after that is in no lease the pass read), less the clock skew
+    allowed between hosts and the store. ``writers``: live leases writing."""
+
+    cutoff: float
+    writers: int
+
+    def note(self) -> str:
+        """The step's word on the window (empty: no writer was live)."""
+        if not self.writers:
+            return ""
+        when = datetime.fromtimestamp(self.cutoff, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+        return f"; files newer than {when} spared: {self.writers} writes in flight"
+
+
+def skew_s() -> float:
+    """The clock skew the orphan window allows (``SLATELAKE_ORPHAN_SKEW_S``,
+    default the leases' own): hosts whose clocks agree closer may lower it."""
+    raw = os.environ.get(SKEW_ENV)
+    try:
+        value = float(raw) if raw is not None else CLOCK_SKEW_S
+    except ValueError:
+        raise MisconfigurationError(f"{SKEW_ENV}={raw!r}: expected seconds, e.g. 120") from None
+    if not 0 <= value <= 86_400 or value != value:
+        raise MisconfigurationError(f"{SKEW_ENV}={raw!r}: expected 0 to 86400 seconds")
+    return value
+
+
+def write_window(
     lake_location: LakeLocation, client: ObjectClient | None = None, own: str | None = None
-) -> float | None:
-    """When the oldest write in flight began, as a cutoff in epoch seconds
-    with the leases' clock skew taken off (None: no live writer says so).
-    ``own``: the asking session's lease, left out (its writes are done when
-    it asks; its record may still carry the last one's mark)."""
+) -> WriteWindow:
+    """The orphan step's window from the live reader leases. ``own``: the
+    asking session's lease, left out (its writes are done when it asks; its
+    record may still carry the last one's mark)."""
+    read_at = time.time()
     leases = [lease for lease in LeaseBook(lake_location, client).live() if lease.reader_id != own]
     oldest = oldest_write(leases)
-    if oldest is None:
-        return None
-    return oldest / 1e6 - CLOCK_SKEW_S
+    start = read_at if oldest is None else min(read_at, oldest / 1e6)
+    writing = sum(1 for lease in leases if lease.writing_since_us is not None)
+    return WriteWindow(start - skew_s(), writing)
 
 
-def orphan_window(params: dict[str, Value], writers: float | None) -> list[dict[str, Value]]:
+def orphan_window(params: dict[str, Value], window: WriteWindow) -> list[dict[str, Value]]:
     """The orphan step's dry-run parameter sets whose answers, intersected,
-    are the files it may delete: its own, with the window tightened to
-    ``writers`` (an epoch second) when a writer is live. A window DuckLake
-    computes itself (no ``older_than``, no ``cleanup_all``: its default) is
-    asked as given and again with the writers' cutoff."""
-    if writers is None:
-        return [params]
+    are the files it may delete: its own, with the window ending no later
+    than ``window.cutoff``. A window DuckLake computes itself (no
+    ``older_than``, no ``cleanup_all``: the lake's ``delete_older_than`` or
+    DuckLake's default) is asked as given and again with the cutoff."""
     rest = {k: v for k, v in params.items() if k not in ("older_than", "cleanup_all")}
     older = params.get("older_than")
     if params.get("cleanup_all") is True:
@@ -180,8 +211,8 @@ def orphan_window(params: dict[str, Value], writers: float | None) -> list[dict[
     else:
         configured = None
     if configured is None:
-        return [params, {**rest, "older_than": instant(writers)}]
-    return [{**rest, "older_than": instant(min(configured, writers))}]
+        return [params, {**rest, "older_than": instant(window.cutoff)}]
+    return [{**rest, "older_than": instant(min(configured, window.cutoff))}]
 
 
 def instant(epoch_s: float) -> Instant:
@@ -233,11 +264,3 @@ def not_deleted(step: str, deleted: int, failed: list[tuple[str, SlatelakeError]
         f"{step} deleted {deleted} files, but {len(failed)} were not deleted ({shown}{more}): "
         "they are left for the next pass"
     )
-
-
-def spared_for_writers(since: float | None) -> str:
-    """The step's word on the writers' window (empty: no live writer)."""
-    if since is None:
-        return ""
-    when = datetime.fromtimestamp(since, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
-    return f"; files newer than {when} spared: a write in flight began then"

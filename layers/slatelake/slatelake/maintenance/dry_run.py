@@ -47,8 +47,7 @@ from slatelake.maintenance.delete_boundary import (
     DeleteBoundary,
     Verdicts,
     orphan_window,
-    spared_for_writers,
-    writers_since,
+    write_window,
 )
 from slatelake.maintenance.health import (
     DUCKLAKE_DEFAULT_TARGET_FILE_SIZE,
@@ -160,14 +159,14 @@ class Planner:
         boundary = self._boundary()
         if step == "delete_orphaned_files":
             lake = self.session.lake
-            writers = writers_since(lake.location, lake.log.client, lake.lease.reader_id)
+            window = write_window(lake.location, lake.log.client, lake.lease.reader_id)
             listed = [
                 {str(r[0]) for r in self.steps.dry_call(step, ("path",), asked)}
-                for asked in orphan_window(args, writers)
+                for asked in orphan_window(args, window)
             ]
             found = self._judged(boundary, sorted(set.intersection(*listed)))
             self.plan[step] = bounded(found.allowed, spared=found.spared_count)
-            why = found.why_spared() + spared_for_writers(writers)
+            why = found.why_spared() + window.note()
             return _dry(f"would delete {len(found.allowed)} orphaned files{why}")
         paths = sorted({str(r[0]) for r in self.steps.dry_call(step, ("path",), args)})
         expired: list[str] = []

@@ -145,6 +145,10 @@ def check_before(value: object) -> int | None:
         raise MisconfigurationError(
             f"before {show_input(value)}: expected an id from a previous page (digits)"
         )
+    if len(text) > 19 or int(text) >= 2**63:
+        raise MisconfigurationError(
+            f"before {show_input(value)}: expected an id from a previous page (below 2**63)"
+        )
     return int(text)
 
 

@@ -50,9 +50,8 @@ from slatelake.maintenance.delete_boundary import (
     DeleteBoundary,
     not_deleted,
     orphan_window,
-    spared_for_writers,
     unschedule,
-    writers_since,
+    write_window,
 )
 from slatelake.maintenance.option_values import Instant, Interval, Value, Versions
 from slatelake.maintenance.options import StepConfig
@@ -397,19 +396,19 @@ class Steps:
         if orphans:
             self.data_path_answers(step, ("HEAD",))  # it HEADs file after file, uncut
         lake = self.session.lake
-        writers = (
-            writers_since(lake.location, lake.log.client, lake.lease.reader_id) if orphans else None
-        )
+        window = None
+        if orphans:
+            window = write_window(lake.location, lake.log.client, lake.lease.reader_id)
         with self.session.watch_requests() as watch:
             listed = [
                 {str(r[0]) for r in self.dry_call(step, ("path",), asked)}
-                for asked in (orphan_window(params, writers) if orphans else [params])
+                for asked in (orphan_window(params, window) if window else [params])
             ]
         if failed := watch.failed():
             raise _unanswered(step, 0, failed)
         boundary = DeleteBoundary(self.session, data_path)
         verdicts = boundary.judge(sorted(set.intersection(*listed)))
-        why = verdicts.why_spared() + spared_for_writers(writers)
+        why = verdicts.why_spared() + (window.note() if window else "")
         if dry:
             return StepOutcome(
                 f"would delete {len(verdicts.allowed)} files (dry run){why}", dry_run=True

@@ -20,7 +20,7 @@ from slatelake.ducklake.session import Session
 from slatelake.maintenance.health import health
 from slatelake.maintenance.health_report import HealthPolicy
 from slatelake.maintenance.options import bind
-from slatelake.maintenance.policy import AUTO, POLICY_KEY, decode_rows, lake_enabled, resolve
+from slatelake.maintenance.policy import AUTO, lake_enabled, resolve, rows_at_head
 from slatelake.maintenance.progress import Sink
 from slatelake.maintenance.report import PassReport
 from slatelake.maintenance.runner import run_pass
@@ -49,7 +49,7 @@ def due_tables(session: Session) -> list[DueTable]:
     """The tables a threshold run is due for; none unless the lake's policy
     is enabled."""
     session.refresh()
-    rows = decode_rows(session.lake.read_sys(session.state, POLICY_KEY))
+    rows = rows_at_head(session)
     if not lake_enabled(rows):
         return []
     lake = resolve(rows)
