@@ -15,9 +15,12 @@ import pytest
 
 from slatelake.catalog.folder import Folder
 from slatelake.catalog.lake import Lake
-from slatelake.errors import CorruptionError
+from slatelake.errors import ConflictError, CorruptionError
+from slatelake.log.changeset import ChangeSet, Head
+from slatelake.log.committer import Committer
+from slatelake.log.slots import SlotLog
 from slatelake.store.location import LakeLocation
-from tests.catalog.helpers import commit_inserts
+from tests.catalog.helpers import commit_inserts, fold_all
 from tests.catalog.synthetic import commit_changes
 
 
@@ -99,3 +102,17 @@ def test_the_folder_refuses_a_slot_that_does_not_chain_to_the_one_it_folded(url:
             folder.fold_once()
     finally:
         folder.close()
+
+
+def test_a_stale_view_chained_to_a_truncated_slot_is_a_conflict_not_a_fork(url: str) -> None:
+    """A view at a slot the folder truncated may have chained to an orphan
+    another stale committer made there: its next race is lost to a slot
+    that names the real one, which is staleness, not corruption."""
+    commit_inserts(url, 1, 1)  # slot 5
+    fold_all(url)  # slots 1..4 truncated, the mark at 4; slot 5 (the newest) stays
+    log = SlotLog(LakeLocation.parse(url))
+    assert [i.seq for i in log.list_after(0)] == [5] and log.truncated_upto() == 4
+    stale = ChangeSet(base=Head(3, 4), puts=((b"\x00probe", b"x"),), tables=("probe",))
+    orphan = {4: "0" * 32}  # the digest of an orphan slot 4 it read
+    with pytest.raises(ConflictError, match="slot 4 this view ended at was truncated"):
+        Committer(log).commit(stale, 5, chain=orphan)

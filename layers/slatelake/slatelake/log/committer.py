@@ -35,6 +35,7 @@ from slatelake.errors import (
     AmbiguousWriteError,
     Backoff,
     ConflictError,
+    CorruptionError,
     MisconfigurationError,
     OperationLimitError,
     retry,
@@ -220,7 +221,17 @@ class Committer:
         if found is None:
             return None
         change_sets, prev, digest = found
-        check_chain(self.log, seq, prev, chain.get(seq - 1))
+        try:
+            check_chain(self.log, seq, prev, chain.get(seq - 1))
+        except CorruptionError:
+            # the slot this view chained to was truncated (an orphan another
+            # stale committer made there): a stale view, not a fork
+            if self.log.truncated_upto() >= seq - 1:
+                raise ConflictError(
+                    f"commit log slot {seq - 1} this view ended at was truncated by the "
+                    "folder: the view is stale; nothing was committed, re-run on a fresh view"
+                ) from None
+            raise
         chain[seq] = digest
         return change_sets
 

@@ -33,6 +33,7 @@ the write ended): a stale mark only spares more.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
@@ -167,6 +168,11 @@ class ReaderLease:
                 )
                 self._beat.start()
 
+    @property
+    def writing(self) -> bool:
+        """Whether a write of this lease's holder is in flight."""
+        return self._writes > 0
+
     def end_write(self) -> None:
         """A write ended (committed or not). The mark stays in the record
         until the next renewal: a stale mark only spares more."""
@@ -203,10 +209,9 @@ class ReaderLease:
             with self._lock:
                 lease = self.lease
                 if self._writes and lease is not None and self._due(lease):
-                    try:
+                    # best effort: the owner's next renewal or write says so
+                    with contextlib.suppress(Exception):
                         self._write(lease.fold)
-                    except Exception:  # the owner's next renewal or write says so
-                        pass
 
     def pins_since(self, since: float) -> bool:
         """Whether this lease has pinned every slot after its fold since the
