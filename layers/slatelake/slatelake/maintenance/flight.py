@@ -108,6 +108,11 @@ def default_ttl_s() -> float:
     return ttl
 
 
+class _Withdrawn(StoreUnavailableError):
+    """A claim whose PUT got no answer was withdrawn: its generation holds
+    this owner's ``released`` record, so nothing of the claim stands."""
+
+
 @dataclass(frozen=True)
 class BreakResult:
     """What ``break_lease`` did: ``broken`` is the record it ended (None when
@@ -227,8 +232,7 @@ class PassLease:
                     self._forfeit(generation)
                     raise
             if raw is None:
-                self._forfeit(generation)
-                raise StoreUnavailableError(
+                raise _Withdrawn(
                     f"{self.noun} generation {generation}: {exc}; the claim was withdrawn, "
                     "so nothing holds the lease: retry the pass"
                 ) from None
@@ -382,13 +386,32 @@ class PassLease:
 
     def renew(self) -> bool:
         """Write the next generation of a held lease. False (and ``lost`` set)
-        when another process wrote it first: the lease is no longer ours."""
+        when another process wrote it first: the lease is no longer ours.
+
+        A renewal withdrawn (its PUT got no answer and nothing landed: the
+        generation now holds our own ``released`` record) claims the next
+        generation at once with create-if-absent: whoever creates it first
+        holds, so the owner keeps the lease only if no one else took it. If
+        that claim fails too, the owner counts itself lost (``_forfeit``):
+        the released record left the lease free."""
         with self._lock:
             if self.generation is None or self._lost is not None:
                 return False
             generation = self.generation + 1
             expires_at = time.time() + self.ttl_s
-            if self._claim(generation, self._record(HELD, expires_at)):
+            try:
+                claimed = self._claim(generation, self._record(HELD, expires_at))
+            except _Withdrawn as exc:
+                log.warning(
+                    "%s renewal withdrawn, claiming the next generation: %s", self.noun, exc
+                )
+                generation += 1
+                try:
+                    claimed = self._claim(generation, self._record(HELD, expires_at))
+                except SlatelakeError:
+                    self._forfeit(generation - 1)
+                    raise
+            if claimed:
                 self.generation, self._expires_at = generation, expires_at
                 return True
             self._lost = f"another process wrote lease generation {generation}"
