@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator
 import boto3
 import pytest
 
+from slatelake.maintenance.delete_boundary import SKEW_ENV
 from slatelake.maintenance.flight import TTL_ENV
 from slatelake.maintenance.fold import FOLDED
 from slatelake.store.db import COMPACTOR_POLL_ENV
@@ -128,6 +129,9 @@ def test_fault(
     monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.url)
     monkeypatch.setenv(STORE_TIMEOUT_ENV, f"{matrix.STORE_TIMEOUT_S:g}")
     monkeypatch.setenv(COMPACTOR_POLL_ENV, "100ms")
+    # the stray orphan was made moments ago, on this host's clock: no skew
+    # allowance, so the orphan step deletes it (maintenance/delete_boundary.py)
+    monkeypatch.setenv(SKEW_ENV, "0")
     turn = case.operation == "fold_turn"
     if turn:
         monkeypatch.setenv(TTL_ENV, f"{matrix.HOLDER_TTL_S:g}")

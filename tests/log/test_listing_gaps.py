@@ -67,13 +67,13 @@ def test_a_key_reader_waits_for_a_slot_below_a_listed_one_too(lake: Lake) -> Non
     writer = threading.Timer(0.3, lambda: lake.log.try_write(6, _head_slot(state.head, 6)))
     writer.start()
     try:
-        tail = read_key_tail(lake.log, state.head, 5, _nothing())
+        tail = read_key_tail(lake.log, state.head, 5, _fold_key_only())
     finally:
         writer.join()
     assert [seq for seq, _ in tail.applied] == [6, 7] and tail.last_seq == 7
 
 
-def _nothing():  # noqa: ANN202
+def _fold_key_only():  # noqa: ANN202
     from slatelake.log.changeset import KeySelection
 
     return KeySelection(frozenset((SYS_FOLD,)))

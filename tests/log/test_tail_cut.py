@@ -6,8 +6,7 @@ and the next commit took its seq. Now every slot names the digest of the
 slot before it, a handle remembers the slots it saw, and the folder the one
 it folded: a cut slot a handle saw, or a seq written again under a slot
 chained to the first, is CorruptionError naming the slot. What stays
-undetectable: a cut slot nobody but a writer that has gone saw (see the
-report in catalog/lake.py's docstring)."""
+undetectable: a cut slot nobody still running saw (log/seen.py)."""
 
 from __future__ import annotations
 

@@ -376,8 +376,7 @@ def read_image_record(con: duckdb.DuckDBPyConnection, db: str) -> ImageRecord:
         columns = {d[0] for d in con.execute(f"SELECT * FROM {table} LIMIT 0").description}
         bound = "slot_digest" if "slot_digest" in columns else "NULL"  # older: unbound
         row = con.execute(
-            "SELECT seq, snapshot_id, batch_seq, epoch_us(written_at), lake, "
-            f"{bound} FROM {table}"
+            f"SELECT seq, snapshot_id, batch_seq, epoch_us(written_at), lake, {bound} FROM {table}"
         ).fetchone()
     except duckdb.Error as exc:
         raise CorruptionError(f"database {db!r}: the image record is unreadable ({exc})") from None

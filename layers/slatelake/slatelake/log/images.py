@@ -7,6 +7,11 @@ and the BLAKE2b-128 digest of its bytes. The object is written once,
 create-if-absent, so a name never holds two contents, and the digest in the
 name is what a reader checks a download against: a truncated, damaged or
 replaced image fails as CorruptionError naming its object, never loads.
+A checksum the writer of a file computes proves nothing about which slot
+it is of: the record inside names the digest of its slot (``log.slots.
+slot_digest``), and an open trusts an image only when that matches the log
+(``ducklake/opening.py``), so an old catalog relabelled as a newer slot is
+skipped like a damaged one.
 
 The newest image is found with one LIST of ``images/`` (names parse to seq and
 digest; anything else there is ignored with a warning, never deleted).

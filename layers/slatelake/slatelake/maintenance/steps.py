@@ -30,6 +30,7 @@ import duckdb
 
 from slatelake.ducklake.attach_options import stored_data_path
 from slatelake.ducklake.guard import data_location
+from slatelake.ducklake.indexes import translate_data_error
 from slatelake.ducklake.request_log import FailedRequest
 from slatelake.ducklake.session import Session
 from slatelake.ducklake.sql import ident, literal
@@ -401,7 +402,7 @@ class Steps:
             window = write_window(lake.location, lake.log.client, lake.lease.reader_id)
         with self.session.watch_requests() as watch:
             listed = [
-                {str(r[0]) for r in self.dry_call(step, ("path",), asked)}
+                self._candidates(step, asked)
                 for asked in (orphan_window(params, window) if window else [params])
             ]
         if failed := watch.failed():
@@ -427,6 +428,14 @@ class Steps:
         if deleted.failed:
             raise not_deleted(step, len(deleted.paths), deleted.failed)
         return StepOutcome(detail + why, counts=counts)
+
+    def _candidates(self, step: str, args: dict[str, Value]) -> set[str]:
+        """What DuckLake's dry run of ``step`` names; a data-file request it
+        could not make raises typed, as the step's own call would."""
+        try:
+            return {str(r[0]) for r in self.dry_call(step, ("path",), args)}
+        except duckdb.IOException as exc:  # httpfs's HTTPException too
+            raise translate_data_error(step, exc) or exc from None
 
     def _sizes(self, step: str, paths: list[str]) -> dict[str, int] | None:
         """The sizes of the files about to be deleted; None (bytes not
