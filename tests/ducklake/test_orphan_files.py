@@ -19,10 +19,18 @@ from slatelake.catalog.changes import RowChanges, build_change_set
 from slatelake.catalog.registry import BY_NAME
 from slatelake.ducklake.session import Session, connect
 from slatelake.errors import MisconfigurationError
+from slatelake.maintenance.delete_boundary import SKEW_ENV
 from slatelake.maintenance.report import RAN
 from tests.ducklake.orphan_guard import lake_files, orphan_step_guard
 
 ORPHANS = "CALL ducklake_delete_orphaned_files('lake', cleanup_all => true)"
+
+
+@pytest.fixture(autouse=True)
+def _one_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The stray is planted a moment before the pass, on this host's clock:
+    no skew allowance, so the pass's orphan window reaches it."""
+    monkeypatch.setenv(SKEW_ENV, "0")
 STRAY = "main/t/ducklake-stray-0000.parquet"
 
 

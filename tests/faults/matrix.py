@@ -211,10 +211,6 @@ def expect(
         # the only HEAD is the data path's probe, which takes any answer as leave
         # to start; DuckLake's dry run lists, and slatelake deletes what it allowed
         return "tolerated", None, None
-    if data and method == "POST" and kind == "delay":
-        # slatelake's own DELETE (the delete boundary) is not sent again after a
-        # timeout: the step fails typed and the file is left for the next pass
-        return "never happened", "StoreUnavailableError", None
     if data:  # httpfs retries every fault; what outlasts it is a typed error
         if kind == "403" and method in ("GET", "HEAD") and not persistent:
             return "retried", None, None  # httpfs retries a read's refusal; the oracle holds

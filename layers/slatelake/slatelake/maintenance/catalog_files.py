@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from slatelake.ducklake.commit_flow import META_DB
-from slatelake.ducklake.sql import ident, run
+from slatelake.ducklake.sql import ident
 
 Resolver = Callable[[int, str, bool], str]
 _FILES = ("ducklake_data_file", "ducklake_delete_file")
@@ -57,12 +57,11 @@ def files_at(con: Any, snapshot_id: int) -> list[str]:
     """Every data and delete file live at ``snapshot_id``."""
     full = path_resolver(con)
     rows: list[tuple[Any, ...]] = []
+    at = int(snapshot_id)  # a literal: binding a Python value imports pandas
     for table in _FILES:
-        rows += run(
-            con,
+        rows += con.execute(
             f"SELECT table_id, path, path_is_relative FROM {ident(META_DB)}.{ident(table)} "
-            "WHERE begin_snapshot <= ? AND (end_snapshot IS NULL OR end_snapshot > ?)",
-            [snapshot_id, snapshot_id],
+            f"WHERE begin_snapshot <= {at} AND (end_snapshot IS NULL OR end_snapshot > {at})"
         ).fetchall()
     return sorted({full(*r) for r in rows})
 

@@ -29,12 +29,13 @@ from slatelake.catalog.borrowed import BORROWED_KEY, decode_borrowed, normalize_
 from slatelake.ducklake.commit_flow import META_DB
 from slatelake.ducklake.guard import data_location
 from slatelake.ducklake.session import Session
-from slatelake.ducklake.sql import ident
+from slatelake.ducklake.sql import ident, literal
 from slatelake.errors import (
     MisconfigurationError,
     PermissionDeniedError,
     SlatelakeError,
     StoreError,
+    StoreTimeoutError,
     StoreUnavailableError,
 )
 from slatelake.log.leases import CLOCK_SKEW_S, LeaseBook, oldest_write
@@ -132,8 +133,12 @@ class DeleteBoundary:
         failed: list[tuple[str, SlatelakeError]] = []
 
         def one(path: str) -> tuple[str, SlatelakeError | None]:
+            key = data_location(path).root
             try:
-                client.delete(data_location(path).root)
+                try:
+                    client.delete(key)
+                except StoreTimeoutError:  # a DELETE is idempotent: once more
+                    client.delete(key)
                 return path, None
             except SlatelakeError as exc:
                 return path, exc
@@ -244,11 +249,14 @@ def unschedule(session: Session, paths: list[str]) -> None:
             names.append(str(path))
     if not ids:
         return
+    # literals, not parameters: binding a Python value imports pandas (85 MB)
+    id_list = ", ".join(str(i) for i in ids)
+    name_list = ", ".join(literal(n) for n in names)
     with session.writing_metadata():
         session.sql(
             f"DELETE FROM {meta}.ducklake_files_scheduled_for_deletion WHERE "
-            "list_contains(?::BIGINT[], data_file_id) AND list_contains(?::VARCHAR[], path)",
-            [ids, names],
+            f"list_contains([{id_list}]::BIGINT[], data_file_id) "
+            f"AND list_contains([{name_list}]::VARCHAR[], path)",
             writes=True,
         )
 
