@@ -76,14 +76,19 @@ def _wait_for_line(child: subprocess.Popen, needle: str) -> list[str]:
 def _next_pass_start(url: str, options: dict[str, str], wait_s: float) -> tuple[float, object]:
     """Run the next pass, waiting up to ``wait_s`` for the lease; the moment
     it started (time.monotonic) and its report."""
+    with slatelake.connect(url, options=options) as s:
+        return _pass_start(s, options, wait_s)
+
+
+def _pass_start(session: object, options: dict[str, str], wait_s: float) -> tuple[float, object]:
+    """A pass on an open session: when it started (had its lease) and its report."""
     started: list[float] = []
 
     def progress(message: str, fields: dict[str, object]) -> None:
         if message.startswith("pass start") and not started:
             started.append(time.monotonic())
 
-    with slatelake.connect(url, options=options) as s:
-        report = slatelake.maintenance.run(s, options, wait_s=wait_s, on_progress=progress)
+    report = slatelake.maintenance.run(session, options, wait_s=wait_s, on_progress=progress)
     assert started, "the next pass never started"
     return started[0], report
 
@@ -97,32 +102,31 @@ def test_a_signalled_pass_stops_between_batches_and_releases_its_lease(
     pass starts within 2 s of the exit (with the default 60 s lease TTL)."""
     url = _lake(shared_lake_url, _data_path(shared_lake_url, tmp_path))
     options = _expire_options()
-    child = _maintain(url, options, {})
-    try:
-        _wait_for_line(child, "expire_snapshots: batch 3 expired")  # mid-step
-        signalled = time.monotonic()
-        child.send_signal(sig)
-        _, err = child.communicate(timeout=60)
-        exited = time.monotonic()
-    finally:
-        if child.poll() is None:
-            child.kill()
-    assert child.returncode == 128 + sig, err
-    assert f"{sig.name}: stopping at the next step boundary" in err
-    with slatelake.connect(url, read_only=True) as ro:
-        lease = PassLease(ro.lake.location).current()
-        stopped = ro.maintenance_status()[0]
-    assert lease is not None and lease.state == "released", lease
-    expire = stopped.step("expire_snapshots")
-    assert "stopped: shutdown requested" in expire.detail and stopped.work_pending, stopped
-    assert 3 <= expire.counts["snapshots_expired"] < SNAPSHOTS, expire  # ended between batches
-    started, report = _next_pass_start(url, options, wait_s=2.0)
+    with slatelake.connect(url, options=options) as following:  # open, ready to start
+        child = _maintain(url, options, {})
+        try:
+            _wait_for_line(child, "expire_snapshots: batch 3 expired")  # mid-step
+            signalled = time.monotonic()
+            child.send_signal(sig)
+            _, err = child.communicate(timeout=60)
+            exited = time.monotonic()
+        finally:
+            if child.poll() is None:
+                child.kill()
+        assert child.returncode == 128 + sig, err
+        started, report = _pass_start(following, options, wait_s=2.0)
     print(
         f"{sig.name}: exit {exited - signalled:.2f}s after the signal; "
         f"next pass started {started - exited:.2f}s after the exit"
     )
     assert started - exited < 2.0
     assert not report.failed
+    assert f"{sig.name}: stopping at the next step boundary" in err
+    with slatelake.connect(url, read_only=True) as ro:
+        stopped = ro.maintenance_status()[1]  # the one before the next pass
+    expire = stopped.step("expire_snapshots")
+    assert "stopped: shutdown requested" in expire.detail and stopped.work_pending, stopped
+    assert 3 <= expire.counts["snapshots_expired"] < SNAPSHOTS, expire  # ended between batches
 
 
 def test_a_second_signal_exits_at_once_and_the_lease_lapses_within_its_ttl(

@@ -19,15 +19,15 @@ def path_resolver(con: Any) -> Resolver:
     """A file's path as DuckLake's cleanup prints it: the data path, then
     its schema's and its table's paths, then its own, each relative to the
     one before unless it says otherwise (the newest spelling of each)."""
-    meta = ident(META_DB)
     (root,) = con.execute(
-        f"SELECT value FROM {meta}.ducklake_metadata WHERE key = 'data_path' AND scope IS NULL"
+        f"SELECT value FROM {ident(META_DB)}.ducklake_metadata "
+        "WHERE key = 'data_path' AND scope IS NULL"
     ).fetchone() or ("",)
     schemas = {
         int(i): (str(p or ""), bool(r))
         for i, p, r in con.execute(
             "SELECT schema_id, arg_max(path, begin_snapshot), "
-            f"arg_max(path_is_relative, begin_snapshot) FROM {meta}.ducklake_schema "
+            f"arg_max(path_is_relative, begin_snapshot) FROM {ident(META_DB)}.ducklake_schema "
             "GROUP BY schema_id"
         ).fetchall()
     }
@@ -36,7 +36,7 @@ def path_resolver(con: Any) -> Resolver:
         for i, sid, p, r in con.execute(
             "SELECT table_id, arg_max(schema_id, begin_snapshot), "
             "arg_max(path, begin_snapshot), "
-            f"arg_max(path_is_relative, begin_snapshot) FROM {meta}.ducklake_table "
+            f"arg_max(path_is_relative, begin_snapshot) FROM {ident(META_DB)}.ducklake_table "
             "GROUP BY table_id"
         ).fetchall()
     }
@@ -57,11 +57,12 @@ def files_at(con: Any, snapshot_id: int) -> list[str]:
     """Every data and delete file live at ``snapshot_id``."""
     full = path_resolver(con)
     rows: list[tuple[Any, ...]] = []
-    at = int(snapshot_id)  # a literal: binding a Python value imports pandas
+    # literals: binding a Python value imports pandas
     for table in _FILES:
         rows += con.execute(
             f"SELECT table_id, path, path_is_relative FROM {ident(META_DB)}.{ident(table)} "
-            f"WHERE begin_snapshot <= {at} AND (end_snapshot IS NULL OR end_snapshot > {at})"
+            f"WHERE begin_snapshot <= {int(snapshot_id)} "
+            f"AND (end_snapshot IS NULL OR end_snapshot > {int(snapshot_id)})"
         ).fetchall()
     return sorted({full(*r) for r in rows})
 

@@ -230,15 +230,15 @@ def unschedule(session: Session, paths: list[str]) -> None:
     cleanup does after deleting them (one commit). A scheduled row's path is
     relative to the data path unless it says otherwise."""
     gone = {normalize_path(p) for p in paths}
-    meta = ident(META_DB)
     con = session.con.cursor()
     try:
         (root,) = con.execute(
-            f"SELECT value FROM {meta}.ducklake_metadata WHERE key = 'data_path' AND scope IS NULL"
+            f"SELECT value FROM {ident(META_DB)}.ducklake_metadata "
+            "WHERE key = 'data_path' AND scope IS NULL"
         ).fetchone() or ("",)
         rows = con.execute(
             "SELECT data_file_id, path, path_is_relative "
-            f"FROM {meta}.ducklake_files_scheduled_for_deletion"
+            f"FROM {ident(META_DB)}.ducklake_files_scheduled_for_deletion"
         ).fetchall()
     finally:
         con.close()
@@ -254,7 +254,7 @@ def unschedule(session: Session, paths: list[str]) -> None:
     name_list = ", ".join(literal(n) for n in names)
     with session.writing_metadata():
         session.sql(
-            f"DELETE FROM {meta}.ducklake_files_scheduled_for_deletion WHERE "
+            f"DELETE FROM {ident(META_DB)}.ducklake_files_scheduled_for_deletion WHERE "
             f"list_contains([{id_list}]::BIGINT[], data_file_id) "
             f"AND list_contains([{name_list}]::VARCHAR[], path)",
             writes=True,
