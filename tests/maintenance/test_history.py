@@ -107,7 +107,8 @@ def test_the_audit_log_records_each_kind_of_change_with_who(lake: str) -> None:
     }
     assert maintenance.runs(lake, limit=2).items[1].by == "erin"
     assert entries[2].what["snapshot_id"] == 1 and entries[2].what["name"] == "keep"
-    assert entries[3].what["scope"] == {"kind": "table", "schema": "main", "table": "t"}
+    scope = {"kind": "table", "schema": "main", "table": "t", "schema_id": 0, "table_id": 1}
+    assert entries[3].what["scope"] == scope  # by name and by DuckLake's ids
     assert entries[3].what["before"] == {"cleanup_grace": 2 * 86400.0}
     assert entries[-1].what["fields"] == {"retention": 14 * 86400.0}
     assert [e.id for e in entries] == sorted((e.id for e in entries), reverse=True)

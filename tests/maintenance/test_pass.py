@@ -15,6 +15,7 @@ import pytest
 import slatelake
 from slatelake.catalog.commit_lock import TTL_ENV
 from slatelake.cli import main
+from slatelake.maintenance.delete_boundary import SKEW_ENV
 from slatelake.maintenance.flight import PassLease
 from slatelake.maintenance.options import DUCKLAKE_STEPS, STEPS, MaintenanceConfigError
 from slatelake.maintenance.report import FAILED, RAN, SKIPPED, PassReport
@@ -29,6 +30,13 @@ CONFIGURED = {
     "MAINTENANCE_DELETE_ORPHANED_FILES_CLEANUP_ALL": "true",
     "MAINTENANCE_ORPHAN_AGE_FLOOR_OVERRIDE": "true",
 }
+
+
+@pytest.fixture(autouse=True)
+def _one_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Strays planted a moment before a pass, on this host's clock: the
+    orphan window's skew allowance off (maintenance/delete_boundary.py)."""
+    monkeypatch.setenv(SKEW_ENV, "0")
 
 
 def _churn(url: str, data: Path) -> None:
