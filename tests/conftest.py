@@ -128,6 +128,7 @@ FAST_MODULES = {
     "tests/ducklake/test_refused_commit.py",
     "tests/log/test_snapshot_rebase.py",
     "tests/catalog/test_bootstrap.py",
+    "tests/catalog/test_commit_lock_record.py",
     "tests/catalog/test_registry.py",
     "tests/catalog/test_sweep.py",
     "tests/ducklake/test_capture_cost.py",

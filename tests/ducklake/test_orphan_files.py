@@ -31,6 +31,8 @@ def _one_clock(monkeypatch: pytest.MonkeyPatch) -> None:
     """The stray is planted a moment before the pass, on this host's clock:
     no skew allowance, so the pass's orphan window reaches it."""
     monkeypatch.setenv(SKEW_ENV, "0")
+
+
 STRAY = "main/t/ducklake-stray-0000.parquet"
 
 

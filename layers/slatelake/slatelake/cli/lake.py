@@ -14,6 +14,7 @@ from typing import Any
 
 from slatelake import SlatelakeError, admin
 from slatelake.cli import sql
+from slatelake.cli.arguments import data_path
 from slatelake.cli.common import Handler, add_lake_command, parse_kv, print_report
 
 # After SIGTERM/SIGINT, how long the store writer gets to shut down.
@@ -332,6 +333,7 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--data-path",
         metavar="PATH",
+        type=data_path,
         help="where DuckLake writes Parquet (absolute path or s3:// URL); must not "
         "overlap the lake root",
     )

@@ -318,6 +318,12 @@ class Session(StatementFlow):
     def in_transaction(self) -> bool:
         return self._in_txn
 
+    @property
+    def commit_lock(self) -> CommitLock:
+        """The lake's commit lock as this session takes it (a pass names its
+        lease on it, so a lock a dead pass leaves dies with that lease)."""
+        return self._lock
+
     @contextmanager
     def transaction(self) -> Iterator[Session]:
         """Group statements into one DuckLake transaction and one change set."""

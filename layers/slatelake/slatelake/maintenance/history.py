@@ -147,8 +147,7 @@ def check_before(value: object) -> int | None:
         )
     if len(text) > 19 or int(text) >= 2**63:
         raise MisconfigurationError(
-            f"before {show_input(value)}: expected an id from a previous page "
-            f"(at most {2**63 - 1})"
+            f"before {show_input(value)}: expected an id from a previous page (at most {2**63 - 1})"
         )
     return int(text)
 

@@ -54,7 +54,7 @@ from slatelake.maintenance import report as rpt
 from slatelake.maintenance.dry_run import Planner
 from slatelake.maintenance.flight import PassLease, process_lock
 from slatelake.maintenance.options import DUCKLAKE_STEPS, STEPS, MaintenanceOptions
-from slatelake.maintenance.policy import POLICY_KEY, decode_rows, lake_enabled
+from slatelake.maintenance.policy import lake_enabled, rows_at_head
 from slatelake.maintenance.policy_plan import describe, plan
 from slatelake.maintenance.progress import Progress, Sink
 from slatelake.maintenance.report import FAILED, RAN, SKIPPED, PassReport
@@ -106,7 +106,7 @@ def run_pass(
     try:
         lease = PassLease(session.lake.location, client=session.lake.log.client)
         lease.acquire(wait_s, stop=stopping)
-        commit_lock = getattr(session, "_lock", None)  # the session's CommitLock
+        commit_lock = session.commit_lock
         try:
             lease.start_heartbeat()
             if commit_lock is not None:  # a lock this pass leaves behind dies with its lease
@@ -218,7 +218,7 @@ class _Pass:
         opt-in: a deployed schedule's options tune steps, never switch the
         policy on; ``deletes_need_policy`` marks such options)."""
         self.session.refresh()
-        rows = decode_rows(self.session.lake.read_sys(self.session.state, POLICY_KEY))
+        rows = rows_at_head(self.session)
         if not lake_enabled(rows):
             if self.options.deletes_need_policy:
                 self._gated = {s for s in DELETING_STEPS if self.options.steps[s].enabled}
