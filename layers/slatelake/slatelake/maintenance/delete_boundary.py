@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -125,7 +125,7 @@ class DeleteBoundary:
                 out.spared.setdefault(reason, []).append(path)
         return out
 
-    def delete(self, paths: list[str], progress: Callable[[int], None] | None = None) -> Deleted:
+    def delete(self, paths: list[str]) -> Deleted:
         """Delete ``paths`` (each judged allowed), a few at a time; the ones
         the store did not delete come back with their typed errors."""
         client = ObjectClient(self.root)
@@ -147,8 +147,6 @@ class DeleteBoundary:
             for path, error in pool.map(one, paths):
                 if error is None:
                     done.append(path)
-                    if progress is not None:
-                        progress(len(done))
                 else:
                     failed.append((path, error))
         return Deleted(done, failed)
