@@ -81,9 +81,10 @@ class Settings:
         every snapshot expiry left, still has the last two or three
         intervals' to read), their files go one interval later (DuckLake
         schedules a file for deletion only once no retained snapshot needs
-        it), and an unreferenced file must be as old as the orphan age floor
-        (an hour) to count as an orphan: an uncommitted Parquet file of a
-        writer is one for as long as its write runs."""
+        it), and orphans go at 5 seconds, far below the age floor (with its
+        override): an uncommitted Parquet file of a writer is an orphan for as
+        long as its write runs, and only the writers' lease marks keep it
+        (maintenance/delete_boundary.py)."""
         s = self.pass_interval
         return {
             "MAINTENANCE_EXPIRE_SNAPSHOTS_OLDER_THAN": f"{2 * s:g} seconds",
@@ -91,7 +92,8 @@ class Settings:
             "MAINTENANCE_MERGE_ADJACENT_FILES": "true",
             "MAINTENANCE_REWRITE_DATA_FILES_DELETE_THRESHOLD": "0.1",
             "MAINTENANCE_CLEANUP_OLD_FILES_OLDER_THAN": f"{s:g} seconds",
-            "MAINTENANCE_DELETE_ORPHANED_FILES_OLDER_THAN": "1 hour",  # the floor: writers run
+            "MAINTENANCE_DELETE_ORPHANED_FILES_OLDER_THAN": "5 seconds",
+            "MAINTENANCE_ORPHAN_AGE_FLOOR_OVERRIDE": "true",
             "MAINTENANCE_TABLE_BATCHES": "true",
             "MAINTENANCE_COMPACT_STORE": "true",
             "MAINTENANCE_COMPACT_STORE_TIMEOUT": "10s",

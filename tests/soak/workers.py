@@ -103,12 +103,16 @@ def _says_conflict(exc: BaseException) -> bool:
 
 def setup(lake: str, data: str, writers: int) -> None:
     import slatelake
+    from slatelake import maintenance
     from slatelake.ducklake.sql import ident
 
     with slatelake.connect(lake, data_path=data) as session:
         with session.transaction():
             for table in soak_tables(writers):
                 session.sql(f"CREATE TABLE {ident(table)} ({COLUMNS})")
+        # the team's opt-in: a deployed schedule expires and deletes only on a
+        # lake whose policy is enabled (the pass's options still set the windows)
+        maintenance.set_policy(session, {"enabled": True}, by="soak")
         print(json.dumps({"since": session.state.head.snapshot_id}))
 
 
@@ -400,6 +404,9 @@ def maintainer(
     os.environ.update(
         SLATELAKE_LAKE=lake,
         SLATELAKE_DATA_PATH=data,
+        # writers, passes and moto share this host's clock: the orphan window
+        # needs no skew allowance, so a 5-second orphan age really is 5 s
+        SLATELAKE_ORPHAN_SKEW_S="0",
         POWERTOOLS_SERVICE_NAME="slatelake-maintenance",
         POWERTOOLS_METRICS_NAMESPACE="Slatelake",
     )
