@@ -53,6 +53,7 @@ def _one_host(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(SECONDS + 240)
 @pytest.mark.parametrize("kind", ["file", "s3"])
 def test_orphan_deletion_at_age_zero_spares_the_files_of_writes_in_flight(
     kind: str, tmp_path: Path, request: pytest.FixtureRequest
