@@ -8,6 +8,7 @@ guard is never satisfied by a step that did nothing.
 
 from __future__ import annotations
 
+import time
 import uuid
 from pathlib import Path
 
@@ -51,11 +52,14 @@ def _plant_stray(data_path: str) -> str:
         bucket, _, prefix = data_path[len("s3://") :].partition("/")
         key = prefix.rstrip("/") + "/" + STRAY
         boto3.client("s3").put_object(Bucket=bucket, Key=key, Body=b"PAR1 not referenced")
-        return f"s3://{bucket}/{key}"
-    path = Path(data_path.removeprefix("file://")) / STRAY
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(b"PAR1 not referenced")
-    return str(path)
+        planted = f"s3://{bucket}/{key}"
+    else:
+        path = Path(data_path.removeprefix("file://")) / STRAY
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"PAR1 not referenced")
+        planted = str(path)
+    time.sleep(1.1)  # file times reach the orphan filter in whole seconds
+    return planted
 
 
 @pytest.fixture(params=["file_url", "bare_path", "s3"])

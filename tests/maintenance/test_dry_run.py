@@ -4,6 +4,7 @@ follows it, and that making the plan writes nothing, on local files and on S3.""
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
@@ -73,6 +74,7 @@ def _churn(url: str, data: str) -> int:
         s.sql("DROP TABLE gone")
     maintenance.protect(url, held, HOLD_NAME)
     _put(f"{data}stray/orphan.parquet", b"not referenced by the catalog")
+    time.sleep(1.1)  # file times reach the orphan filter in whole seconds
     return held
 
 

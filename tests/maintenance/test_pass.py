@@ -463,9 +463,9 @@ def _plant(data_path: str, name: str) -> None:
 
         bucket, _, prefix = data_path[len("s3://") :].partition("/")
         boto3.client("s3").put_object(Bucket=bucket, Key=prefix + name, Body=b"PAR1 stray")
-        time.sleep(1.1)  # S3 keeps LastModified to the second: the orphan window allows it
-        return
-    Path(data_path, name).write_bytes(b"PAR1 stray")
+    else:
+        Path(data_path, name).write_bytes(b"PAR1 stray")
+    time.sleep(1.1)  # file times reach the orphan filter in whole seconds
 
 
 @pytest.mark.parametrize("store", ["file", "s3"])

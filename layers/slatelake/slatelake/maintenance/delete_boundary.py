@@ -47,7 +47,7 @@ from slatelake.store.objects import ObjectClient
 
 DELETE_WORKERS = 8  # deletes in flight at once (each bounded by the store deadline)
 SKEW_ENV = "SLATELAKE_ORPHAN_SKEW_S"
-STORE_TIME_RESOLUTION_S = 1.0  # S3 keeps LastModified to the second
+TIME_RESOLUTION_S = 1.0  # file times reach DuckLake's orphan filter in whole seconds
 
 
 @dataclass
@@ -185,24 +185,20 @@ def skew_s() -> float:
 
 
 def write_window(
-    lake_location: LakeLocation,
-    client: ObjectClient | None = None,
-    own: str | None = None,
-    data_path: str = "",
+    lake_location: LakeLocation, client: ObjectClient | None = None, own: str | None = None
 ) -> WriteWindow:
     """The orphan step's window from the live reader leases. ``own``: the
     asking session's lease, left out (its writes are done when it asks; its
-    record may still carry the last one's mark). An object store keeps a
-    file's modification time to the whole second (S3's LastModified), so
-    on ``s3://`` data one second more is taken off: a file written just
-    after a writer's mark may carry a time just before it."""
+    record may still carry the last one's mark). DuckLake compares a file's
+    modification time to the whole second (S3's LastModified, and DuckDB
+    truncates a local file's too), so one second more is taken off: a file
+    written just after a writer's mark may carry a time just before it."""
     read_at = time.time()
     leases = [lease for lease in LeaseBook(lake_location, client).live() if lease.reader_id != own]
     oldest = oldest_write(leases)
     start = read_at if oldest is None else min(read_at, oldest / 1e6)
     writing = sum(1 for lease in leases if lease.writing_since_us is not None)
-    resolution = STORE_TIME_RESOLUTION_S if data_path.startswith("s3://") else 0.0
-    return WriteWindow(start - skew_s() - resolution, writing)
+    return WriteWindow(start - skew_s() - TIME_RESOLUTION_S, writing)
 
 
 def orphan_window(params: dict[str, Value], window: WriteWindow) -> list[dict[str, Value]]:

@@ -159,12 +159,7 @@ class Planner:
         boundary = self._boundary()
         if step == "delete_orphaned_files":
             lake = self.session.lake
-            window = write_window(
-                lake.location,
-                lake.log.client,
-                lake.lease.reader_id,
-                stored_data_path(self.session.state) or "",
-            )
+            window = write_window(lake.location, lake.log.client, lake.lease.reader_id)
             listed = [
                 {str(r[0]) for r in self.steps.dry_call(step, ("path",), asked)}
                 for asked in orphan_window(args, window)

@@ -399,7 +399,7 @@ class Steps:
         lake = self.session.lake
         window = None
         if orphans:
-            window = write_window(lake.location, lake.log.client, lake.lease.reader_id, data_path)
+            window = write_window(lake.location, lake.log.client, lake.lease.reader_id)
         with self.session.watch_requests() as watch:
             listed = [
                 self._candidates(step, asked)
