@@ -116,66 +116,28 @@ def shared_lake_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return f"s3://{bucket}/lakes/{uuid.uuid4().hex[:8]}"
 
 
-# The quick tier (`scripts/test --fast`, under 2 minutes): codecs, keys, options,
-# locations, the log's integrity rules, the session's refusals, the quoting
-# check. Everything else (whole passes, the Lambda, processes, the oracle) is
-# marked slow here, so a new module is slow until someone measures it quick.
-# A fast module may hold a test that is not quick: one that starts a process
-# carries @pytest.mark.slow itself, one that reaches moto is marked s3 below,
-# and neither runs in the quick tier (nor does a layer build or a SAM install).
-# The third tier, `long` (scripts/test --long), is marked where it is written.
-FAST_MODULES = {
-    "tests/ducklake/test_refused_commit.py",
-    "tests/log/test_snapshot_rebase.py",
-    "tests/catalog/test_bootstrap.py",
-    "tests/catalog/test_commit_lock_record.py",
-    "tests/catalog/test_registry.py",
-    "tests/catalog/test_sweep.py",
-    "tests/ducklake/test_capture_cost.py",
-    "tests/ducklake/test_change_scope.py",
-    "tests/ducklake/test_failed_statement.py",
-    "tests/ducklake/test_session.py",
-    "tests/ducklake/test_sql_values.py",
-    "tests/functions/test_stack_lake.py",
-    "tests/fuzz/test_fuzz_events.py",
-    "tests/fuzz/test_fuzz_locations.py",
-    "tests/fuzz/test_fuzz_options.py",
-    "tests/log/test_ambiguous_write.py",
-    "tests/log/test_envelope.py",
-    "tests/log/test_images.py",
-    "tests/log/test_integrity.py",
-    "tests/log/test_range_deletes.py",
-    "tests/log/test_truncation_mark.py",
-    "tests/maintenance/test_bind_refusals.py",
-    "tests/maintenance/test_options.py",
-    "tests/store/test_bindings.py",
-    "tests/store/test_keys.py",
-    "tests/store/test_location.py",
-    "tests/store/test_scan_ranges.py",
-    "tests/store/test_values.py",
-    "tests/test_cli_store.py",
-    "tests/test_demo.py",
-    "tests/test_errors.py",
-    "tests/test_layering.py",
-    "tests/test_overlap_guard.py",
-    "tests/test_packaging.py",
-    "tests/test_sql_quoting.py",
-}
+# The quick tier (`scripts/test --fast`, under 2 minutes) is the modules that say
+# `pytestmark = pytest.mark.fast`: codecs, keys, options, locations, the log's
+# integrity rules, the session's refusals, the quoting check. Every other test is
+# marked slow here, so a new module is slow until someone measures it quick. A fast
+# module's test that starts a process carries @pytest.mark.slow itself, one that
+# reaches moto is marked s3 below, and neither runs in the quick tier. The tier
+# `long` (scripts/test --long) and DuckLake's own files (`conformance`) are marked
+# where they are written.
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark every test that talks to moto's server ``s3`` (its fixtures, or a
     parameter spelled ``s3``: the lake fixtures', a ``store`` parameter that
-    asks for ``s3_bucket`` by name), and every test outside FAST_MODULES
+    asks for ``s3_bucket`` by name), and every test not marked ``fast``
     ``slow``, so ``scripts/test --fast`` can leave them out without anyone
     remembering to mark them."""
-    root = Path(__file__).resolve().parents[1]
     for item in items:
         params = getattr(getattr(item, "callspec", None), "params", {})
         uses_moto = "moto_endpoint" in getattr(item, "fixturenames", ())
         if uses_moto or any(isinstance(v, str) and v == "s3" for v in params.values()):
             item.add_marker(pytest.mark.s3)
-        if Path(item.fspath).resolve().relative_to(root).as_posix() not in FAST_MODULES:
+        if item.get_closest_marker("fast") is None:
             item.add_marker(pytest.mark.slow)
 
 

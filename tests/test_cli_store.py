@@ -16,6 +16,8 @@ from slatelake.store.census import SUBSPACE_NAMES
 from slatelake.store.location import LakeLocation
 from tests.catalog.test_census import churn, fast_compactor, settled, wait_for
 
+pytestmark = pytest.mark.fast
+
 __all__ = ["fast_compactor"]  # a fixture, used by name
 ROW_KEYS = {
     "subspace",

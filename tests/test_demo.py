@@ -9,6 +9,8 @@ import pytest
 from slatelake.cli import main
 from slatelake.demo import DEMO_MARK, prepare_directory
 
+pytestmark = pytest.mark.fast
+
 
 def test_demo_refuses_a_directory_holding_someone_elses_files(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]

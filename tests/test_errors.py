@@ -32,6 +32,8 @@ from slatelake.errors import (
     retry,
 )
 
+pytestmark = pytest.mark.fast
+
 RETRY_WORDS = ("transaction conflict", "conflict")
 SAMPLE = "GET s3://bucket/lake/commits/00000000000000000007 failed"
 

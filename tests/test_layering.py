@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.fast
+
 PACKAGE = Path(__file__).resolve().parents[1] / "layers" / "slatelake" / "slatelake"
 ORDER = ("store", "log", "catalog", "ducklake", "maintenance")
 SHARED = {"errors", "durations"}

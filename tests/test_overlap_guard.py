@@ -10,6 +10,8 @@ from slatelake.ducklake import guard
 from slatelake.ducklake.guard import check_overlap
 from slatelake.errors import MisconfigurationError
 
+pytestmark = pytest.mark.fast
+
 
 @pytest.mark.parametrize(
     ("lake", "data"),

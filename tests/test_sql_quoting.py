@@ -34,6 +34,8 @@ from slatelake.ducklake import extensions
 from slatelake.ducklake.session import connect
 from slatelake.errors import MisconfigurationError, SlatelakeError
 
+pytestmark = pytest.mark.fast
+
 ROOT = Path(__file__).resolve().parents[1]
 SCANNED = (ROOT / "layers" / "slatelake" / "slatelake", ROOT / "functions")
 # Below the bridge nothing can run SQL (test_layering pins that these layers never

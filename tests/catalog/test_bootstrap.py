@@ -26,6 +26,8 @@ from slatelake.store.location import LakeLocation
 from tests.catalog.helpers import fold_all
 from tests.catalog.synthetic import EPOCH_2026_US, commit_changes, genesis_changes
 
+pytestmark = pytest.mark.fast
+
 INLINE = "ducklake_inlined_data_1_1"
 INLINE_COLUMNS = [
     ("row_id", "BIGINT"),

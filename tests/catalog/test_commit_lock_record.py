@@ -14,6 +14,8 @@ from slatelake.catalog.commit_lock import _KIND, LockRecord
 from slatelake.errors import CorruptionError
 from slatelake.store import values
 
+pytestmark = pytest.mark.fast
+
 texts = st.text(max_size=40)
 ttls = st.floats(min_value=0.001, max_value=3600.0, allow_nan=False)
 leases = st.none() | st.from_regex(r"[a-z][a-z_]{0,31}/[0-9a-f]{32}", fullmatch=True)

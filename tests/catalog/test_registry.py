@@ -37,6 +37,8 @@ from slatelake.log.changeset import Head
 from slatelake.store import values
 from slatelake.store.keys import Subspace, decode_key, encode_key
 
+pytestmark = pytest.mark.fast
+
 # Rows have up to 16 columns; generating them dominates, so fewer examples than elsewhere.
 EXAMPLES = settings(max_examples=100, deadline=None)
 FEWER = settings(max_examples=50, deadline=None)

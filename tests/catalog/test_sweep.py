@@ -39,6 +39,8 @@ from tests.catalog.index_rows import (
 )
 from tests.catalog.synthetic import commit_changes
 
+pytestmark = pytest.mark.fast
+
 FAST = SweepRequest(pace_s=0)
 
 

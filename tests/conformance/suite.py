@@ -15,7 +15,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-WORKSPACE_SUITE = Path("/work/shared/conformance")
 ROOT_ENV = "SLATELAKE_CONFORMANCE_ROOT"
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_LIST = "selected.txt"
@@ -34,11 +33,7 @@ class Suite:
         value = os.environ.get(ROOT_ENV)
         if value:
             return cls(Path(value).resolve())
-        # beside the repository, else the workspace's shared directory (a clean
-        # clone elsewhere still finds it); the presence test fails if neither has it
-        candidates = [REPO.parent / "shared" / "conformance", WORKSPACE_SUITE]
-        found = next((c for c in candidates if (c / "ducklake").is_dir()), candidates[0])
-        return cls(found.resolve())
+        return cls((REPO.parent / "shared" / "conformance").resolve())
 
     @property
     def files_dir(self) -> Path:

@@ -23,6 +23,10 @@ import pytest
 from tests.conformance.interpreter import PASS, SKIP, UNSUPPORTED, FileResult, run_file
 from tests.conformance.suite import ROOT_ENV, Suite
 
+# Only `bash scripts/test --conformance` (which .ci/run adds when the files are
+# there) and --long/--all run this module: the default suite needs no ../shared.
+pytestmark = pytest.mark.conformance
+
 CI_DIRECTORIES = ("transaction", "compaction")
 SUITE = Suite.locate()
 

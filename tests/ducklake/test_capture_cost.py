@@ -18,6 +18,8 @@ import pytest
 
 from slatelake.ducklake.session import Session
 
+pytestmark = pytest.mark.fast
+
 TABLES = 20
 # DuckLake keeps a few bytes per snapshot of its own; listing every table's
 # statistics per commit cost ~120 KB here (300 bytes per table per commit).

@@ -3,7 +3,11 @@ DuckLake's ``changes_made``, so anything unfamiliar must narrow nothing."""
 
 from __future__ import annotations
 
+import pytest
+
 from slatelake.ducklake.change_scope import Scope, named_tables
+
+pytestmark = pytest.mark.fast
 
 
 def _changes(snapshot_id: int, text: str) -> tuple:

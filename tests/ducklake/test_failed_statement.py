@@ -18,6 +18,8 @@ import pytest
 from slatelake.ducklake.session import Session, connect
 from slatelake.errors import MisconfigurationError
 
+pytestmark = pytest.mark.fast
+
 UNFETCHABLE = "to_days(2000000000)"
 # one statement that writes (a flush of the inlined rows) and then fails at its rows
 WRITE_THEN_UNFETCHABLE = f"SELECT {UNFETCHABLE} FROM ducklake_flush_inlined_data('lake')"

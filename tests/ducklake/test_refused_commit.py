@@ -7,6 +7,8 @@ import pytest
 from slatelake.ducklake.refused_commit import table_changes, unsafe_rebase
 from slatelake.log.changeset import ChangeSet, Head
 
+pytestmark = pytest.mark.fast
+
 
 def _theirs(changes_made: str, mints: bool = True) -> ChangeSet:
     return ChangeSet(base=Head(1, 1), mints_snapshot=mints, changes_made=changes_made)

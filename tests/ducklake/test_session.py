@@ -16,6 +16,8 @@ from slatelake.ducklake.session import connect
 from slatelake.errors import MisconfigurationError, NotFoundError, ReadOnlyError
 from tests.conftest import subprocess_env
 
+pytestmark = pytest.mark.fast
+
 
 @pytest.fixture
 def lake(tmp_path: Path) -> tuple[str, Path]:

@@ -17,6 +17,8 @@ from hypothesis import strategies as st
 
 from slatelake.ducklake.sql import bound, run, value_sql
 
+pytestmark = pytest.mark.fast
+
 ROUND_TRIP = "SELECT typeof(?), CAST(? AS VARCHAR), ? IS NOT DISTINCT FROM ?"
 
 EDGES: list[Any] = [

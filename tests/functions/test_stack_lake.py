@@ -20,6 +20,8 @@ from slatelake.catalog.lake import Lake
 from tests.functions.conftest import FakeContext, deploy, emf_lines
 from tests.store.faulty_s3 import FaultyEndpoint, faulty_endpoint, s3_endpoint
 
+pytestmark = pytest.mark.fast
+
 STACK_LAKE = "s3://lake-bucket/lake"
 STACK_DATA = "s3://lake-bucket/data/"
 

@@ -30,7 +30,7 @@ from slatelake.store.location import LakeLocation
 from tests.fuzz.hostile import fuzz, one_line
 from tests.fuzz.inputs import ENV, ROOT, STACK_LAKE, environments, events
 
-pytestmark = pytest.mark.filterwarnings("ignore:Generating overly large repr")
+pytestmark = [pytest.mark.fast, pytest.mark.filterwarnings("ignore:Generating overly large repr")]
 
 
 @pytest.fixture(scope="module")

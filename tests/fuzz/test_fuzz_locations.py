@@ -31,7 +31,7 @@ from tests.fuzz.hostile import (
 
 KEY_SAFE = set(string.ascii_letters + string.digits + " !$&'()+,-.:;=@_/")
 GLOB = set("*?[]{}\\")
-pytestmark = pytest.mark.filterwarnings("ignore:Generating overly large repr")
+pytestmark = [pytest.mark.fast, pytest.mark.filterwarnings("ignore:Generating overly large repr")]
 
 
 def _refused(exc: MisconfigurationError, given: object) -> None:

@@ -38,7 +38,7 @@ from slatelake.store.keys import Subspace
 from tests.fuzz.hostile import NASTY_STRINGS, fuzz, hostile_text, named, one_line
 from tests.fuzz.inputs import KNOWN, P, canonical, option_keys, option_values
 
-pytestmark = pytest.mark.filterwarnings("ignore:Generating overly large repr")
+pytestmark = [pytest.mark.fast, pytest.mark.filterwarnings("ignore:Generating overly large repr")]
 
 
 @pytest.fixture(scope="module")

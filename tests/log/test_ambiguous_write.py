@@ -5,12 +5,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from slatelake.errors import StoreUnavailableError
 from slatelake.log.changeset import ChangeSet, Head
 from slatelake.log.committer import Committer
 from slatelake.log.slots import SlotLog
 from slatelake.store.location import LakeLocation
 from slatelake.store.objects import AmbiguousWriteError, ObjectClient
+
+pytestmark = pytest.mark.fast
 
 
 class LostAnswerClient(ObjectClient):

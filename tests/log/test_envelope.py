@@ -39,6 +39,8 @@ from slatelake.log.changeset import (
 )
 from slatelake.store import values
 
+pytestmark = pytest.mark.fast
+
 EXAMPLES = settings(max_examples=200, deadline=None)
 FEWER = settings(max_examples=100, deadline=None)
 

@@ -18,6 +18,8 @@ from slatelake.errors import CorruptionError, FormatError, MisconfigurationError
 from slatelake.log.images import ImageBook, ImageInfo, digest_of_file
 from slatelake.store.location import LakeLocation
 
+pytestmark = pytest.mark.fast
+
 HOUR_US = 3_600 * 1_000_000
 
 

@@ -19,6 +19,8 @@ from slatelake.store.objects import AmbiguousWriteError, ObjectClient
 from tests.catalog.helpers import commit_inserts
 from tests.catalog.synthetic import commit_changes
 
+pytestmark = pytest.mark.fast
+
 
 @pytest.fixture
 def lake(lake_url: str):  # noqa: ANN201

@@ -20,6 +20,8 @@ from slatelake.log.committer import Committer
 from slatelake.log.slots import SlotLog
 from slatelake.store.location import LakeLocation
 
+pytestmark = pytest.mark.fast
+
 TABLE = b"\x05\x40" + bytes(8) + b"\x01"  # an inlined table's rows prefix (shortened)
 OTHER = b"\x05\x40" + bytes(8) + b"\x02"
 BASE = Head(4, 9)

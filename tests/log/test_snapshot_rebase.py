@@ -14,6 +14,8 @@ from slatelake.log.slots import SlotLog
 from slatelake.store.keys import Subspace, encode_key
 from slatelake.store.location import LakeLocation
 
+pytestmark = pytest.mark.fast
+
 BASE = Head(3, 7)
 STATUS = encode_key(Subspace.SYS, 0x04)
 ROW = encode_key(Subspace.CURRENT, 0x10, 1)

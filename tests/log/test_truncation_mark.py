@@ -21,6 +21,8 @@ from slatelake.store.objects import ObjectClient
 from tests.catalog.helpers import commit_inserts, fold_all
 from tests.catalog.synthetic import commit_changes
 
+pytestmark = pytest.mark.fast
+
 KEY = b"\x03\x14" + b"\x05" * 8
 
 

@@ -14,6 +14,8 @@ from slatelake.cli import main
 from slatelake.cli.common import parse_kv
 from slatelake.maintenance.options import MaintenanceConfigError
 
+pytestmark = pytest.mark.fast
+
 
 @pytest.fixture
 def lake(tmp_path: Path) -> str:

@@ -12,6 +12,8 @@ from slatelake.maintenance.options import (
 )
 from slatelake.store.keys import Subspace
 
+pytestmark = pytest.mark.fast
+
 
 def test_signatures_of_the_pinned_extension(signatures: dict[str, dict[str, str]]) -> None:
     # A DuckLake bump that changes any name or type must fail here, loudly.

@@ -9,11 +9,14 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from slatelake.store import _bindings
 from slatelake.store.db import SubspaceExtractor
+
+pytestmark = pytest.mark.fast
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -23,6 +23,8 @@ from slatelake.store.keys import (
     subspace_label,
 )
 
+pytestmark = pytest.mark.fast
+
 EXAMPLES = settings(max_examples=200, deadline=None)
 
 I64_MIN, I64_MAX = -(1 << 63), (1 << 63) - 1

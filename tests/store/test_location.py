@@ -7,6 +7,8 @@ import pytest
 from slatelake.errors import MisconfigurationError
 from slatelake.store.location import LakeLocation
 
+pytestmark = pytest.mark.fast
+
 
 @pytest.mark.parametrize(
     ("url", "scheme", "bucket", "root"),

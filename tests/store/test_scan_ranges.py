@@ -15,6 +15,8 @@ from slatelake.store.db import open_writer
 from slatelake.store.keys import Subspace, encode_key
 from slatelake.store.location import LakeLocation
 
+pytestmark = pytest.mark.fast
+
 KEYS = sorted(
     encode_key(Subspace.INDEX, k, i, r) for k in (1, 2) for i in (0, 4, 9) for r in (0, 1)
 )

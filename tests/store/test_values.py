@@ -23,6 +23,8 @@ from hypothesis import strategies as st
 from slatelake.errors import CorruptionError
 from slatelake.store import values
 
+pytestmark = pytest.mark.fast
+
 EXAMPLES = settings(max_examples=200, deadline=None)
 FEWER = settings(max_examples=100, deadline=None)
 
