@@ -66,7 +66,7 @@ def test_init_fold_log(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
     assert main(["log", url, "--json"]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
     assert lines[0].startswith(f"created lake {url}")
-    assert json.loads(lines[1])["slots"] == 0
+    assert json.loads(lines[1])["slots_folded"] == 0  # the turn's own to_dict()
     doc = json.loads(lines[2])
     assert doc["head"] == {"snapshot_id": -1, "batch_seq": 0}
     assert doc["fold_cursor"] == 0 and doc["catalog_rows"] == 0
@@ -79,8 +79,13 @@ def test_errors_go_to_stderr_with_status_1(
     assert main(["log", missing]) == 1
     err = capsys.readouterr().err
     assert "NotFoundError" in err and "slatelake init" in err
-    assert main(["init", "ftp://nope"]) == 1
-    assert "unsupported scheme" in capsys.readouterr().err
+
+
+def test_a_malformed_lake_is_a_usage_error_naming_it(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["init", "ftp://nope"])
+    assert exit_.value.code == 2
+    assert "argument LAKE: lake URL 'ftp://nope': unsupported scheme" in capsys.readouterr().err
 
 
 def test_init_twice_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

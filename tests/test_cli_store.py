@@ -52,16 +52,18 @@ def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]
     return code, out, err
 
 
-def test_census_json_prints_one_row_per_subspace_live_null_unless_asked(
+def test_census_json_holds_one_row_per_subspace_live_null_unless_asked(
     runs_lake: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     code, out, _ = _run(capsys, "census", runs_lake, "--json")
-    rows = json.loads(out)
+    doc = json.loads(out)
+    rows = doc["subspaces"]
+    assert doc["objects"]["total"]["objects"] > 0 and doc["objects_error"] is None
     assert code == 0 and [r["subspace"] for r in rows] == list(SUBSPACE_NAMES)
     assert all(set(r) == ROW_KEYS and r["live_keys"] is None for r in rows)
     assert {r["subspace"] for r in rows if r["bytes"]} == {"sys", "snapshot", "current"}
     code, out, _ = _run(capsys, "census", runs_lake, "--live", "--json")
-    live = {r["subspace"]: r for r in json.loads(out)}
+    live = {r["subspace"]: r for r in json.loads(out)["subspaces"]}
     assert code == 0 and live["current"]["live_keys"] > 0 and live["index"]["live_keys"] == 0
     assert live["current"]["live_split"]["entity"]["keys"] == live["current"]["live_keys"]
 
@@ -75,7 +77,7 @@ def test_census_table_ends_with_object_totals_and_objects_view_sums(
     assert lines[-1].startswith("objects: ") and "sst " in lines[-1]
     code, out, _ = _run(capsys, "census", runs_lake, "--objects", "--json")
     doc = json.loads(out)
-    assert code == 0 and doc["error"] is None
+    assert code == 0 and doc["objects_error"] is None  # the census's own to_dict()
     kinds = {k: v for k, v in doc["objects"].items() if k != "total"}
     assert sum(v["bytes"] for v in kinds.values()) == doc["objects"]["total"]["bytes"]
 

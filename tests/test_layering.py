@@ -3,8 +3,9 @@
 Every module of the package is parsed (never imported) and each import,
 including ones inside functions and ``TYPE_CHECKING`` blocks, resolved to the
 layer it lands in. ``errors`` and ``durations`` are shared by all layers
-(``errors`` imports nothing of slatelake, ``durations`` only ``errors``); ``cli``,
-``demo``, ``admin`` and the package ``__init__`` sit on top and may import anything. Only
+(``errors`` imports nothing of slatelake, ``durations`` only ``errors``); the facade
+(the package ``__init__``, ``handle``, ``admin``, ``demo``) and ``cli`` sit on top and
+may import anything; the CLI and the Lambda import only the facade. Only
 ``store`` imports ``slatedb``; ``store``, ``log`` and ``catalog`` never import
 ``duckdb``.
 """
@@ -22,7 +23,7 @@ pytestmark = pytest.mark.fast
 PACKAGE = Path(__file__).resolve().parents[1] / "layers" / "slatelake" / "slatelake"
 ORDER = ("store", "log", "catalog", "ducklake", "maintenance")
 SHARED = {"errors", "durations"}
-TOP = {"cli", "demo", "admin", "__init__"}
+TOP = {"cli", "demo", "admin", "handle", "__init__"}
 RANK = {"errors": 0, "durations": 0, **{layer: i + 1 for i, layer in enumerate(ORDER)}}
 TOP_RANK = len(ORDER) + 1
 NO_DUCKDB = {"store", "log", "catalog"}
@@ -194,10 +195,11 @@ def test_no_package_has_an_import_cycle() -> None:
     assert not groups, "modules that import each other:\n" + "\n".join(map(str, groups))
 
 
-# The CLI reaches the library through its APIs only: ``slatelake`` (sessions,
-# errors), ``slatelake.maintenance`` (the maintenance API) and ``slatelake.admin``
-# (creating, folding, holding, images, export and import).
-CLI_API = {"slatelake", "slatelake.maintenance", "slatelake.admin"}
+# The CLI and the Lambda reach the library through its facade only: ``slatelake``
+# (``open``, sessions, the requests and reports, errors), ``slatelake.admin`` (the
+# holder process, images, export and import) and the one duration grammar.
+CLI_API = {"slatelake", "slatelake.admin", "slatelake.durations"}
+FUNCTIONS = Path(__file__).resolve().parents[1] / "functions"
 
 
 def test_the_cli_reaches_the_library_only_through_its_apis() -> None:
@@ -210,3 +212,12 @@ def test_the_cli_reaches_the_library_only_through_its_apis() -> None:
         and layer_of(imp.target) != "cli"
     ]
     assert not beside, "CLI imports past its APIs:\n" + "\n".join(beside)
+
+
+def test_the_lambda_reaches_the_library_only_through_its_facade() -> None:
+    beside = []
+    for path in sorted(FUNCTIONS.rglob("*.py")):
+        for imp in imports_of(path.stem, path):
+            if top_package(imp.target) == "slatelake" and imp.target not in CLI_API:
+                beside.append(f"{path.relative_to(FUNCTIONS)}:{imp.line} imports {imp.target}")
+    assert not beside, "the Lambda imports past the facade:\n" + "\n".join(beside)

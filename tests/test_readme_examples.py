@@ -5,7 +5,8 @@ to a temporary directory, writes each ``sql`` block that names its file in a
 first-line comment (``-- report.sql``), runs the Python session example, then
 every ``slatelake sql`` line through the CLI in-process, in README order, then
 the maintenance API example on the same lake. Every other ``slatelake ...``
-command in a ``bash`` block (they name S3 buckets) is parsed by the CLI's own
+command in a ``bash`` block of the README, docs/cli.md or docs/lambda.md (they
+name S3 buckets) is parsed by the CLI's own
 argument parser, so a renamed flag or a value the CLI no longer takes (a
 ``--wait 90s``) fails here.
 """
@@ -21,13 +22,19 @@ import pytest
 
 from slatelake.cli import build_parser, main
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+# The references the README links to: their commands parse too.
+REFERENCES = (ROOT / "docs" / "cli.md", ROOT / "docs" / "lambda.md")
 PLACEHOLDER = "/tmp/slatelake-readme"
 _BLOCK = re.compile(r"```(\w+)\n(.*?)```", re.DOTALL)
 
 
-def _blocks(kind: str) -> list[str]:
-    return [body for lang, body in _BLOCK.findall(README.read_text()) if lang == kind]
+def _blocks(kind: str, *docs: Path) -> list[str]:
+    found = []
+    for doc in docs or (README,):
+        found += [body for lang, body in _BLOCK.findall(doc.read_text()) if lang == kind]
+    return found
 
 
 def _python_examples() -> list[str]:
@@ -35,14 +42,14 @@ def _python_examples() -> list[str]:
 
 
 def _api_examples() -> list[str]:
-    return [b for b in _blocks("python") if "from slatelake import maintenance" in b]
+    return [b for b in _blocks("python") if "lake.maintenance.run(" in b]
 
 
 def _cli_commands() -> list[list[str]]:
     """Every ``slatelake ...`` command in a bash block, continuation lines
     joined and comments dropped, as argv without the program name."""
     commands = []
-    for body in _blocks("bash"):
+    for body in _blocks("bash", README, *REFERENCES):
         for line in body.replace("\\\n", " ").splitlines():
             if line.startswith("slatelake "):
                 commands.append(shlex.split(line, comments=True)[1:])

@@ -17,7 +17,7 @@ from __future__ import annotations
 from aws_lambda_powertools import Metrics
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
 
-from slatelake import maintenance
+from slatelake import Backlog, FoldTurn, PassReport, PassStatus, StepStatus, ThresholdReport
 
 # Pass level
 PASS_RUNS = "PassRuns"
@@ -70,14 +70,14 @@ def metric_name(count: str) -> str:
     return "".join(part.capitalize() for part in count.split("_"))
 
 
-def emit_pass(metrics: Metrics, lake: str, report: maintenance.PassReport) -> None:
+def emit_pass(metrics: Metrics, lake: str, report: PassReport) -> None:
     """A pass that reported: ``PassFailed`` when a step failed or it lost its
     lease, ``PassPartial`` when it ended partial."""
     metrics.add_dimension(name="Lake", value=lake)
     metrics.add_metric(name=PASS_RUNS, unit=MetricUnit.Count, value=1)
     metrics.add_metric(name=PASS_FAILED, unit=MetricUnit.Count, value=int(report.failed))
     metrics.add_metric(name=PASS_SKIPPED, unit=MetricUnit.Count, value=0)
-    partial = int(report.status == maintenance.PARTIAL)
+    partial = int(report.status == PassStatus.PARTIAL)
     metrics.add_metric(name=PASS_PARTIAL, unit=MetricUnit.Count, value=partial)
     metrics.add_metric(name=WORK_PENDING, unit=MetricUnit.Count, value=int(report.work_pending))
     metrics.add_metric(name=PASS_DURATION, unit=MetricUnit.Seconds, value=report.seconds)
@@ -91,17 +91,17 @@ def emit_pass(metrics: Metrics, lake: str, report: maintenance.PassReport) -> No
     for step in report.steps:
         dims = {"Lake": lake, "Step": step.step}
         values: list[tuple[str, MetricUnit, float]] = [
-            (STEP_RAN, MetricUnit.Count, int(step.status == maintenance.RAN)),
-            (STEP_FAILED, MetricUnit.Count, int(step.status == maintenance.FAILED)),
+            (STEP_RAN, MetricUnit.Count, int(step.status == StepStatus.RAN)),
+            (STEP_FAILED, MetricUnit.Count, int(step.status == StepStatus.FAILED)),
         ]
-        if step.status != maintenance.SKIPPED:
+        if step.status != StepStatus.SKIPPED:
             values.append((STEP_DURATION, MetricUnit.Seconds, step.seconds))
         values += [(metric_name(k), _unit(k), v) for k, v in step.counts.items()]
         for name, unit, value in values:
             _single(metrics, name, unit, value, dims)
 
 
-def emit_threshold(metrics: Metrics, lake: str, found: maintenance.ThresholdReport) -> None:
+def emit_threshold(metrics: Metrics, lake: str, found: ThresholdReport) -> None:
     """A threshold check: how many tables were due and run, failures, and
     each run's step counts (dimension Step, as a pass's)."""
     metrics.add_dimension(name="Lake", value=lake)
@@ -167,7 +167,7 @@ def _single(
             metric.add_dimension(name="service", value=str(metrics.service))
 
 
-def emit_backlog(metrics: Metrics, lake: str, backlog: maintenance.Backlog) -> None:
+def emit_backlog(metrics: Metrics, lake: str, backlog: Backlog) -> None:
     """The five backlog numbers, after a pass or a fold."""
     metrics.add_dimension(name="Lake", value=lake)
     for name, unit, value in (
@@ -180,7 +180,7 @@ def emit_backlog(metrics: Metrics, lake: str, backlog: maintenance.Backlog) -> N
         metrics.add_metric(name=name, unit=unit, value=value)
 
 
-def emit_fold(metrics: Metrics, lake: str, turn: maintenance.FoldTurn) -> None:
+def emit_fold(metrics: Metrics, lake: str, turn: FoldTurn) -> None:
     """A fold turn that answered: ran (or skipped), what it did, the backlog it left."""
     skipped = turn.status == "skipped"
     metrics.add_dimension(name="Lake", value=lake)

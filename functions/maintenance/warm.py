@@ -14,32 +14,35 @@ import atexit
 import contextlib
 import json
 import os
-from typing import Any
 
 from aws_lambda_powertools import Logger
 
 import slatelake
-from slatelake.maintenance import MEMORY_LIMIT_ENV
+from slatelake import MEMORY_LIMIT_ENV
 
 logger = Logger(child=True)  # the handler's logger: its keys and correlation id
 
 
 class WarmSession:
+    """At most one open session, for one (lake, data path)."""
+
     def __init__(self) -> None:
         self.key: str | None = None
-        self.session: Any = None
+        self.session: slatelake.Session | None = None
         atexit.register(self.release)  # container shutdown
 
-    def get(self, lake: str, data_path: str | None) -> Any:
+    def get(self, lake: str, data_path: str | None) -> slatelake.Session:
+        """The kept session refreshed if it is this lake's and still sound,
+        else a new one (the kept one closed)."""
         key = json.dumps([lake, data_path])
         if self.session is not None and self.key == key:
             try:
-                if _rewound(self.session):
+                if self.session.rewound():  # restored from a backup: reopen
                     raise slatelake.StaleViewError(
                         "the lake's log no longer holds this session's newest slot"
                     )
                 self.session.refresh()
-                logger.info("warm session reused", extra={"last_seq": self.session.state.last_seq})
+                logger.info("warm session reused", extra={"last_seq": self.session.last_seq})
                 return self.session
             except Exception as exc:
                 logger.warning(
@@ -68,11 +71,3 @@ def default_memory_limit() -> None:
     size = os.environ.get("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "")
     if not os.environ.get(MEMORY_LIMIT_ENV) and size.isdigit() and int(size) > 0:
         os.environ[MEMORY_LIMIT_ENV] = f"{int(size) // 2}MiB"
-
-
-def _rewound(session: Any) -> bool:
-    """The lake went back behind the kept view (restored from a backup): the
-    holder never deletes the newest slot, so this session's newest slot is
-    either still listed or followed by newer ones. One LIST."""
-    seq = session.state.last_seq
-    return seq > 0 and not any(True for _ in session.lake.log.list_after(seq - 1))

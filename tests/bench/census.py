@@ -166,7 +166,7 @@ def bench_merge(recorder: Recorder, rounds: int) -> dict[str, Any]:
         "rounds": rounds,
         "outcome": report.outcome,
         "merge_s": round(merge_s, 2),
-        "report": report.to_json(),
+        "report": report.to_dict(),
         "sst_bytes_before": before.sst_bytes,
         "sst_bytes_after": after.sst_bytes,
         "reclaimed_bytes": before.sst_bytes - after.sst_bytes,

@@ -48,6 +48,7 @@ t_import = time.monotonic()
 sys.path.insert(0, {function_dir!r})
 import app
 from slatelake.ducklake import extensions
+from slatelake.maintenance import api as pass_api
 imported_s = time.monotonic() - t_import
 calls = {{"extensions.connect": [], "slatelake.connect": []}}
 
@@ -64,7 +65,7 @@ def _timed(owner, name, key):
 _timed(extensions, "connect", "extensions.connect")  # every load goes through here
 _timed(app.slatelake, "connect", "slatelake.connect")
 first_step = []
-_run = app.maintenance.run
+_run = pass_api.run_request  # what lake.maintenance.run calls
 
 def _watched_run(*a, on_progress, **kw):
     # the first step's start, as the handler's progress log reports it
@@ -74,7 +75,7 @@ def _watched_run(*a, on_progress, **kw):
         return on_progress(message, fields)
     return _run(*a, on_progress=watched, **kw)
 
-app.maintenance.run = _watched_run
+pass_api.run_request = _watched_run
 buffer = io.StringIO()
 app.logger.registered_handler.setStream(buffer)
 

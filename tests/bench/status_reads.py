@@ -43,6 +43,7 @@ if __package__ in (None, ""):  # run as a script: the repository root on the pat
 import slatelake
 from slatelake import maintenance
 from slatelake.catalog.folder import Folder
+from slatelake.maintenance.health import health as lake_health
 from slatelake.store.location import LakeLocation
 
 TABLES = 3
@@ -124,7 +125,7 @@ def _read(name: str, url: str) -> Any:
         return maintenance.runs(url, limit=20)
     if name == "audit":
         return maintenance.audit_log(url, limit=20)
-    return maintenance.health(url)
+    return lake_health(url)
 
 
 def _check(name: str, result: Any, expected_run: int | None) -> None:

@@ -132,7 +132,7 @@ def test_census_names_the_subspaces_the_store_wrote(tmp_path: Path) -> None:
 
 def test_census_rows_json_shape_and_live_columns_null_unless_counted(lake_url: str) -> None:
     Lake.create(lake_url).close()
-    plain = store_census(lake_url).to_json()
+    plain = store_census(lake_url).rows()
     assert [r["subspace"] for r in plain] == list(SUBSPACE_NAMES)
     for row in plain:
         assert set(row) == {
@@ -147,11 +147,11 @@ def test_census_rows_json_shape_and_live_columns_null_unless_counted(lake_url: s
             "live_split",
         }
         assert row["live_keys"] is None and row["live_bytes"] is None
-    live = {r["subspace"]: r for r in store_census(lake_url, CensusRequest(True)).to_json()}
+    live = {r["subspace"]: r for r in store_census(lake_url, CensusRequest(True)).rows()}
     assert live["sys"]["live_keys"] == 2  # format stamp, fold cursor (the head)
     assert live["index"]["live_keys"] == 0  # counted, and zero: not null
     # The census wrote nothing: the manifest it measured did not move.
-    assert store_census(lake_url).to_json()[0]["manifest_id"] == plain[0]["manifest_id"]
+    assert store_census(lake_url).rows()[0]["manifest_id"] == plain[0]["manifest_id"]
 
 
 def test_object_totals_sum_to_the_whole_and_a_refused_listing_keeps_the_rest(
@@ -183,7 +183,7 @@ def test_object_totals_sum_to_the_whole_and_a_refused_listing_keeps_the_rest(
     )
     partial = store_census(refused)
     assert partial.objects is None and "listing" in (partial.objects_error or "")
-    assert partial.to_json() == census.to_json()
+    assert partial.rows() == census.rows()
 
 
 # -- what the census reads, counted through moto's request recorder -----------

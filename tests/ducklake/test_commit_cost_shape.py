@@ -78,7 +78,7 @@ def _queries_of(url: str, warm: str, counted: str) -> list[str]:
     """The helper cursor's queries while ``counted`` commits, after ``warm`` did."""
     with slatelake.connect(url) as session:
         session.sql(warm)
-        counter = _CountingCursor(session._aux)
+        counter = _CountingCursor(session.session._aux)
         held = _use_cursor(session, counter)
         assert "capture.con" in held, f"the helper cursor is held only by {held}"
         start = time.perf_counter()
@@ -91,6 +91,7 @@ def _queries_of(url: str, warm: str, counted: str) -> list[str]:
 def _use_cursor(session: Session, cursor: _CountingCursor) -> list[str]:
     """Put ``cursor`` wherever the session holds its helper cursor (itself, its
     capture, write log and state); returns where it was found."""
+    session = getattr(session, "session", session)  # slatelake.connect's owns a Session
     aux = cursor._cursor
     found = []
     for owner_name, owner in [("session", session), *vars(session).items()]:
@@ -235,7 +236,7 @@ def test_an_inserts_reads_are_shared_between_the_helper_cursor_and_a_worker(
     warm, counted = PARQUET_INSERT.format(1000, 1000), PARQUET_INSERT.format(2000, 2000)
     with slatelake.connect(url) as session:
         session.sql(warm)
-        helper = _CountingCursor(session._aux)
+        helper = _CountingCursor(session.session._aux)
         _use_cursor(session, helper)
         ahead = session.capture._ahead
         worker = _CountingCursor(ahead._cursor._cursor)  # its own count, not the helper's
@@ -292,7 +293,7 @@ def test_another_writers_commit_makes_the_next_capture_count_the_base_again(
         mine.sql("INSERT INTO t000 VALUES (10, 'mine')")
         mine.sql("DELETE FROM t000 WHERE id = 0")  # counts the inlined rows on both sides
         other.sql("INSERT INTO t000 VALUES (11, 'other')")
-        counter = _CountingCursor(mine._aux)
+        counter = _CountingCursor(mine.session._aux)
         _use_cursor(mine, counter)
         mine.sql("DELETE FROM t000 WHERE id = 10")
         rows = sorted(mine.sql("SELECT id FROM t000").fetchall())

@@ -95,7 +95,7 @@ def test_raw_transaction_whose_view_went_stale_surfaces_a_conflict_at_commit(url
     with connect(url) as a, connect(url) as b:
         a.sql("BEGIN")
         a.sql("INSERT INTO t VALUES (1)")
-        a._stale = True  # its view must be rebuilt (a lapsed lease)
+        a._view.stale = True  # its view must be rebuilt (a lapsed lease)
         b.sql("INSERT INTO t VALUES (2)")
         assert a.sql("SELECT id FROM t").fetchall() == [(1,)]
         with pytest.raises(ConflictError, match="re-run the transaction"):
@@ -108,11 +108,11 @@ def test_schema_in_use_survives_a_reload(url: str) -> None:
     with connect(url) as a:
         a.sql("CREATE SCHEMA s1")
         a.sql("USE lake.s1")
-        a._stale = True  # the view must be rebuilt (a lapsed lease, a failed commit)
+        a._view.stale = True  # the view must be rebuilt (a lapsed lease, a failed commit)
         a.sql("CREATE TABLE u (i INTEGER)")  # unqualified: lands in s1
         assert a.sql("SELECT current_schema()").fetchone() == ("s1",)
         a.sql("USE memory")
-        a._stale = True
+        a._view.stale = True
         a.sql("CREATE TABLE scratch (i INTEGER)")  # DuckDB's own in-memory catalog
         assert a.sql("SELECT current_database()").fetchone() == ("memory",)
     with connect(url, read_only=True) as fresh:
@@ -126,7 +126,7 @@ def test_schema_in_use_survives_a_reload(url: str) -> None:
 def test_immediate_transaction_mode_survives_a_reload(url: str) -> None:
     with connect(url) as a:
         a.sql("SET immediate_transaction_mode = true")
-        a._stale = True
+        a._view.stale = True
         a.sql("INSERT INTO t VALUES (1)")
         assert a.sql("SELECT current_setting('immediate_transaction_mode')").fetchone() == (True,)
         a.sql("SET immediate_transaction_mode = false")
@@ -272,7 +272,7 @@ def test_maintenance_call_runs_on_the_head_under_the_commit_lock(url: str) -> No
     with connect(url) as a, connect(url) as b:
         _file_with_inlined_deletes(a)
         b.refresh()
-        b._lock.acquire(b.state)  # another writer is committing
+        b.commit_lock.acquire(b.state)  # another writer is committing
         flushed = threading.Event()
         errors: list[BaseException] = []
 

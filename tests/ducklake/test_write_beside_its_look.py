@@ -15,7 +15,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from slatelake.ducklake import session as session_module
+from slatelake.ducklake import copy_view
 from slatelake.ducklake.session import Session, connect
 from slatelake.store.objects import ObjectClient
 
@@ -115,7 +115,7 @@ def test_a_write_that_skipped_its_look_and_was_overtaken_runs_again_on_the_new_h
 def test_a_write_after_a_pause_looks_at_the_log_first(
     url: str, requests: list[tuple[str, str]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(session_module, "FRESH_S", 0.0)  # every write comes after a pause
+    monkeypatch.setattr(copy_view, "FRESH_S", 0.0)  # every write comes after a pause
     with connect(url) as session:
         session.sql("INSERT INTO t VALUES (3, 30)")
         requests.clear()

@@ -147,7 +147,7 @@ def run_operation(
     if operation == "sweep":
         with Lake.open(url) as lake:
             arm()
-            return _observe(lambda: sweep(lake, SweepRequest(pace_s=0)).to_json(), disarm)
+            return _observe(lambda: sweep(lake, SweepRequest(pace_s=0)).to_dict(), disarm)
     if operation == "store_merge":
         with Lake.open(url) as lake:
             arm()

@@ -47,8 +47,9 @@ def test_a_manual_pass_on_a_missing_lake_still_counts_a_failure(
 def test_a_page_before_past_any_id_is_refused(
     app: ModuleType, small_lake: str, before: object
 ) -> None:
+    """Refused by the page's own request type (the CLI's words), before the lake."""
     out = app.handler({"action": "runs", "options": {"before": before}}, FakeContext())
-    assert out["ok"] is False and out["error"]["type"] == "InvocationError", out
+    assert out["ok"] is False and out["error"]["type"] == "MisconfigurationError", out
     assert "at most 9223372036854775807" in out["error"]["message"]
 
 

@@ -1,9 +1,10 @@
-"""The Lambda calls the maintenance API and nothing below it.
+"""The Lambda calls slatelake's facade and nothing below it.
 
-Every module under functions/ may import ``slatelake`` (its top-level names:
-``connect``, the errors) and ``slatelake.maintenance`` (the facade), and use
-only the names those two export; Powertools settings come from the
-environment the template sets, never from the code.
+Every module under functions/ may import ``slatelake`` and use only the names
+it exports (``slatelake.__all__``: ``open``, ``connect``, the errors, the
+request and report types, ``store_deadline``), plus ``slatelake.durations``.
+Powertools settings come from the environment the template sets, never from
+the code.
 """
 
 from __future__ import annotations
@@ -14,13 +15,11 @@ from pathlib import Path
 import pytest
 
 import slatelake
-from slatelake import maintenance
 from tests.functions.conftest import ROOT
 
 SOURCES = sorted((ROOT / "functions").rglob("*.py"))
-ALLOWED_MODULES = {"slatelake", "slatelake.maintenance"}
-EXPORTS = {"slatelake": set(slatelake.__all__) | {"maintenance"}}
-EXPORTS["maintenance"] = set(maintenance.__all__)
+ALLOWED_MODULES = {"slatelake", "slatelake.durations"}
+EXPORTS = {"slatelake": set(slatelake.__all__)}
 
 
 def _tree(path: Path) -> ast.Module:
@@ -29,7 +28,7 @@ def _tree(path: Path) -> ast.Module:
 
 def _problems(path: Path) -> list[str]:
     """Imports of slatelake other than the facade, and names used from
-    ``slatelake`` / ``maintenance`` that they do not export."""
+    ``slatelake`` that it does not export."""
     out: list[str] = []
     for node in ast.walk(_tree(path)):
         if isinstance(node, ast.Import):
@@ -37,15 +36,16 @@ def _problems(path: Path) -> list[str]:
                 if alias.name.split(".")[0] == "slatelake" and alias.name not in ALLOWED_MODULES:
                     out.append(f"line {node.lineno}: import {alias.name}")
         elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "slatelake":
-            if node.module not in ALLOWED_MODULES:
-                out.append(f"line {node.lineno}: from {node.module} import ...")
-                continue
-            exported = EXPORTS["slatelake" if node.module == "slatelake" else "maintenance"]
-            out += [
-                f"line {node.lineno}: from {node.module} import {a.name} (not exported)"
-                for a in node.names
-                if a.name not in exported
-            ]
+            if node.module == "slatelake":
+                out += [
+                    f"line {node.lineno}: from slatelake import {a.name} (not exported)"
+                    for a in node.names
+                    if a.name not in EXPORTS["slatelake"]
+                ]
+            elif node.module not in ALLOWED_MODULES:
+                out += [
+                    f"line {node.lineno}: from {node.module} import {a.name}" for a in node.names
+                ]
         elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
             module = node.value.id
             if module in EXPORTS and node.attr not in EXPORTS[module]:
@@ -55,11 +55,11 @@ def _problems(path: Path) -> list[str]:
 
 def test_the_lambda_sources_are_found() -> None:
     names = {p.name for p in SOURCES}
-    assert {"app.py", "invocation.py", "telemetry.py"} <= names
+    assert {"app.py", "invocation.py", "registry.py", "telemetry.py"} <= names
 
 
 @pytest.mark.parametrize("path", SOURCES, ids=lambda p: p.relative_to(ROOT).as_posix())
-def test_the_lambda_imports_only_the_maintenance_api_and_top_level_names(path: Path) -> None:
+def test_the_lambda_imports_only_the_facade_and_its_exports(path: Path) -> None:
     assert _problems(path) == []
 
 
@@ -71,9 +71,12 @@ def test_the_import_check_refuses_an_internal_module(tmp_path: Path) -> None:
         "from slatelake.catalog.lake import Lake\n"
         "from slatelake.maintenance import run_pass\n"
         "from slatelake import maintenance\n"
-        "maintenance.runner\n"
+        "slatelake.maintenance.run\n"
+        "from slatelake.durations import parse_duration\n"
+        "from slatelake import PassRequest\n"
     )
-    assert [p.split(":")[0] for p in _problems(bad)] == ["line 1", "line 2", "line 3", "line 5"]
+    lines = sorted(int(p.split(":")[0].removeprefix("line ")) for p in _problems(bad))
+    assert lines == [1, 2, 3, 4, 5]
 
 
 @pytest.mark.parametrize("path", SOURCES, ids=lambda p: p.relative_to(ROOT).as_posix())

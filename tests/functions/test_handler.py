@@ -259,7 +259,11 @@ def test_overlapping_invocations_never_run_two_passes(
             "older_then",
         ),
         ({"lake": "LAKE", "colour": "blue"}, "InvocationError", "'colour'"),
-        ({"action": "census", "lake": "LAKE", "options": {"deep": 1}}, "InvocationError", "deep"),
+        (
+            {"action": "census", "lake": "LAKE", "options": {"deep": 1}},
+            "MaintenanceConfigError",  # CensusRequest's refusal, as the CLI's
+            "deep",
+        ),
         (
             {"detail-type": "Object Created", "source": "aws.s3"},
             "InvocationError",
@@ -522,10 +526,12 @@ def test_census_and_compact_store_samples_answer_with_the_cli_json(
     before = contents(lake, names)
     census = app.handler(load_event("manual-census.json", lake), FakeContext())
     assert census["ok"] is True, census
-    rows = {r["subspace"]: r for r in census["result"]}
+    assert set(census) == {"ok", "action", "result"}  # the CLI's --json object, nothing beside
+    rows = {r["subspace"]: r for r in census["result"]["subspaces"]}
     assert list(rows) == ["sys", "snapshot", "current", "history", "inline", "index", "unknown"]
     assert all(r["live_keys"] is None for r in rows.values())  # "live": false
-    assert census["objects"]["total"]["objects"] > 0 and census["objects_error"] is None
+    found = census["result"]
+    assert found["objects"]["total"]["objects"] > 0 and found["objects_error"] is None
     merged = app.handler(load_event("manual-compact-store.json", lake), FakeContext())
     assert merged["ok"] is True, merged
     assert merged["result"]["outcome"] == "skipped"
@@ -723,7 +729,7 @@ def test_the_scoped_sample_event_runs_only_its_operations_on_its_table(
     ("scope", "error_type", "words"),
     [
         ({"operations": "flush,vacuum"}, "MaintenanceConfigError", "unknown operation 'vacuum'"),
-        ({"operations": {"flush": True}}, "InvocationError", "a list of names"),
+        ({"operations": {"flush": True}}, "MaintenanceConfigError", "a list of names"),
         ({"operations": ["flush", ["merge"]]}, "MaintenanceConfigError", "expected a name"),
         ({"operations": ["expire"], "table": "t0"}, "MaintenanceConfigError", "cannot be scoped"),
         ({"table": ["t0"]}, "MaintenanceConfigError", "expected a table name"),
@@ -816,10 +822,12 @@ def test_history_audit_health_and_policy_answer_from_the_lake(
     passed = app.handler(load_event("manual-maintenance.json", lake, data), FakeContext())
     run_id = passed["result"]["run_id"]
     runs = app.handler(load_event("manual-runs.json", lake), FakeContext())
-    assert runs["ok"] is True and runs["result"][0]["run_id"] == run_id, runs
-    assert runs["result"][0]["by"].startswith("lambda:")
+    assert runs["ok"] is True and runs["result"]["runs"][0]["run_id"] == run_id, runs
+    assert runs["result"]["runs"][0]["by"].startswith("lambda:")
+    assert runs["result"]["next_before"] is None  # one page holds them all
+    assert set(runs) == {"ok", "action", "result"}  # the CLI's --json object, nothing beside
     audit = app.handler({"action": "audit", "lake": lake}, FakeContext())
-    assert [e["kind"] for e in audit["result"]] == ["run.manual", "policy.set"]
+    assert [e["kind"] for e in audit["result"]["entries"]] == ["run.manual", "policy.set"]
     health = app.handler(load_event("manual-health.json", lake), FakeContext())
     assert {t["table"] for t in health["result"]["tables"]} == set(names)
     policy = app.handler({"action": "policy", "lake": lake}, FakeContext())

@@ -151,7 +151,7 @@ def test_allow_listed_lakes_and_data_paths_are_accepted_and_nothing_else(
 def test_an_allow_listed_lake_never_borrows_the_stack_data_path(
     app: ModuleType, env_clean: pytest.MonkeyPatch
 ) -> None:
-    from invocation import parse_event
+    from registry import parse_event
 
     deploy(env_clean, STACK_LAKE, STACK_DATA)
     env_clean.setenv("SLATELAKE_ALLOWED_LAKES", "s3://lake-bucket/second")

@@ -35,8 +35,8 @@ def test_a_warm_container_reuses_its_catalog_and_replays_only_new_slots(
         other.sql(f"INSERT INTO {names[0]} VALUES (9999, 'late')")
         committed = other.state.last_seq
     opened: list[str] = []
-    real = warm._open_state
-    warm._open_state = lambda: opened.append("reopen") or real()  # type: ignore[method-assign]
+    real = warm.session._open_state  # the Session slatelake.connect's session owns
+    warm.session._open_state = lambda: opened.append("reopen") or real()  # type: ignore[method-assign]
     report = _scheduled(app)
     assert app.warm.session is warm, "the warm container kept its session"
     assert not opened, "nothing was reopened: the new slots were replayed"

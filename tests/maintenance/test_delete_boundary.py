@@ -8,7 +8,6 @@ before sessions refused metadata writes, through a session allowed to
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -115,8 +114,9 @@ def test_a_dry_run_counts_what_the_boundary_would_spare(tmp_path: Path) -> None:
     with _hand(url) as s:
         _schedule(s, 9999, str(victim), relative=False)
     report = maintenance.run(url, CLEANUP_NOW, operations="cleanup", dry_run=True)
-    plan: dict[str, Any] = report.plan["cleanup_old_files"]
-    assert plan["total"] == 0 and plan["spared"] == 1
+    assert report.plan is not None
+    planned = report.plan["cleanup_old_files"]
+    assert planned.total == 0 and planned.details["spared"] == 1
     assert victim.exists()
 
 

@@ -18,6 +18,7 @@ from slatelake import maintenance
 from slatelake.cli import main
 from slatelake.maintenance import SKIPPED
 from slatelake.maintenance.delete_boundary import SKEW_ENV
+from slatelake.maintenance.health import health as lake_health
 
 HOLD_NAME = "audit-2026"
 
@@ -128,30 +129,28 @@ def test_the_plan_is_what_the_following_pass_does_and_making_it_writes_nothing(
     plan = dry.plan
     assert plan is not None and all(s.dry_run for s in dry.steps)
     assert all(not s.counts for s in dry.steps)  # nothing counted as done
-    assert plan["expire_snapshots"]["kept_by_holds"] == [held]
+    assert plan["expire_snapshots"].details["kept_by_holds"] == [held]
 
     data_before = _listing(data)
     real = maintenance.run(url, options)
 
     expired = snapshots - _snapshots(url)
-    assert sorted(expired) == plan["expire_snapshots"]["items"]
+    assert sorted(expired) == plan["expire_snapshots"].items
     assert held not in expired and real.step("expire_snapshots").counts == {
         "snapshots_expired": len(expired),
         "snapshots_kept_by_holds": 1,
     }
     deleted = set(data_before) - set(_listing(data))
-    planned = {*plan["cleanup_old_files"]["items"], *plan["delete_orphaned_files"]["items"]}
+    planned = {*plan["cleanup_old_files"].items, *plan["delete_orphaned_files"].items}
     assert planned == deleted
-    assert plan["cleanup_old_files"]["scheduled_by_expiry"] > 0
-    assert any(p.endswith("stray/orphan.parquet") for p in plan["delete_orphaned_files"]["items"])
-    assert (
-        real.step("cleanup_old_files").counts["files_deleted"] == plan["cleanup_old_files"]["total"]
-    )
-    assert plan["flush_inlined_data"]["rows"] == real.step("flush_inlined_data").counts[
+    assert plan["cleanup_old_files"].details["scheduled_by_expiry"] > 0
+    assert any(p.endswith("stray/orphan.parquet") for p in plan["delete_orphaned_files"].items)
+    assert real.step("cleanup_old_files").counts["files_deleted"] == plan["cleanup_old_files"].total
+    assert plan["flush_inlined_data"].details["rows"] == real.step("flush_inlined_data").counts[
         "rows_flushed"
     ] == 1  # fmt: skip
     for step in ("merge_adjacent_files", "rewrite_data_files"):
-        assert plan[step]["files"] == real.step(step).counts["files_processed"] > 0, step
+        assert plan[step].details["files"] == real.step(step).counts["files_processed"] > 0, step
 
 
 def test_a_dry_run_follows_the_scope_and_the_policy(tmp_path: Path) -> None:
@@ -161,11 +160,11 @@ def test_a_dry_run_follows_the_scope_and_the_policy(tmp_path: Path) -> None:
     dry = maintenance.run(url, {}, dry_run=True, table="s1.small", operations="merge")
     assert dry.operations == ["merge"] and dry.table == "s1.small"
     assert list(dry.plan) == ["merge_adjacent_files"]
-    (entry,) = dry.plan["merge_adjacent_files"]["items"]
+    (entry,) = dry.plan["merge_adjacent_files"].items
     assert (entry["table"], entry["files"], len(entry["paths"])) == ("s1.small", 4, 4)
     assert all(p.startswith(f"{data}s1/small/") for p in entry["paths"])
     # the plan's merge choice and `slatelake health`'s estimate agree
-    (small,) = [t for t in maintenance.health(url).tables if t.table == "small"]
+    (small,) = [t for t in lake_health(url).tables if t.table == "small"]
     assert small.merge_candidate_files == 4
     assert dry.step("expire_snapshots").status == SKIPPED
     assert dry.step("expire_snapshots").detail == "left out: this run's operations are merge"
@@ -209,7 +208,7 @@ def test_a_rewrite_at_ducklakes_default_threshold_is_planned_as_it_decides(
             s.sql(f"DELETE FROM {name} WHERE x < {deleted}")
     options = {"MAINTENANCE_REWRITE_DATA_FILES": "true"}
     dry = maintenance.run(url, options, dry_run=True)
-    assert dry.plan["rewrite_data_files"]["items"] == [{"table": "main.nearly_all", "files": 1}]
+    assert dry.plan["rewrite_data_files"].items == [{"table": "main.nearly_all", "files": 1}]
     real = maintenance.run(url, options)
     assert real.step("rewrite_data_files").counts["files_processed"] == 1
 
@@ -224,4 +223,4 @@ def test_a_dry_run_on_an_open_read_write_session_writes_no_slot(tmp_path: Path) 
         before = _listing(str(tmp_path))
         dry = maintenance.run(s, _options(), dry_run=True)
         assert _listing(str(tmp_path)) == before
-    assert dry.plan["delete_orphaned_files"]["total"] == 1
+    assert dry.plan["delete_orphaned_files"].total == 1

@@ -23,6 +23,7 @@ from slatelake import maintenance
 from slatelake.cli import main
 from slatelake.ducklake.commit_flow import META_DB
 from slatelake.ducklake.sql import ident
+from slatelake.maintenance.health import health as lake_health
 
 SCHEMA = 'we"ird sch€ma'
 TABLE = 'ta ble\'s ✓ "q"'
@@ -106,7 +107,7 @@ def _live_paths(s: slatelake.Session, table: str, kind: str) -> list[str]:
 
 
 def test_table_figures_match_the_data_directory_and_counted_rows(built: Built) -> None:
-    report = maintenance.health(built.url)
+    report = lake_health(built.url)
     disk = _on_disk(built.data)
     with slatelake.connect(built.url, read_only=True) as s:
         by_name = {(t.schema, t.table): t for t in report.tables}
@@ -149,7 +150,7 @@ def test_table_figures_match_the_data_directory_and_counted_rows(built: Built) -
 
 
 def test_target_size_is_duckdb_lakes_own_option_else_its_default(built: Built) -> None:
-    report = maintenance.health(built.url)
+    report = lake_health(built.url)
     by_name = {t.table: t for t in report.tables}
     small, t = by_name["small"], by_name["t"]
     assert small.target_file_size == 1000  # '1KB' as DuckLake stores it, table scope
@@ -160,9 +161,9 @@ def test_target_size_is_duckdb_lakes_own_option_else_its_default(built: Built) -
     assert not t.merge_threshold_reached and t.merge_candidate_files == 0  # 2 of 3 have deletes
     # a policy's target size overrides DuckLake's option
     biggest = max(s for s in _on_disk(built.data).values())
-    tiny = maintenance.health(built.url, maintenance.HealthPolicy(target_file_size=1))
+    tiny = lake_health(built.url, maintenance.HealthPolicy(target_file_size=1))
     assert all(th.small_files == 0 and th.merge_candidate_files == 0 for th in tiny.tables)
-    big = maintenance.health(
+    big = lake_health(
         built.url, maintenance.HealthPolicy(target_file_size=biggest + 1, small_file_min_count=3)
     )
     by_name = {th.table: th for th in big.tables}
@@ -171,7 +172,7 @@ def test_target_size_is_duckdb_lakes_own_option_else_its_default(built: Built) -
 
 def test_history_scheduled_and_snapshots_match_the_catalog_and_the_disk(built: Built) -> None:
     now = datetime.now(UTC)
-    report = maintenance.health(built.url, now=now)
+    report = lake_health(built.url, now=now)
     disk = _on_disk(built.data)
     with slatelake.connect(built.url, read_only=True) as s:
         history = [
@@ -210,7 +211,7 @@ def test_a_month_later_expiry_frees_all_history_and_cleanup_takes_the_schedule(
     built: Built,
 ) -> None:
     now = datetime.now(UTC) + timedelta(days=30)
-    report = maintenance.health(built.url, now=now)
+    report = lake_health(built.url, now=now)
     est = report.estimate
     assert est.expire_snapshots == report.snapshots - 1  # the head is always kept
     assert (est.expire_frees_files, est.expire_frees_bytes) == (
@@ -218,11 +219,9 @@ def test_a_month_later_expiry_frees_all_history_and_cleanup_takes_the_schedule(
         report.history_bytes,
     )
     assert est.cleanup_files == report.scheduled_files == 2 and est.cleanup_bytes is None
-    kept = maintenance.health(built.url, maintenance.HealthPolicy(retention="60d"), now=now)
+    kept = lake_health(built.url, maintenance.HealthPolicy(retention="60d"), now=now)
     assert kept.estimate.expire_snapshots == 0 and kept.estimate.expire_frees_bytes == 0
-    graced = maintenance.health(
-        built.url, maintenance.HealthPolicy(cleanup_grace="31 days"), now=now
-    )
+    graced = lake_health(built.url, maintenance.HealthPolicy(cleanup_grace="31 days"), now=now)
     assert graced.estimate.cleanup_files == 0
 
 
@@ -237,12 +236,12 @@ def test_the_estimate_matches_what_expiry_then_schedules(tmp_path: Path) -> None
         s.sql("INSERT INTO u SELECT * FROM range(100)")
         s.sql("DELETE FROM u WHERE id < 30")
         s.sql("DROP TABLE u")
-        before = maintenance.health(s, maintenance.HealthPolicy(retention=0))
+        before = lake_health(s, maintenance.HealthPolicy(retention=0))
         assert (before.scheduled_files, before.history_files) == (1, 2)
         assert before.estimate.expire_frees_files == 2
         assert before.estimate.expire_frees_bytes == before.history_bytes
         s.sql("CALL ducklake_expire_snapshots('lake', older_than => now())")
-        after = maintenance.health(s)
+        after = lake_health(s)
     assert after.scheduled_files == before.scheduled_files + before.estimate.expire_frees_files
     assert after.history_files == 0 and after.history_bytes == 0
     assert after.snapshots == before.snapshots - before.estimate.expire_snapshots
@@ -260,7 +259,7 @@ def test_the_estimate_is_what_a_zero_retention_pass_then_does_holds_included(
         s.sql("DROP TABLE u")
         s.sql("CREATE TABLE t (id INTEGER)")
     maintenance.protect(url, inserted, "keep")
-    before = maintenance.health(url, maintenance.HealthPolicy(retention=0))
+    before = lake_health(url, maintenance.HealthPolicy(retention=0))
     est = before.estimate
     assert est.expire_kept_by_holds == 1
     assert (est.expire_frees_files, before.history_files) == (1, 2)  # the data file is held
@@ -274,7 +273,7 @@ def test_the_estimate_is_what_a_zero_retention_pass_then_does_holds_included(
     counts = report.step("expire_snapshots").counts
     assert counts["snapshots_expired"] == est.expire_snapshots
     assert counts["snapshots_kept_by_holds"] == est.expire_kept_by_holds
-    after = maintenance.health(url)
+    after = lake_health(url)
     assert after.scheduled_files - before.scheduled_files == est.expire_frees_files
     assert after.history_bytes == before.history_bytes - est.expire_frees_bytes
 
@@ -320,7 +319,7 @@ def test_the_query_count_does_not_grow_with_the_number_of_tables(
             "_cursor",
             lambda s, c=cursor, seen=statements: CountingConnection(c(s), seen),
         )
-        report = maintenance.health(url)
+        report = lake_health(url)
         monkeypatch.undo()
         assert len(report.tables) == n
         assert all(t.inlined_rows == 2 and t.data_files == 1 for t in report.tables)
@@ -349,7 +348,7 @@ def test_an_unknown_lake_is_a_not_found_error_naming_it(
 ) -> None:
     url = (tmp_path / "no-such-lake").as_uri()
     with pytest.raises(slatelake.NotFoundError, match="no-such-lake"):
-        maintenance.health(url)
+        lake_health(url)
     assert main(["health", url]) == 1
     err = capsys.readouterr().err
     assert "NotFoundError" in err and url in err
@@ -358,7 +357,7 @@ def test_an_unknown_lake_is_a_not_found_error_naming_it(
 
 def test_a_naive_now_is_refused(built: Built) -> None:
     with pytest.raises(slatelake.MisconfigurationError, match="timezone-aware"):
-        maintenance.health(built.url, now=datetime(2030, 1, 1))
+        lake_health(built.url, now=datetime(2030, 1, 1))
 
 
 # -- the CLI -------------------------------------------------------------------------------
@@ -379,7 +378,7 @@ def test_cli_text_shows_every_table_and_the_lake_summary(
 def test_cli_json_is_the_reports_dict(built: Built, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["health", built.url, "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    expected = maintenance.health(built.url).to_dict()
+    expected = lake_health(built.url).to_dict()
     for volatile in ("generated_at", "oldest_snapshot_age_s"):
         doc.pop(volatile), expected.pop(volatile)
     assert doc == expected
@@ -407,7 +406,7 @@ def test_health_on_s3_matches_the_buckets_objects(
     import boto3
 
     url, bucket = s3_lake
-    report = maintenance.health(url)
+    report = lake_health(url)
     listing = boto3.client("s3", endpoint_url=moto_endpoint).list_objects_v2(
         Bucket=bucket, Prefix="data/"
     )

@@ -350,6 +350,7 @@ def test_table_batches_defer_a_table_that_keeps_conflicting(
     churned,
     monkeypatch: pytest.MonkeyPatch,  # noqa: ANN001
 ) -> None:
+    from slatelake.ducklake.commit_flow import Committer
     from slatelake.ducklake.session import Session
 
     url, _ = churned
@@ -357,16 +358,17 @@ def test_table_batches_defer_a_table_that_keeps_conflicting(
     # commit by taking the lock over once it has seen it unchanged for the TTL.
     monkeypatch.setenv(TTL_ENV, "200ms")
     rival = slatelake.connect(url)
-    original = Session._commit_captured
+    original = Committer.commit_captured
 
     def contended(self, *args, **kwargs) -> None:  # noqa: ANN001, ANN002, ANN003
         # Before each maintenance commit on table a, another session lands a commit:
         # the pass's commit then loses the race for its slot (a real ConflictError).
-        if self is not rival and getattr(self, "_target", None) == "a":
+        session = self._host  # the session this committer commits for
+        if session is not rival.session and getattr(session, "_target", None) == "a":
             rival.sql("INSERT INTO b VALUES (7777)")
         return original(self, *args, **kwargs)
 
-    monkeypatch.setattr(Session, "_commit_captured", contended)
+    monkeypatch.setattr(Committer, "commit_captured", contended)
     original_sql = Session.sql
 
     def tagging_sql(self, query, params=None, writes=None):  # noqa: ANN001, ANN202
@@ -374,13 +376,13 @@ def test_table_batches_defer_a_table_that_keeps_conflicting(
         return original_sql(self, query, params, writes)
 
     monkeypatch.setattr(Session, "sql", tagging_sql)
-    original_checked = Session.maintain_unless
+    original_checked = Session.run_maintenance_unless
 
     def tagging_checked(self, query, check):  # noqa: ANN001, ANN202 - a flush is a checked call
         self._target = "a" if "'a'" in query else None
         return original_checked(self, query, check)
 
-    monkeypatch.setattr(Session, "maintain_unless", tagging_checked)
+    monkeypatch.setattr(Session, "run_maintenance_unless", tagging_checked)
     options = {
         "MAINTENANCE_FLUSH_INLINED_DATA": "true",
         "MAINTENANCE_MERGE_ADJACENT_FILES": "true",

@@ -249,7 +249,7 @@ def test_a_commit_lock_under_a_live_lease_is_not_broken_until_the_lease_ends(
 
     try:
         lease.acquire()
-        owner._lock.lease = lease.ref
+        owner.commit_lock.lease = lease.ref
         stalled = threading.Thread(target=stall_holding_the_lock)
         stalled.start()
         assert locked.wait(30)

@@ -315,7 +315,7 @@ def test_the_cli_sets_shows_and_unsets_a_policy(
 ) -> None:
     url = _churn(tmp_path)
     assert main(["policy", "set", url, "--enabled", "--retention", "14d", "--json"]) == 0
-    row = json.loads(capsys.readouterr().out)["row"]
+    row = json.loads(capsys.readouterr().out)  # the stored row's to_dict()
     assert row["fields"] == {"enabled": True, "retention": 14 * 86400.0}
     assert main(["policy", "set", url, "--table", "s1.b", "--no-compaction"]) == 0
     assert "table s1.b: compaction=false" in capsys.readouterr().out

@@ -120,12 +120,12 @@ def test_a_checked_maintenance_call_asks_its_check_on_the_head_with_the_lock_hel
 
         head = a.state.head.snapshot_id
         sql = "CALL ducklake_rewrite_data_files('lake', 't', delete_threshold => 0)"
-        result, reason = a.maintain_unless(sql, check)
+        result, reason = a.run_maintenance_unless(sql, check)
         assert (result, reason) == (None, "inlined deletions")
         assert seen == [{("main", "t")}]
         assert a.state.head.snapshot_id == head + 1  # b's deletion, and nothing of ours
         a.sql("CALL ducklake_flush_inlined_data('lake')")
-        result, reason = a.maintain_unless(sql, check)
+        result, reason = a.run_maintenance_unless(sql, check)
         assert reason is None and result is not None
         assert dict(zip(result.columns, result.fetchone(), strict=True))["files_processed"] == 1
 

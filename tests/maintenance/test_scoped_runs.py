@@ -16,6 +16,7 @@ import slatelake
 from slatelake import maintenance
 from slatelake.cli import main
 from slatelake.maintenance import RAN, SKIPPED, MaintenanceConfigError
+from slatelake.maintenance.health import health as lake_health
 from slatelake.maintenance.options import DUCKLAKE_STEPS, STEPS
 
 EVERYTHING = {
@@ -75,7 +76,7 @@ def inlined_counts(url: str, table: str) -> int:
     """Rows of ``table`` still inlined, waiting for a flush."""
     schema, _, name = table.rpartition(".")
     (found,) = [
-        t for t in maintenance.health(url).tables if (t.schema, t.table) == (schema or "main", name)
+        t for t in lake_health(url).tables if (t.schema, t.table) == (schema or "main", name)
     ]
     return found.inlined_rows
 

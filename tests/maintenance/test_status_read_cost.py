@@ -47,6 +47,7 @@ from slatelake.log.changeset import (
 from slatelake.log.replay import read_key_tail, read_tail
 from slatelake.maintenance import history
 from slatelake.maintenance import report as rpt
+from slatelake.maintenance.health import health as lake_health
 from slatelake.maintenance.report import RAN, PassReport
 from slatelake.maintenance.runner import record_pass
 from slatelake.store import values
@@ -426,24 +427,24 @@ def test_health_opens_no_session_and_reports_what_a_session_reads(lake: str) -> 
         s.sql("DELETE FROM a WHERE id = 5")
         s.sql("CALL lake.set_option('target_file_size', '1KB', table_name => 'a')")
     with counted() as work:
-        from_url = maintenance.health(lake, now=NOW)
+        from_url = lake_health(lake, now=NOW)
     assert work.sessions == 0
     with Session(lake, read_only=True) as s:
-        from_session = maintenance.health(s, now=NOW)
+        from_session = lake_health(s, now=NOW)
     assert _without_volatile(from_url.to_dict()) == _without_volatile(from_session.to_dict())
     assert from_url.estimate.expire_kept_by_holds >= 0 and from_url.tables
 
 
 def test_health_loads_the_store_once_and_replays_each_unfolded_slot_once(lake: str) -> None:
     with counted() as folded:
-        maintenance.health(lake, now=NOW)
+        lake_health(lake, now=NOW)
     assert folded.slot_gets == 0 and folded.catalog_applies == 0
     stored_rows = folded.catalog_rows_loaded
     assert stored_rows > 0  # no image: the store's catalog rows, once
     for inserts in (2, 5):
         backlog(lake, inserts)
         with counted() as work:
-            maintenance.health(lake, now=NOW)
+            lake_health(lake, now=NOW)
         slots_now = unfolded(lake)
         assert work.catalog_rows_loaded == stored_rows  # the backlog adds no store rows
         assert work.slot_gets == slots_now and work.full_decodes == slots_now
@@ -456,16 +457,16 @@ def test_health_with_an_image_loads_no_store_rows_and_replays_only_the_slots_aft
 ) -> None:
     write_image(LakeLocation.parse(lake))
     with counted() as at_image:
-        maintenance.health(lake, now=NOW)
+        lake_health(lake, now=NOW)
     assert at_image == Work()
     backlog(lake, 3)
     slots_now = unfolded(lake)  # the image is at the fold cursor
     with counted() as work:
-        report = maintenance.health(lake, now=NOW)
+        report = lake_health(lake, now=NOW)
     assert work.catalog_rows_loaded == 0
     assert work.slot_gets == slots_now and work.full_decodes == slots_now
     assert work.catalog_applies == change_sets_after_fold(lake)
     with Session(lake, read_only=True) as s:
         assert _without_volatile(report.to_dict()) == _without_volatile(
-            maintenance.health(s, now=NOW).to_dict()
+            lake_health(s, now=NOW).to_dict()
         )

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from slatelake.catalog.lake import Lake
-from slatelake.cli.lake import STOP_GRACE_S
+from slatelake.cli.hold import STOP_GRACE_S
 from slatelake.store.db import STORE_TIMEOUT_ENV
 from tests.conftest import subprocess_env
 from tests.store.faulty_s3 import FaultyEndpoint, faulty_endpoint

@@ -1,13 +1,17 @@
 """slatelake: DuckLake catalogs kept in SlateDB on object storage.
 
-``slatelake.connect(url, data_path=None, read_only=False, ...)`` opens a
-session that works like a DuckDB connection (``sql``, ``execute``,
-``register``, transactions) with the lake attached as a real DuckLake;
-duckdb is imported only when it is called. The errors a caller catches are
-exported here, each saying whether retrying can help (``retryable``), and
-``retry(fn)`` re-runs a callable on ``ConflictError``. Layers, each
-importing only those before it: ``store`` <- ``log`` <- ``catalog`` <-
-``ducklake`` <- ``maintenance``. See docs/architecture.md.
+``slatelake.open(url)`` is a handle on one lake with every verb in a
+namespace (``lake.maintenance.run(PassRequest(...))``, ``lake.holds``,
+``lake.policy``, ``lake.store``, ``lake.images``, ``lake.borrowed``);
+``slatelake.connect(url, ...)`` (or ``lake.connect()``) opens a session that
+works like a DuckDB connection with the lake attached as a real DuckLake.
+The requests and reports those verbs take and return are exported here, as
+are the errors a caller catches, each saying whether retrying can help
+(``retryable``); ``retry(fn)`` re-runs a callable on ``ConflictError``.
+Everything but the errors is imported when first used, so importing
+slatelake costs no DuckDB. Layers, each importing only those before it:
+``store`` <- ``log`` <- ``catalog`` <- ``ducklake`` <- ``maintenance`` <-
+this facade. See docs/architecture.md.
 """
 
 from __future__ import annotations
@@ -45,7 +49,8 @@ from slatelake.errors import retry_conflicts as retry
 if TYPE_CHECKING:
     import duckdb
 
-    from slatelake.maintenance.session import MaintainedSession as Session
+    from slatelake.handle import LakeHandle
+    from slatelake.maintenance.session import LakeSession as Session
 
 __version__ = "0.1.0"
 
@@ -70,9 +75,9 @@ def connect(
     DuckDB connection to attach the lake to (the session then owns and closes
     it). ``snapshot_version``/``snapshot_time``: a read-only session at that
     snapshot, as DuckLake's ATTACH options."""
-    from slatelake.maintenance.session import MaintainedSession
+    from slatelake.maintenance.session import LakeSession
 
-    return MaintainedSession(
+    return LakeSession(
         lake_url,
         data_path=data_path,
         read_only=read_only,
@@ -85,13 +90,72 @@ def connect(
     )
 
 
-def __getattr__(name: str) -> Any:
-    """``slatelake.Session``, imported (with duckdb) only when asked for."""
-    if name == "Session":
-        from slatelake.maintenance.session import MaintainedSession
+def open(url: str, data_path: str | None = None) -> LakeHandle:  # noqa: A001
+    """A handle on the lake at ``url``: every verb, in namespaces. The URL is
+    checked and spelled canonically now; nothing is read until a verb runs."""
+    from slatelake.handle import LakeHandle
 
-        return MaintainedSession
-    raise AttributeError(f"module 'slatelake' has no attribute {name!r}")
+    return LakeHandle(url, data_path)
+
+
+# The verbs' request and report types, by the module that defines each;
+# imported (with duckdb, for some) only when asked for.
+_LAZY = {
+    "Session": ("slatelake.maintenance.session", "LakeSession"),
+    "LakeHandle": ("slatelake.handle", "LakeHandle"),
+    "PassRequest": ("slatelake.maintenance.request", "PassRequest"),
+    "Trigger": ("slatelake.maintenance.request", "Trigger"),
+    "PageRequest": ("slatelake.maintenance.request", "PageRequest"),
+    "MergeRequest": ("slatelake.maintenance.request", "MergeRequest"),
+    "CensusRequest": ("slatelake.maintenance.request", "CensusRequest"),
+    "PassReport": ("slatelake.maintenance.report", "PassReport"),
+    "StepReport": ("slatelake.maintenance.report", "StepReport"),
+    "PassStatus": ("slatelake.maintenance.report", "PassStatus"),
+    "StepStatus": ("slatelake.maintenance.report", "StepStatus"),
+    "DryRunPlan": ("slatelake.maintenance.report", "DryRunPlan"),
+    "PlannedStep": ("slatelake.maintenance.report", "PlannedStep"),
+    "StatusWindow": ("slatelake.maintenance.report", "StatusWindow"),
+    "ThresholdReport": ("slatelake.maintenance.threshold", "ThresholdReport"),
+    "Page": ("slatelake.maintenance.history", "Page"),
+    "AuditEntry": ("slatelake.maintenance.history", "AuditEntry"),
+    "Hold": ("slatelake.catalog.holds", "Hold"),
+    "HoldChange": ("slatelake.maintenance.holds", "HoldChange"),
+    "PolicyRow": ("slatelake.maintenance.policy", "PolicyRow"),
+    "PolicyView": ("slatelake.maintenance.api", "PolicyView"),
+    "HealthPolicy": ("slatelake.maintenance.health_report", "HealthPolicy"),
+    "LakeHealth": ("slatelake.maintenance.health_report", "LakeHealth"),
+    "BackupReport": ("slatelake.maintenance.backup", "BackupReport"),
+    "FoldRequest": ("slatelake.maintenance.fold", "FoldRequest"),
+    "FoldTurn": ("slatelake.maintenance.fold", "FoldTurn"),
+    "Backlog": ("slatelake.maintenance.backlog", "Backlog"),
+    "LeaseRecord": ("slatelake.maintenance.flight", "LeaseRecord"),
+    "BreakResult": ("slatelake.maintenance.flight", "BreakResult"),
+    "BorrowedFiles": ("slatelake.catalog.borrowed", "BorrowedFiles"),
+    "BorrowedRelease": ("slatelake.maintenance.borrowed", "BorrowedRelease"),
+    "StoreCensus": ("slatelake.store.census", "StoreCensus"),
+    "CompactStoreReport": ("slatelake.store.merge", "CompactStoreReport"),
+    # what a surface prints or reads beside the verbs
+    "show_input": ("slatelake.store.location", "show_input"),
+    # caps every store call, in every thread, at a monotonic instant (a Lambda's end)
+    "store_deadline": ("slatelake.store.db", "deadline"),
+    "OPTION_PREFIX": ("slatelake.maintenance.options", "PREFIX"),
+    "OPTION_ALIAS_PREFIX": ("slatelake.maintenance.options", "ALIAS_PREFIX"),
+    "POLICY_FIELDS": ("slatelake.maintenance.policy", "FIELDS"),
+    "SUBSPACES": ("slatelake.maintenance", "SUBSPACES"),
+    "MEMORY_LIMIT_ENV": ("slatelake.ducklake.extensions", "MEMORY_LIMIT_ENV"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    """A request or report type (or ``Session``), imported when first asked for."""
+    found = _LAZY.get(name)
+    if found is None:
+        raise AttributeError(f"module 'slatelake' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(found[0]), found[1])
+    globals()[name] = value
+    return value
 
 
 __all__ = [
@@ -120,5 +184,7 @@ __all__ = [
     "StoreUnavailableError",
     "UnsupportedError",
     "connect",
+    "open",
     "retry",
+    *sorted(set(_LAZY) - {"Session"}),
 ]

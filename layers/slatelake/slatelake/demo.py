@@ -80,7 +80,7 @@ def _ducklake_part(root: Path, tables: int = 4, commits: int = 12) -> None:
     print(f"status window ({len(window)} pass): newest started_at={window[0].started_at}")
     census = store_census(url)
     print("store census (manifest only; the folder has not folded this lake yet):")
-    for row in census.to_json():
+    for row in census.rows():
         if row["bytes"] or row["l0_ssts"]:
             print(f"  {row['subspace']:<9} {row['bytes']:>8} bytes, {row['l0_ssts']} L0 SSTs")
     if census.objects is not None:

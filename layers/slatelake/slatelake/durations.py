@@ -98,9 +98,15 @@ def _seconds(what: str, value: object) -> float:
             f"{what}={_show(value)}: expected a duration such as {EXAMPLES}"
         )
     if isinstance(value, int | float):
-        if not math.isfinite(value):
-            raise MisconfigurationError(f"{what}={_show(value)}: expected a finite duration")
-        return float(value)
+        try:
+            seconds = float(value)
+        except OverflowError:  # an integer too long for a float
+            seconds = math.inf
+        if not math.isfinite(seconds):
+            raise MisconfigurationError(
+                f"{what}=<a number too large or not finite>: expected a finite duration"
+            )
+        return seconds
     text = value.strip(_WS).lower()
     if text.startswith("-"):
         raise MisconfigurationError(f"{what}={_show(value)}: must not be negative")

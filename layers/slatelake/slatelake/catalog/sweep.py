@@ -22,7 +22,6 @@ Refuses a read-only lake before reading anything. Knows no SQL.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Callable, Iterator
@@ -91,9 +90,6 @@ class SweepReport:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict())
 
 
 def sweep(

@@ -1,4 +1,8 @@
-"""``slatelake`` command line. Each subcommand is one call into the library.
+"""``slatelake`` command line. Each subcommand is one call on the lake handle
+(``slatelake.open(LAKE)``; ``slatelake.admin`` for the holder, images and
+import, where the handle has no verb), taking LAKE through one argument
+helper (``arguments.add_lake``) and printing through one output layer
+(``output.emit``: text, or ``--json``, the report's own ``to_dict()``).
 
 Exit status: 0 success, 1 a slatelake error (message on stderr), 2 usage or a
 misconfigured option, 3 fenced (a newer folder took over), 4 ``maintain``: a

@@ -1,24 +1,15 @@
-"""What every verb shares: exit statuses, the LAKE argument, option pairs,
-report and table printing."""
+"""What every verb shares: exit statuses, the handler type, who runs the
+command, ``--option`` pairs. (The LAKE argument is ``arguments.add_lake``;
+printing is ``output``.)"""
 
 from __future__ import annotations
 
 import argparse
 import getpass
-import json
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable
 
 EXIT_ERROR, EXIT_USAGE, EXIT_FENCED = 1, 2, 3
 Handler = Callable[[argparse.Namespace], int]
-
-
-def add_lake_command(sub: Any, name: str, func: Handler, help_: str) -> argparse.ArgumentParser:
-    """A subcommand whose first argument is the lake URL."""
-    p = sub.add_parser(name, help=help_, description=help_)
-    p.set_defaults(func=func)
-    p.add_argument("lake", metavar="LAKE", help="lake URL")
-    return p
 
 
 def caller() -> str | None:
@@ -45,31 +36,3 @@ def parse_kv(pairs: list[str] | None) -> dict[str, str]:
             )
         out[key] = value
     return out
-
-
-def print_report(report, as_json: bool) -> None:  # noqa: ANN001
-    if as_json:
-        print(json.dumps(report.to_dict()))
-        return
-    print(
-        f"pass {report.trigger} {report.status} started_at={report.started_at} "
-        f"work_pending={str(report.work_pending).lower()}"
-    )
-    for step in report.steps:
-        print(f"  {step.step:<22} {step.status:<8} {step.detail}")
-    if report.partial_reason:
-        print(f"partial: {report.partial_reason}")
-
-
-def print_table(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
-    """Aligned columns with a rule under the header; None prints as NULL."""
-    cells = [list(columns)] + [["NULL" if v is None else str(v) for v in r] for r in rows]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(columns))]
-    for n, row in enumerate(cells):
-        print("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
-        if n == 0:
-            print("  ".join("-" * w for w in widths))
-
-
-def print_json(doc: Any) -> None:
-    print(json.dumps(doc, default=str), flush=True)

@@ -10,12 +10,11 @@ live one. Neither command opens the lake's store or catalog.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-from dataclasses import asdict
 from typing import Any
 
-from slatelake.cli.arguments import lake_url
+from slatelake.cli import output
+from slatelake.cli.arguments import add_json, add_lake, open_lake
 from slatelake.cli.common import EXIT_ERROR, EXIT_USAGE
 
 EXIT_LEASE_LIVE = 5
@@ -27,42 +26,23 @@ EXIT_STATUSES = (
 
 
 def _cmd_show(args: argparse.Namespace) -> int:
-    from slatelake import NotFoundError, maintenance
-
-    if not maintenance.lake_exists(args.lake):
-        raise NotFoundError(f"no slatelake lake at {args.lake}; check the URL")
-    record = maintenance.pass_lease(args.lake)
-    if args.json:
-        doc = asdict(record) if record else None
-        print(json.dumps({"lake": args.lake, "lease": doc, "held": bool(record and record.held())}))
-    elif record is None:
-        print("no maintenance lease was ever written")
-    else:
-        print(record.describe() + (" (free)" if not record.held() else ""))
+    lake = open_lake(args)
+    lake.require()
+    output.emit(output.LEASE, output.AtLake(args.lake, lake.maintenance.lease()), args.json)
     return 0
 
 
 def _cmd_break(args: argparse.Namespace) -> int:
-    from slatelake import LeaseLiveError, maintenance
+    from slatelake import LeaseLiveError
 
     try:
-        result = maintenance.break_lease(args.lake)
+        result = open_lake(args).maintenance.break_lease()
     except LeaseLiveError as exc:
         if args.json:
-            print(json.dumps({"lake": args.lake, "broken": False, "refused": str(exc)}))
+            output.print_json({"lake": args.lake, "broken": False, "refused": str(exc)})
         print(f"slatelake lease break: {exc}", file=sys.stderr)
         return EXIT_LEASE_LIVE
-    if args.json:
-        doc = {
-            "lake": args.lake,
-            "broken": result.broken is not None,
-            "lease": asdict(result.broken) if result.broken else None,
-            "generation": result.generation,
-            "detail": result.detail,
-        }
-        print(json.dumps(doc))
-    else:
-        print(result.detail)
+    output.emit(output.LEASE_BROKEN, output.AtLake(args.lake, result), args.json)
     return 0
 
 
@@ -81,8 +61,8 @@ def register(sub: Any) -> None:
         description="Print the newest lease record: owner, pid and host, last heartbeat, expiry.",
     )
     show.set_defaults(func=_cmd_show)
-    show.add_argument("lake", metavar="LAKE", type=lake_url, help="lake URL")
-    show.add_argument("--json", action="store_true", help="print the record as JSON")
+    add_lake(show)
+    add_json(show, "print the record as JSON")
     brk = verbs.add_parser(
         "break",
         help="Break a lease whose owner's heartbeat is stale.",
@@ -93,5 +73,5 @@ def register(sub: Any) -> None:
         epilog=EXIT_STATUSES,
     )
     brk.set_defaults(func=_cmd_break)
-    brk.add_argument("lake", metavar="LAKE", type=lake_url, help="lake URL")
-    brk.add_argument("--json", action="store_true", help="print what was broken as JSON")
+    add_lake(brk)
+    add_json(brk, "print what was broken as JSON")

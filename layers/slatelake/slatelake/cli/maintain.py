@@ -14,32 +14,37 @@ steps and one table (only flush, merge and rewrite take a table);
 nothing (text: up to 20 entries a step; ``--json``: the report with its
 ``plan``, up to 1000 entries a step and their totals).
 
-Both call the maintenance API (``slatelake.maintenance``), as the Lambda
-does. Everything given is checked before the lake is touched: the lake URL,
-data path and wait at argument parsing, the options bound on a bare DuckDB,
+Each is a call on the lake handle (``lake.maintenance``), as the Lambda's
+are, and ``maintain`` builds its ``PassRequest`` with ``from_mapping``, the
+Lambda's parser. Everything given is checked before the lake is touched: the
+lake URL, data path and wait at argument parsing, the scope when the request
+is made, the options bound on a bare DuckDB before the pass opens the lake,
 so a refused ``maintain`` (exit 2) never creates, opens or writes a lake.
+(``backup`` binds its options in the pass it runs, after opening the lake.)
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Any
 
+from slatelake.cli import output
 from slatelake.cli.arguments import (
+    DURATION_WORDS,
     add_deadline,
+    add_json,
     catalog_text,
     data_path,
     deadline_of,
     lake_verb,
+    open_lake,
     wait_seconds,
 )
-from slatelake.cli.common import caller, parse_kv, print_report
+from slatelake.cli.common import caller, parse_kv
 from slatelake.cli.stopping import SignalStop, stop_on_signals
 
 EXIT_STEP_FAILED = 4
-SHOWN = 20  # plan entries printed per step without --json
 EXIT_STATUSES = (
     "exit status: 0 the pass ran (every step ran or was skipped); 1 an error (e.g. "
     "another pass is running and --wait ran out, or no such --table); 2 a misconfigured "
@@ -65,28 +70,25 @@ def _cmd_maintain(args: argparse.Namespace) -> int:
 
 
 def _maintain(args: argparse.Namespace, signalled: SignalStop) -> int:
-    from slatelake import maintenance
+    from slatelake import PassRequest
 
     if args.threshold:
         return _threshold(args, signalled)
-    options = parse_kv(args.option)
-    report = maintenance.run(
-        args.lake,
-        options,
-        data_path=args.data_path,
-        wait_s=args.wait,
-        stop=signalled.event,
-        operations=args.operations,
-        table=args.table,
-        schema=args.schema,
-        dry_run=args.dry_run,
-        by=caller(),
+    # the Lambda's parser: a value one surface refuses, the other refuses alike
+    request = PassRequest.from_mapping(
+        {
+            "options": parse_kv(args.option) or None,
+            "operations": args.operations,
+            "table": args.table,
+            "schema": args.schema,
+            "wait_s": args.wait,
+            "dry_run": args.dry_run,
+            "by": caller(),
+        }
     )
-    if report.plan is not None and not args.json:
-        print("dry run: what a pass would do; nothing was written")
-    print_report(report, args.json)
-    if report.plan is not None and not args.json:
-        _print_plan(report.plan)
+    lake = open_lake(args, args.data_path)
+    report = lake.maintenance.run(request, stop=signalled.event)
+    output.emit(output.PASS, report, args.json)
     if not report.failed:
         return 0
     failed = [s.step for s in report.steps if s.status == "failed"]
@@ -101,7 +103,7 @@ def _maintain(args: argparse.Namespace, signalled: SignalStop) -> int:
 
 def _threshold(args: argparse.Namespace, signalled: SignalStop) -> int:
     """The threshold trigger: a run per table whose small files call for one."""
-    from slatelake import MaintenanceConfigError, maintenance
+    from slatelake import MaintenanceConfigError
 
     given = [
         flag
@@ -119,69 +121,22 @@ def _threshold(args: argparse.Namespace, signalled: SignalStop) -> int:
             "--threshold takes its steps and tables from the lake's policy; "
             f"drop {', '.join(given)}"
         )
-    found = maintenance.run_threshold(
-        args.lake, wait_s=args.wait, stop=signalled.event, by=caller()
-    )
-    if args.json:
-        print(json.dumps(found.to_dict()))
-    elif not found.due:
-        print("no table is due a threshold run (or the lake's policy is not enabled)")
-    for due, report in zip(found.due, found.runs, strict=False) if not args.json else []:
-        print(f"{due.name}: {due.small_files} small files (policy: {due.min_count})")
-        print_report(report, False)
-    if found.stopped and not args.json:
-        print(f"stopped: {found.stopped}")
+    # the handle's threshold takes no wait: a run finding a pass running fails at once
+    found = open_lake(args).maintenance.threshold(stop=signalled.event, by=caller())
+    output.emit(output.THRESHOLD, found, args.json)
     return EXIT_STEP_FAILED if found.failed else 0
-
-
-def _print_plan(plan: dict[str, Any]) -> None:
-    """What a dry run found, step by step, a few entries each."""
-    print("plan:")
-    for step, found in plan.items():
-        items = [_entry(i) for i in found["items"][:SHOWN]]
-        more = found["total"] - len(items)
-        shown = ", ".join(items) + (f" and {more} more" if more > 0 else "")
-        count = found.get("files", found.get("rows", found["total"]))  # a table's share: summed
-        print(f"  {step:<22} {count:>6}  {shown}")
-        if found.get("kept_by_holds"):
-            kept = ", ".join(str(i) for i in found["kept_by_holds"][:SHOWN])
-            print(f"  {'':<22} {'':>6}  kept by retention holds: {kept}")
-
-
-def _entry(item: Any) -> str:
-    if isinstance(item, dict):  # a table's share: {"table": ..., "rows"|"files": n}
-        (what, n), *_ = ((k, v) for k, v in item.items() if k != "table")
-        return f"{item['table']} ({n} {what})"
-    return str(item)
 
 
 def _cmd_backup(args: argparse.Namespace) -> int:
     """Before a backup: a pass (with --option), fold, image, and the manifest;
     exit 4 when the pass or the fold failed."""
-    from slatelake import maintenance
-
-    options = parse_kv(args.option) or None
-    report = maintenance.backup(
-        args.lake,
-        options=maintenance.bind(options) if options else None,
+    report = open_lake(args).maintenance.backup(
+        options=parse_kv(args.option) or None,
         wait_s=args.wait,
         deadline=deadline_of(args.deadline),
         by=caller(),
     )
-    doc = report.to_dict()
-    if args.json:
-        print(json.dumps(doc))
-    elif not report.failed:
-        print(
-            f"ready to copy: snapshot {report.head_snapshot_id}, image of slot {report.fold_seq}"
-            f" ({report.image}); {doc['objects']} objects, {doc['bytes']} bytes"
-        )
-        if args.manifest:
-            for part in ("catalog", "data"):
-                for item in doc["manifest"][part]:
-                    print(f"{part}\t{item['size']}\t{item['url']}")
-        else:
-            print("(--manifest lists them; --json prints everything)")
+    output.emit(output.BACKUP, report, args.json, manifest=args.manifest)
     if report.failed:
         print(f"slatelake backup: {report.reason}", file=sys.stderr)
         return EXIT_STEP_FAILED
@@ -189,20 +144,13 @@ def _cmd_backup(args: argparse.Namespace) -> int:
 
 
 def _cmd_status(args: argparse.Namespace) -> int:
-    from slatelake import maintenance
-
-    window = maintenance.status(args.lake)
+    window = open_lake(args).maintenance.status()
     if window.warning is not None:
         print(
             f"slatelake status: warning: {window.warning}; the next pass rewrites it",
             file=sys.stderr,
         )
-    if args.json:
-        print(json.dumps([p.to_dict() for p in window]))
-    elif not window:
-        print("no maintenance pass recorded")
-    for report in window if not args.json else []:
-        print_report(report, False)
+    output.emit(output.STATUS, window, args.json)
     return 0
 
 
@@ -230,7 +178,8 @@ def register(sub: Any) -> None:
         type=wait_seconds,
         default=60.0,
         metavar="DURATION",
-        help="wait this long for a pass already running, e.g. 90s or 2m (default 60s)",
+        help="wait this long for a pass already running (default 60s; not with "
+        f"--threshold); {DURATION_WORDS}",
     )
     p.add_argument(
         "--operations",
@@ -263,9 +212,10 @@ def register(sub: Any) -> None:
         action="store_true",
         help="the threshold trigger: give each table with at least its policy's "
         "small_file_min_count small files a run of flush, merge and rewrite on that table "
-        "only (needs an enabled lake policy; takes no other step or scope flags)",
+        "only (needs an enabled lake policy; takes no other step or scope flags, and does "
+        "not wait for a pass already running)",
     )
-    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    add_json(p)
     p = lake_verb(
         sub,
         "backup",
@@ -289,10 +239,11 @@ def register(sub: Any) -> None:
         type=wait_seconds,
         default=60.0,
         metavar="DURATION",
-        help="with --option: wait this long for a pass already running (default 60s)",
+        help="with --option: wait this long for a pass already running (default 60s); "
+        + DURATION_WORDS,
     )
     p.add_argument("--manifest", action="store_true", help="print every object, tab-separated")
-    p.add_argument("--json", action="store_true", help="print the report and manifest as JSON")
+    add_json(p, "print the report and manifest as JSON")
     p = lake_verb(
         sub,
         "status",
@@ -300,4 +251,4 @@ def register(sub: Any) -> None:
         "Show the last 16 maintenance passes, newest first (read-only). A damaged "
         "status record prints a warning on stderr, never an error.",
     )
-    p.add_argument("--json", action="store_true", help="print a JSON array of pass reports")
+    add_json(p, "print a JSON array of pass reports")

@@ -6,6 +6,9 @@ to a run override it. Nothing destructive happens until the lake's policy is
 enabled (``policy set LAKE --enabled``). A schema's or table's policy is
 kept under DuckLake's id for it: it follows the table through a rename, ends
 when the table is dropped, and is shown under the table's current name.
+Each verb is one call on ``lake.policy``; the values are checked there (a
+DURATION in the one duration grammar, as every time flag), not here, since
+the stored row keeps them as the library reads them.
 """
 
 from __future__ import annotations
@@ -13,8 +16,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from slatelake.cli.arguments import catalog_text, lake_url
-from slatelake.cli.common import caller, print_json, print_table
+from slatelake.cli import output
+from slatelake.cli.arguments import DURATION_WORDS, add_json, add_lake, catalog_text, open_lake
+from slatelake.cli.common import caller
 
 # flag -> (field, help); booleans take --X / --no-X
 _BOOLEANS = {
@@ -37,73 +41,39 @@ _VALUES = {
 }
 
 
-def _shown(fields: dict[str, Any]) -> str:
-    from slatelake.maintenance import POLICY_FIELDS
-
-    return ", ".join(f"{k}={POLICY_FIELDS[k].show(v)}" for k, v in fields.items())
-
-
 def _given(args: argparse.Namespace) -> dict[str, object]:
     names = [*_BOOLEANS, *_VALUES]
     return {name: getattr(args, name) for name in names if getattr(args, name) is not None}
 
 
 def _cmd_set(args: argparse.Namespace) -> int:
-    from slatelake import maintenance
-
-    row = maintenance.set_policy(
-        args.lake, _given(args), schema=args.schema, table=args.table, by=caller()
+    row = open_lake(args).policy.set(
+        _given(args), schema=args.schema, table=args.table, by=caller()
     )
-    if args.json:
-        print_json({"lake": args.lake, "row": row.to_dict()})
-    else:
-        print(f"policy for the {row.scope.label}: {_shown(row.fields)}")
+    output.emit(output.POLICY_SET, row, args.json)
     return 0
 
 
 def _cmd_unset(args: argparse.Namespace) -> int:
-    from slatelake import MisconfigurationError, maintenance
+    from slatelake import MisconfigurationError
 
     if args.all == bool(args.fields):
         raise MisconfigurationError(
             "policy unset: name the fields to unset (e.g. retention), or give --all, not both"
         )
     names = None if args.all else args.fields
-    row = maintenance.unset_policy(
-        args.lake, names, schema=args.schema, table=args.table, by=caller()
-    )
-    if args.json:
-        print_json({"lake": args.lake, "row": row.to_dict()})
-    elif row.fields:
-        print(f"policy for the {row.scope.label} now: {_shown(row.fields)}")
-    else:
-        print(f"no policy left for the {row.scope.label}")
+    row = open_lake(args).policy.unset(names, schema=args.schema, table=args.table, by=caller())
+    output.emit(output.POLICY_UNSET, row, args.json)
     return 0
 
 
 def _cmd_show(args: argparse.Namespace) -> int:
-    from slatelake import maintenance
-
-    view = maintenance.policies(args.lake)
-    if args.json:
-        print_json({"lake": args.lake, **view.to_dict()})
-        return 0
-    state = "enabled" if view.lake["enabled"] else "disabled (nothing runs from the policy)"
-    print(f"lake policy {state}")
-    stored = [(r.scope.label, _shown(r.fields)) for r in view.rows]
-    print_table(("scope", "fields set"), stored or [("(none)", "")])
-    print()
-    fields = list(view.lake.values)
-    rows = [("(lake)", *(view.lake.to_dict()[f]["shown"] for f in fields))]
-    for (schema, table), resolved in sorted(view.tables.items()):
-        shown = resolved.to_dict()
-        rows.append((f"{schema}.{table}", *(shown[f]["shown"] for f in fields)))
-    print_table(("resolved", *fields), rows)
+    output.emit(output.POLICY, open_lake(args).policy.show(), args.json)
     return 0
 
 
 def _scope_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("lake", metavar="LAKE", type=lake_url, help="lake URL")
+    add_lake(p)
     p.add_argument("--schema", type=catalog_text, help="a schema's policy")
     p.add_argument(
         "--table",
@@ -111,7 +81,7 @@ def _scope_flags(p: argparse.ArgumentParser) -> None:
         metavar="[SCHEMA.]TABLE",
         help="a table's policy (a bare name means schema main; with --schema, taken as spelled)",
     )
-    p.add_argument("--json", action="store_true", help="print the stored row as JSON")
+    add_json(p, "print the stored row as JSON")
 
 
 def register(sub: Any) -> None:
@@ -137,7 +107,11 @@ def register(sub: Any) -> None:
         )
     for name, (metavar, help_) in _VALUES.items():
         set_.add_argument(
-            f"--{name.replace('_', '-')}", dest=name, metavar=metavar, default=None, help=help_
+            f"--{name.replace('_', '-')}",
+            dest=name,
+            metavar=metavar,
+            default=None,
+            help=f"{help_}; {DURATION_WORDS}" if metavar == "DURATION" else help_,
         )
     unset = verbs.add_parser(
         "unset", help="Unset policy fields at one scope (they fall through again)."
@@ -150,5 +124,5 @@ def register(sub: Any) -> None:
     unset.add_argument("--all", action="store_true", help="unset every field at the scope")
     show = verbs.add_parser("show", help="The stored rows and every table's resolved policy.")
     show.set_defaults(func=_cmd_show)
-    show.add_argument("lake", metavar="LAKE", type=lake_url, help="lake URL")
-    show.add_argument("--json", action="store_true", help="print rows and resolution as JSON")
+    add_lake(show)
+    add_json(show, "print rows and resolution as JSON")

@@ -29,7 +29,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from slatelake.cli.arguments import catalog_text, lake_url
+from slatelake.cli.arguments import add_lake, catalog_text
 from slatelake.cli.sql_output import Output
 from slatelake.cli.sql_run import COMMAND, STDIN, Script, run_scripts
 from slatelake.cli.sql_shell import shell
@@ -41,7 +41,7 @@ def _command(text: str) -> Script:
 
 def _file(path: str) -> Script:
     """A script file read whole before the lake opens; ``-`` is standard input."""
-    from slatelake.maintenance import show_input
+    from slatelake import show_input
 
     try:
         if path == "-":
@@ -58,7 +58,7 @@ def _file(path: str) -> Script:
 
 
 def _positive(text: str) -> int:
-    from slatelake.maintenance import show_input
+    from slatelake import show_input
 
     if not (text.isascii() and text.isdigit()) or not 0 < int(text) < 2**31:
         raise argparse.ArgumentTypeError(f"{show_input(text)}: expected a number, 1 or more")
@@ -96,7 +96,7 @@ def register(sub: Any) -> None:
         description=DESCRIPTION,
     )
     p.set_defaults(func=_cmd_sql)
-    p.add_argument("lake", metavar="LAKE", type=lake_url, help="lake URL")
+    add_lake(p)
     p.add_argument(
         "-c",
         "--command",

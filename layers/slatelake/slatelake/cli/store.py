@@ -4,7 +4,9 @@
 credentials; a refused listing drops only the object totals. ``compact-store``
 submits full-tree merges that the holder (``slatelake hold``) executes; with
 ``--require-completed`` a pending or failed merge is a non-zero exit, so a
-script cannot mistake a submission for a completed merge.
+script cannot mistake a submission for a completed merge. Both are calls on
+``lake.store``; ``--json`` prints the report's ``to_dict()`` (census: the
+subspace rows and the object totals, whichever view the text shows).
 """
 
 from __future__ import annotations
@@ -13,67 +15,19 @@ import argparse
 import sys
 from typing import Any
 
-from slatelake.cli.arguments import timeout_seconds
-from slatelake.cli.common import EXIT_ERROR, EXIT_USAGE, add_lake_command, print_json, print_table
-
-CENSUS_COLUMNS = (
-    "subspace",
-    "bytes",
-    "l0_ssts",
-    "sorted_runs",
-    "sorted_run_ssts",
-    "manifest_id",
-    "live_keys",
-    "live_bytes",
-)
+from slatelake.cli import output
+from slatelake.cli.arguments import DURATION_WORDS, add_json, lake_verb, open_lake, timeout_seconds
+from slatelake.cli.common import EXIT_ERROR, EXIT_USAGE
 
 
 def _cmd_census(args: argparse.Namespace) -> int:
-    from slatelake import maintenance
-
-    census = maintenance.census(args.lake, live=args.live)
-    kinds = [k for k in census.objects or () if k != "total"]
-    if args.objects:
-        if args.json:
-            print_json({"objects": census.objects, "error": census.objects_error})
-        elif census.objects is None:
-            print(f"object totals absent: {census.objects_error}")
-        else:
-            print_table(
-                ("kind", "objects", "bytes"),
-                [
-                    (k, census.objects[k]["objects"], census.objects[k]["bytes"])
-                    for k in (*kinds, "total")
-                ],
-            )
-        return 0
-    rows = census.to_json()
-    if args.json:
-        print_json(rows)
-        return 0
-    print_table(CENSUS_COLUMNS, [[row[c] for c in CENSUS_COLUMNS] for row in rows])
-    current = census.row("current").live
-    if current is not None and current.split is not None:
-        parts = ", ".join(
-            f"{k} {v['keys']} keys / {v['bytes']} bytes" for k, v in current.split.items()
-        )
-        print(f"current live: {parts}")
-    if census.objects is None:
-        print(f"objects: totals absent ({census.objects_error})")
-    else:
-        total = census.objects["total"]
-        parts = ", ".join(
-            f"{k} {census.objects[k]['objects']}/{census.objects[k]['bytes']}" for k in kinds
-        )
-        print(
-            f"objects: {total['objects']} objects, {total['bytes']} bytes "
-            f"(objects/bytes by kind: {parts}); SSTs in the manifest: {census.sst_bytes} bytes"
-        )
+    census = open_lake(args).store.census(live=args.live)
+    output.emit(output.CENSUS_OBJECTS if args.objects else output.CENSUS, census, args.json)
     return 0
 
 
 def _cmd_compact_store(args: argparse.Namespace) -> int:
-    from slatelake import MergeIncompleteError, MisconfigurationError, maintenance
+    from slatelake import MergeIncompleteError, MisconfigurationError
 
     if args.require_completed and args.timeout is None:
         print(
@@ -84,44 +38,15 @@ def _cmd_compact_store(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     incomplete = None
     try:
-        report = maintenance.compact_store(
-            args.lake,
-            subspace=args.subspace,
-            wait_s=args.timeout,
-            require_completed=args.require_completed,
+        report = open_lake(args).store.compact(
+            subspace=args.subspace, wait_s=args.timeout, require_completed=args.require_completed
         )
     except MergeIncompleteError as exc:
         report, incomplete = exc.report, exc
     except MisconfigurationError as exc:  # a subspace that does not exist
         print(f"slatelake compact-store: --subspace: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    if args.json:
-        print_json(report.to_json())
-    else:
-        print_table(
-            (
-                "subspace",
-                "outcome",
-                "bytes_before",
-                "bytes_after",
-                "runs_before",
-                "runs_after",
-                "reason",
-            ),
-            [
-                (
-                    m.subspace,
-                    m.outcome + (" (adopted)" if m.adopted else ""),
-                    m.bytes_before,
-                    m.bytes_after,
-                    m.sorted_runs_before,
-                    m.sorted_runs_after,
-                    m.reason,
-                )
-                for m in report.merges
-            ],
-        )
-        print(f"outcome: {report.outcome}")
+    output.emit(output.COMPACT_STORE, report, args.json)
     if incomplete is not None:
         print(f"slatelake compact-store: {incomplete}", file=sys.stderr)
         return EXIT_ERROR
@@ -129,7 +54,7 @@ def _cmd_compact_store(args: argparse.Namespace) -> int:
 
 
 def register(sub: Any) -> None:
-    p = add_lake_command(
+    p = lake_verb(
         sub,
         "census",
         _cmd_census,
@@ -142,13 +67,17 @@ def register(sub: Any) -> None:
         action="store_true",
         help="also scan every subspace for live keys and bytes (reads the whole store)",
     )
-    p.add_argument("--json", action="store_true", help="print a JSON array of subspace rows")
+    add_json(
+        p,
+        "print the census as one JSON object: manifest_id, subspaces (a row each), "
+        "objects, objects_error, ...",
+    )
     p.add_argument(
         "--objects",
         action="store_true",
         help="print the object totals by kind (log, manifest, sst, wal, other) instead",
     )
-    p = add_lake_command(
+    p = lake_verb(
         sub,
         "compact-store",
         _cmd_compact_store,
@@ -165,12 +94,12 @@ def register(sub: Any) -> None:
         "--timeout",
         type=timeout_seconds,
         metavar="DURATION",
-        help="wait up to DURATION (e.g. 30s, 2m) for the merges to commit (default: submit "
-        "and return)",
+        help="wait up to DURATION for the merges to commit (default: submit and return); "
+        + DURATION_WORDS,
     )
     p.add_argument(
         "--require-completed",
         action="store_true",
         help="exit 1 unless every merge completed or had nothing to merge (needs --timeout)",
     )
-    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    add_json(p)

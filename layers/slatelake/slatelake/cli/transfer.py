@@ -15,8 +15,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from slatelake.cli.arguments import data_path, lake_url, lake_verb
-from slatelake.cli.common import caller, print_json
+from slatelake.cli import output
+from slatelake.cli.arguments import add_json, add_lake, data_path, lake_verb, open_lake
+from slatelake.cli.common import caller
 
 
 def _local_file(what: str) -> Any:
@@ -36,60 +37,23 @@ def _local_file(what: str) -> Any:
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
-    from slatelake import admin
-
-    report = admin.export_catalog(args.lake, args.file)
-    if args.json:
-        print_json(report.to_dict())
-        return 0
-    print(
-        f"exported {args.lake} at snapshot {report.snapshot_id} to {report.path} "
-        f"({len(report.tables)} tables, {report.rows} rows, {report.bytes} bytes, "
-        f"{report.seconds:.2f}s)"
-    )
-    print(f"data path: {report.data_path}")
-    print(f"read it with stock DuckDB: {admin.attach_statement(report.path)}")
-    print(f"note: {report.warning}")
+    output.emit(output.EXPORTED, open_lake(args).export(args.file), args.json)
     return 0
 
 
 def _cmd_import(args: argparse.Namespace) -> int:
-    from slatelake import admin
+    from slatelake import admin  # the lake does not exist yet: no handle verb makes it so
 
     report = admin.import_catalog(
         args.catalog, args.lake, data_path=args.data_path, copy_data=args.copy_data
     )
-    if args.json:
-        print_json(report.to_dict())
-        return 0
-    print(
-        f"imported {report.source} ({report.kind}) into {report.lake} at snapshot "
-        f"{report.snapshot_id} ({len(report.tables)} tables, {report.rows} rows, "
-        f"{report.keys} stored keys, {report.seconds:.2f}s); data path {report.data_path}"
-    )
-    if report.copied_files:
-        print(
-            f"copied {report.copied_files} files ({report.copied_bytes} bytes) from "
-            f"{report.source_data_path}; the lake's files are its own"
-        )
-    if report.warning:
-        print(f"note: {report.warning}")
+    output.emit(output.IMPORTED, report, args.json)
     return 0
 
 
 def _cmd_release_borrowed(args: argparse.Namespace) -> int:
-    from slatelake import maintenance
-
-    done = maintenance.release_borrowed(
-        args.lake, args.paths or None, everything=args.all, by=caller()
-    )
-    if args.json:
-        print_json(done.to_dict())
-        return 0
-    print(
-        f"released {len(done.released)} borrowed files of {done.lake}; {done.remaining} "
-        "remain borrowed (cleanup and orphan steps may now delete the released ones)"
-    )
+    done = open_lake(args).borrowed.release(args.paths or None, everything=args.all, by=caller())
+    output.emit(output.RELEASED, done, args.json)
     return 0
 
 
@@ -113,7 +77,7 @@ def register(sub: Any) -> None:
         type=_local_file("export target"),
         help="the DuckDB file to create (a local path)",
     )
-    p.add_argument("--json", action="store_true", help="print one JSON object with the counts")
+    add_json(p, "print one JSON object with the counts")
     p = sub.add_parser(
         "import",
         help="Lay down a new lake from a stock DuckLake catalog file.",
@@ -136,7 +100,7 @@ def register(sub: Any) -> None:
         type=_local_file("catalog"),
         help="the DuckLake catalog file (DuckDB or SQLite)",
     )
-    p.add_argument("lake", metavar="LAKE", type=lake_url, help="lake URL of the new lake")
+    add_lake(p, "lake URL of the new lake")
     p.add_argument(
         "--data-path",
         metavar="PATH",
@@ -152,7 +116,7 @@ def register(sub: Any) -> None:
         "apart from LAKE and the source's data path), which becomes the lake's data path; "
         "the source catalog's files are then never touched by the new lake",
     )
-    p.add_argument("--json", action="store_true", help="print one JSON object with the counts")
+    add_json(p, "print one JSON object with the counts")
     p = lake_verb(
         sub,
         "release-borrowed",
@@ -171,4 +135,4 @@ def register(sub: Any) -> None:
         default=[],
         help="a borrowed file, as the import recorded it (an absolute local path or s3:// URL)",
     )
-    p.add_argument("--json", action="store_true", help="print what was released as JSON")
+    add_json(p, "print what was released as JSON")

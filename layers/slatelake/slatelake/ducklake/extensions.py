@@ -74,11 +74,11 @@ def _identity(path: Path) -> tuple[str, int, int, int, int]:
     return str(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
 
 
-def base_config() -> dict[str, str | bool]:
+def base_config() -> dict[str, str | bool | int | float | list[str]]:
     """What every DuckDB slatelake opens is configured with: nothing
     installed or autoloaded (offline), the spill directory (in Lambda the
     working directory is read-only) and the memory limit."""
-    config: dict[str, str | bool] = {
+    config: dict[str, str | bool | int | float | list[str]] = {
         "autoinstall_known_extensions": False,
         "autoload_known_extensions": False,
     }

@@ -5,11 +5,17 @@ plus the log after it, else the store) and attaches DuckLake over a copy of
 it. Every statement first brings the session to the log's head (one LIST
 when nothing moved). The session answers as a DuckDB connection does
 (``sql``, ``execute``, ``executemany``, ``register``, transactions;
-``results.py``); how a statement runs is ``statement_flow.py``, how its
-change lands in the log under the commit lock ``commit_flow.py``. Read-only
+``results.py``). The session is composed, not layered: it loads and
+refreshes DuckLake's copy of the catalog itself and hands each statement to
+its ``StatementRunner`` (``statement_flow.py``), which has its change land
+in the log under the commit lock through its ``Committer``
+(``commit_flow.py``); the reads of DuckLake's copy asked by maintenance are
+``CopyQueries`` (``copy_queries.py``). The transaction state is one
+``Txn`` (``txn_state.py``), the copy's standing one ``CopyView``
+(``copy_view.py``), both owned here and shared with the two. Read-only
 sessions attach DuckLake read-only and never write a slot. ATTACH options
 (the data path, a past snapshot) are in ``attach_options.py``. See
-docs/architecture.md, "The DuckLake bridge".
+docs/decisions/0005-ducklake-bridge.md.
 """
 
 from __future__ import annotations
@@ -18,7 +24,8 @@ import os
 import shutil
 import sys
 import time
-from collections.abc import Iterator
+from abc import ABCMeta
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
 from datetime import datetime
 from pathlib import Path
@@ -39,7 +46,9 @@ from slatelake.ducklake.attach_options import (
 from slatelake.ducklake.capture import Capture
 from slatelake.ducklake.catalog_apply import apply_change_sets
 from slatelake.ducklake.catalog_db import copy_database
-from slatelake.ducklake.commit_flow import BASE_DB, META_DB
+from slatelake.ducklake.commit_flow import BASE_DB, META_DB, Committer
+from slatelake.ducklake.copy_queries import CopyQueries
+from slatelake.ducklake.copy_view import CopyView
 from slatelake.ducklake.duck_state import DuckState
 from slatelake.ducklake.guard import check_overlap, data_location
 from slatelake.ducklake.opening import attach_copy, drop_image_schema, open_base, work_dir
@@ -47,7 +56,8 @@ from slatelake.ducklake.read_ahead import ReadAhead
 from slatelake.ducklake.request_log import LOG_TYPE, RequestWatch
 from slatelake.ducklake.results import Results
 from slatelake.ducklake.sql import ident, literal
-from slatelake.ducklake.statement_flow import StatementFlow
+from slatelake.ducklake.statement_flow import StatementRunner
+from slatelake.ducklake.txn_state import Txn
 from slatelake.ducklake.write_log import WriteLog
 from slatelake.errors import (
     MisconfigurationError,
@@ -56,19 +66,19 @@ from slatelake.errors import (
     retry_conflicts,
 )
 from slatelake.log.changeset import ChangeSet
+from slatelake.log.committer import Committed
 from slatelake.store.db import store_exists
 from slatelake.store.location import LakeLocation
-
-# A refresh this recent lets the commit lock try at once (one LIST saved per
-# write); a write that ran longer looks at the head again first.
-FRESH_S = 1.0
 
 __all__ = ["BASE_DB", "META_DB", "VERIFY_ENV", "Session", "connect", "retry"]
 VERIFY_ENV = "SLATELAKE_VERIFY_CAPTURE"
 
 
-class Session(StatementFlow):
-    """A DuckDB connection with the lake attached as DuckLake catalog ``alias``."""
+class Session(metaclass=ABCMeta):  # noqa: B024 - for register(), nothing abstract
+    """A DuckDB connection with the lake attached as DuckLake catalog ``alias``.
+
+    (ABCMeta only so that a class owning a Session and answering as one can
+    say so: ``maintenance.session.LakeSession``; nothing is abstract.)"""
 
     def __init__(
         self,
@@ -113,22 +123,30 @@ class Session(StatementFlow):
             self._ahead = ReadAhead()  # the worker beside the helper cursor (read_ahead.py)
             self.capture = Capture(self._aux, META_DB, BASE_DB, self._ahead)
             self.log = WriteLog(self._aux, META_DB, BASE_DB)
-            self._results = Results(self.con)
             self.log.enable()
             self.verify = os.environ.get(VERIFY_ENV) == "1"
-            self._lock = CommitLock(self.lake)
+            # Whether statements may write the session's own metadata databases by
+            # hand (tests of capture and DuckLake's own test files do; a user's
+            # hand-written change could unmake what a retention hold keeps).
+            self.metadata_writes = False
             # DuckLake re-commits at once when the copy already holds what it lost to
             self.con.execute("SET ducklake_retry_wait_ms = 0")
-            self._in_txn = False
-            self._raw_txn = False  # opened by a BEGIN statement, not by transaction()
-            self._txn_maintains = False  # the open transaction called a maintenance function
-            self._rebased: list[ChangeSet] = []  # commits the open COMMIT rebases over
-            self._txn_failed = False
-            self._stale = False
+            self._txn = Txn()  # autocommit, or which transaction is open (txn_state.py)
+            self._view = CopyView()  # how DuckLake's copy stands against the log
             self._attached = False
-            self._copy_snapshot: int | None = None  # the newest snapshot DuckLake's copy holds
-            self._refreshed_at = float("-inf")  # monotonic time of the last refresh
-            self._overtaken_at = float("-inf")  # a commit made without the lock was refused
+            self._committer = Committer(
+                self,
+                self._aux,
+                self._ahead,
+                CommitLock(self.lake),
+                self._txn,
+                self._view,
+                sync=lambda reset_log: self._sync(reset_log),
+            )
+            self._runner = StatementRunner(
+                self, self._committer, Results(self.con), self._txn, self._view
+            )
+            self._queries = CopyQueries(self._aux)
             self.state = self._open_state()
             self._load()
         except BaseException:  # refused (another data path...): leave no reader lease behind
@@ -176,7 +194,7 @@ class Session(StatementFlow):
         if where is not None:
             restore_use(con, where)
         if genesis:
-            self._commit_captured(logged=False)
+            self._committer.commit_captured(logged=False)
         self.log.open()  # this load's own writes to DuckLake's copy are not DuckLake's
 
     def _sync(self, reset_log: bool = True) -> None:
@@ -191,9 +209,7 @@ class Session(StatementFlow):
             return
         apply_change_sets(self._aux, META_DB, pending, own=False, columns=self.state.columns)
         self.state.pending = []
-        self._stale = False
-        self._synced = (self.state.head, self.state.last_seq)
-        self._copy_snapshot = self.state.head.snapshot_id
+        self._view.caught_up(self.state)
         if reset_log:
             self.log.open()  # the applied change sets are not DuckLake's writes
 
@@ -225,19 +241,24 @@ class Session(StatementFlow):
             raise MisconfigurationError(f"attaching {self.url} as DuckLake failed: {exc}") from exc
         con.execute(f"USE {ident(self.alias)}")
         self._attached = True
-        self._stale = False
-        self._synced = (self.state.head, self.state.last_seq)
-        self._copy_snapshot = self.state.head.snapshot_id
+        self._view.caught_up(self.state)
 
-    def _just_refreshed(self) -> bool:
-        """Whether the session looked at the log's head a moment ago (within
-        ``FRESH_S``): the commit lock's first try then skips its own look."""
-        return time.monotonic() - self._refreshed_at < FRESH_S
+    @property
+    def last_seq(self) -> int:
+        """The newest commit-log slot this session's view includes."""
+        return int(self.state.last_seq)
+
+    def rewound(self) -> bool:
+        """Whether the lake went back behind this view (restored from a
+        backup): the holder never deletes the newest slot, so the view's
+        newest slot is still listed or followed by newer ones. One LIST."""
+        seq = self.last_seq
+        return seq > 0 and not any(True for _ in self.lake.log.list_after(seq - 1))
 
     def refresh(self) -> None:
         """Bring the session to the log's head; reload only when it moved."""
-        self._refreshed_at = time.monotonic()
-        if self._stale:
+        self._view.refreshed_at = time.monotonic()
+        if self._view.stale:
             self.state = self._open_state()
             self._load()
             return
@@ -247,7 +268,7 @@ class Session(StatementFlow):
             self.state = self._open_state()
             self._load()
             return
-        if (self.state.head, self.state.last_seq) != self._synced:
+        if not self._view.at_head(self.state):
             self._sync()  # others committed, or ours rebased past theirs
 
     # -- statements ------------------------------------------------------------
@@ -259,7 +280,7 @@ class Session(StatementFlow):
 
         A read returns DuckDB's relation (lazy, as DuckDB's). A statement that
         may write runs to completion in a transaction of its own, committed
-        under the lake's commit lock (``_commit_transaction``), before its
+        under the lake's commit lock (``Committer.commit_transaction``), before its
         result comes back, materialized: DuckDB's row count as a one-row
         relation, or its rows (``RETURNING``, a DuckLake function). ``None``
         where DuckDB returns None (SET, BEGIN). Several statements in one
@@ -268,43 +289,47 @@ class Session(StatementFlow):
         (DuckDB's replacement scans). ``writes`` overrides the guess of whether
         the statement may change the catalog; ``alias`` names the relation.
         """
-        result = self._statements(query, params, writes, sys._getframe(1), pending=False)
+        # DuckDB resolves Python objects named in SQL from the calling frame (its
+        # replacement scans): the caller's, not this method's, so it is passed on.
+        frame = sys._getframe(1)
+        result = self._runner.statements(query, params, writes, frame, pending=False)
         return result.set_alias(alias) if alias and result is not None else result
 
     def execute(self, query: str, params: Any = None) -> duckdb.DuckDBPyConnection:
         """Run SQL as DuckDB's ``execute`` does: the session's connection comes
         back with the result pending (``fetchone``, ``fetchall``, ``df`` ...)."""
-        self._statements(query, params, None, sys._getframe(1), pending=True)
+        frame = sys._getframe(1)  # the caller's Python names, for DuckDB's replacement scans
+        self._runner.statements(query, params, None, frame, pending=True)
         return self.con
 
     def executemany(self, query: str, parameters: Any = None) -> duckdb.DuckDBPyConnection:
         """Run one statement once per parameter set, as DuckDB's ``executemany``;
         in autocommit, all of them as one transaction (one commit)."""
-        frame = sys._getframe(1)
+        frame = sys._getframe(1)  # the caller's Python names, for DuckDB's replacement scans
         sets = list(parameters or [])
-        if self._in_txn:
+        if self._txn.open:
             for params in sets:
-                self._statements(query, params, None, frame, pending=True)
+                self._runner.statements(query, params, None, frame, pending=True)
             return self.con
         with self.transaction():
             for params in sets:
-                self._statements(query, params, None, frame, pending=True)
+                self._runner.statements(query, params, None, frame, pending=True)
         return self.con
 
     def begin(self) -> Session:
         """``BEGIN``, as DuckDB's ``begin``."""
-        self._transaction_statement("BEGIN")
+        self._runner.transaction_statement("BEGIN")
         return self
 
     def commit(self) -> Session:
         """``COMMIT``, as DuckDB's ``commit``: under the lake's commit lock
         (nothing to do outside a transaction, as in DuckDB)."""
-        if self._in_txn:
-            self._transaction_statement("COMMIT")
+        if self._txn.open:
+            self._runner.transaction_statement("COMMIT")
         return self
 
     def rollback(self) -> Session:
-        self._transaction_statement("ROLLBACK")
+        self._runner.transaction_statement("ROLLBACK")
         return self
 
     def register(self, name: str, python_object: Any) -> duckdb.DuckDBPyConnection:
@@ -316,38 +341,27 @@ class Session(StatementFlow):
 
     @property
     def in_transaction(self) -> bool:
-        return self._in_txn
+        return self._txn.open
 
     @property
     def commit_lock(self) -> CommitLock:
         """The lake's commit lock as this session takes it (a pass names its
         lease on it, so a lock a dead pass leaves dies with that lease)."""
-        return self._lock
+        return self._committer.lock
 
     @contextmanager
     def transaction(self) -> Iterator[Session]:
         """Group statements into one DuckLake transaction and one change set."""
-        if self._in_txn:
-            raise MisconfigurationError("a transaction is already open on this session")
-        self.refresh()
-        self.con.execute("BEGIN TRANSACTION")
-        self._in_txn, self._txn_failed, self._txn_maintains = True, False, False
+        self._runner.begin_block()
         try:
             try:
                 yield self
             except BaseException:
-                self._end_failed_transaction()
+                self._runner.end_failed_transaction()
                 raise
-            if self._txn_failed or self._aborted():  # a lazy read may have failed at fetch
-                self._end_failed_transaction()
-                raise MisconfigurationError(
-                    "a statement in this transaction failed, so the transaction was rolled back "
-                    "and nothing was committed; run it again"
-                )
-            self._in_txn = False
-            self._commit_transaction()
+            self._runner.commit_block()
         finally:
-            self._unmark_write()
+            self._runner.unmark_write()
 
     @contextmanager
     def writing_metadata(self) -> Iterator[Session]:
@@ -369,18 +383,18 @@ class Session(StatementFlow):
         it left pending. Global settings belong to the database and are
         shared. RFC 0021's on-demand trigger runs a pass this way: no second
         catalog to open, and none to bring up to date after."""
-        if self._in_txn:
+        if self._txn.open:
             raise MisconfigurationError(
                 "a connection of its own is not taken inside a transaction; commit or roll back"
             )
-        caller, results = self.con, self._results
+        caller, results = self.con, self._runner.results
         own = caller.cursor()
         try:
             own.execute(f"USE {ident(self.alias)}")
-            self.con, self._results = own, Results(own)
+            self.con, self._runner.results = own, Results(own)
             yield self
         finally:
-            self.con, self._results = caller, results
+            self.con, self._runner.results = caller, results
             own.close()
 
     @contextmanager
@@ -396,6 +410,49 @@ class Session(StatementFlow):
         finally:
             self.log.also = None
             self.log.enable()
+
+    # -- committing (commit_flow.py) and DuckLake's copy (copy_queries.py) -----
+    def commit_change_set(self, cs: ChangeSet) -> Committed:
+        """Commit a head-preserving change set built outside DuckLake (status records)."""
+        return self._committer.commit_change_set(cs)
+
+    def commit_under_lock(self, build: Callable[[], ChangeSet | None]) -> Committed | None:
+        """Commit a head-preserving change set ``build`` makes at the head with
+        the commit lock held (retention holds; ``Committer.commit_under_lock``)."""
+        return self._committer.commit_under_lock(build)
+
+    def run_maintenance_unless(
+        self, query: str, check: Callable[[], str | None]
+    ) -> tuple[duckdb.DuckDBPyRelation | None, str | None]:
+        """Run one DuckLake maintenance call in autocommit unless ``check``, asked
+        with the commit lock held on the head, gives a reason against it:
+        (result, None) or (None, the reason). See ``StatementRunner``."""
+        return self._runner.run_maintenance_unless(query, check)
+
+    def catalog_changed(self) -> None:
+        """The state moved in a way DuckDB's copy must see (an index took a
+        catalog id): reload before the next statement."""
+        self._committer.catalog_changed()
+
+    def snapshots_present(self, ids: Iterable[int]) -> set[int]:
+        """Which of ``ids`` are snapshots in DuckLake's copy of the catalog."""
+        return self._queries.snapshots_present(ids)
+
+    def catalog_has(self, schema: str, table: str | None = None) -> bool:
+        """Whether the live catalog (DuckLake's copy) has the schema, or the table."""
+        return self._queries.catalog_has(schema, table)
+
+    def live_tables(self) -> list[tuple[str, str]]:
+        """(schema, table) of every live table, from DuckLake's copy of the catalog."""
+        return self._queries.live_tables()
+
+    def catalog_file_bytes(self) -> int:
+        """Bytes of every data and delete file the catalog lists (live or kept by history)."""
+        return self._queries.catalog_file_bytes()
+
+    def held_files_scheduled(self, snapshot_ids: Iterable[int]) -> list[str]:
+        """Files scheduled for deletion that one of ``snapshot_ids`` still references."""
+        return self._queries.held_files_scheduled(snapshot_ids)
 
     # -- equality indexes (ducklake/indexes.py) ------------------------------
     def create_index(self, table: str, column: str, name: str | None = None) -> indexes.IndexInfo:
@@ -417,7 +474,7 @@ class Session(StatementFlow):
         """Close the session (a write made outside ``sql`` is committed first)."""
         try:
             with suppress(duckdb.ConnectionException):  # the caller closed the connection
-                self._commit_outside_writes()
+                self._committer.commit_outside_writes()
         finally:
             self._close()
 

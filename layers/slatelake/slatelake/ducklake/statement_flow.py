@@ -7,29 +7,41 @@ moved, reloads from the log before the next statement. A write statement
 whose data-file request failed inside DuckDB's httpfs (or the file system)
 raises the typed error (``indexes.translate_data_error``), one line naming
 the file.
+
+``StatementRunner`` is this half of a session: it classifies each statement
+by DuckDB's parser (``statements.py``), moves the session's one transaction
+state (``txn_state.Txn``) as BEGIN, COMMIT, ROLLBACK and ``transaction()``
+blocks open and end transactions, and has each write committed by the
+session's ``Committer`` (``commit_flow.py``).
 """
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import duckdb
 
 from slatelake.ducklake import indexes
 from slatelake.ducklake import statements as stmt
-from slatelake.ducklake.commit_flow import BASE_DB, META_DB, CommitFlow, log
+from slatelake.ducklake.commit_flow import BASE_DB, META_DB, Committer, log
+from slatelake.ducklake.copy_view import CopyView
 from slatelake.ducklake.results import Results, in_scope
+from slatelake.ducklake.txn_state import Txn, TxnState
 from slatelake.errors import (
     CommitLockBusyError,
     ConflictError,
     MisconfigurationError,
     ReadOnlyError,
 )
+
+if TYPE_CHECKING:
+    from slatelake.catalog.lake import Lake
+    from slatelake.ducklake.duck_state import DuckState
+    from slatelake.ducklake.write_log import WriteLog
 
 _ST = duckdb.StatementType
 _INTERNAL = frozenset({META_DB.lower(), BASE_DB.lower()})
@@ -42,48 +54,67 @@ class _Call:
     query: str
     params: Any
     types: set[Any]
-    frame: FrameType
+    frame: FrameType | None  # where the caller's Python names are (replacement scans)
     kinds: set[Any]  # the parsed statement types (``types`` may add CALL for ``writes``)
 
 
-class StatementFlow(CommitFlow):
-    """The statement half of a session (``Session`` is the whole)."""
+class StatementHost(Protocol):
+    """What the statement runner reads of the session it runs statements
+    for: the parts a reload or a connection of its own replaces (``state``,
+    ``con``), whether it may write its own metadata databases, and its
+    refresh (to the log's head)."""
 
-    _raw_txn: bool
-    _txn_failed: bool
-    _results: Results
-    # Whether statements may write the session's own metadata databases by
-    # hand (tests of capture and DuckLake's own test files do; a user's
-    # hand-written change could unmake what a retention hold keeps).
-    metadata_writes: bool = False
-    _write_marked: bool = False  # this session's reader lease says it is writing
+    lake: Lake
+    state: DuckState
+    con: duckdb.DuckDBPyConnection
+    read_only: bool
+    log: WriteLog
+    metadata_writes: bool
 
-    def refresh(self) -> None:
-        raise NotImplementedError  # Session: bring the session to the log's head
+    def refresh(self) -> None: ...
 
-    def _just_refreshed(self) -> bool:
-        raise NotImplementedError  # Session: whether its refresh came a moment ago
 
-    def _statements(
+class StatementRunner:
+    """The statement half of a session: runs each statement as DuckDB would,
+    a write in a transaction of its own committed by the ``Committer``, and
+    moves the session's transaction state (``txn``) as statements open and
+    end transactions."""
+
+    def __init__(
+        self,
+        host: StatementHost,
+        committer: Committer,
+        results: Results,
+        txn: Txn,
+        view: CopyView,
+    ) -> None:
+        self._host = host
+        self._committer = committer
+        self.results = results  # DuckDB's answers as the session returns them
+        self._txn = txn
+        self._view = view
+        self._write_marked = False  # this session's reader lease says it is writing
+
+    def statements(
         self, query: str, params: Any, writes: bool | None, frame: FrameType, pending: bool
     ) -> Any:
         try:
             return self._statement(query, params, writes, frame, pending)
         finally:
-            if self._write_marked and not self._in_txn:
-                self._unmark_write()
+            if self._write_marked and not self._txn.open:
+                self.unmark_write()
 
     def _mark_write(self) -> None:
         """Before a write's first data file can land: the session's reader
         lease says it is writing, so the orphan step spares what it writes."""
         if not self._write_marked:
-            self.lake.lease.begin_write(self.state.last_seq)
+            self._host.lake.lease.begin_write(self._host.state.last_seq)
             self._write_marked = True
 
-    def _unmark_write(self) -> None:
+    def unmark_write(self) -> None:
         if self._write_marked:
             self._write_marked = False
-            self.lake.lease.end_write()
+            self._host.lake.lease.end_write()
 
     def _refuse_metadata_write(self, query: str, types: set[Any]) -> None:
         """A statement that may write, or a USE/SET, naming the session's own
@@ -114,9 +145,9 @@ class StatementFlow(CommitFlow):
         types = {st.type for st in parsed}
         if writes:
             types = types | {_ST.CALL}
-        if not self.metadata_writes:
+        if not self._host.metadata_writes:
             self._refuse_metadata_write(query, types)
-        if self.read_only:
+        if self._host.read_only:
             refused = sorted(t.name for t in types - stmt.READ_TYPES - {_ST.CALL, _ST.TRANSACTION})
             if refused:
                 raise ReadOnlyError(
@@ -124,47 +155,47 @@ class StatementFlow(CommitFlow):
                     "reconnect without read_only to write"
                 )
         if types == {_ST.TRANSACTION} and len(parsed) == 1:
-            self._transaction_statement(query)
-            return self.con if pending else None
-        if self._txn_failed and not self._raw_txn:
+            self.transaction_statement(query)
+            return self._host.con if pending else None
+        if self._txn.state is TxnState.BLOCK_FAILED:
             raise MisconfigurationError(
                 "a statement in this transaction failed; leave the transaction block "
                 "(it is rolled back) and run it again"
             )
         # A read can still change the catalog through a DuckLake table function
         # (SELECT * FROM ducklake_expire_snapshots(...)): treat those as writes.
-        may_write = bool(types - stmt.READ_TYPES) or "ducklake_" in query.lower()
-        if may_write and not (self.read_only or types <= stmt.NOT_LAKE_WRITES):
+        may_write = bool(types - stmt.READ_TYPES) or stmt.names_ducklake(query)
+        if may_write and not (self._host.read_only or types <= stmt.NOT_LAKE_WRITES):
             self._mark_write()
         look = None
-        if not self._in_txn:
+        if not self._txn.open:
             if may_write and self._looks_beside(query, types):
                 started = time.monotonic()
                 look = self._look_beside(), started
             else:
-                self._commit_outside_writes()
-                self.refresh()
+                self._committer.commit_outside_writes()
+                self._host.refresh()
         if not may_write:
-            self.log.read_done()
+            self._host.log.read_done()
             return self._read(query, params, frame, pending)
         call = _Call(query, params, types, frame, kinds={st.type for st in parsed})
-        wrapped = not (self._in_txn or self.read_only or types <= stmt.NOT_LAKE_WRITES)
+        wrapped = not (self._txn.open or self._host.read_only or types <= stmt.NOT_LAKE_WRITES)
         if wrapped:
             result = self._autocommit_write(call, look)
         else:
-            if self._in_txn and stmt.maintains(query):
-                self._txn_maintains = True
+            if self._txn.open and stmt.is_maintenance_call(query):
+                self._txn.note_maintenance_call()
             result = self._run(call)
-            if self.read_only:
-                if self._captured() is not None:
-                    self._stale = True
+            if self._host.read_only:
+                if self._committer.captured() is not None:
+                    self._view.stale = True
                     raise ReadOnlyError(
                         "this session is read-only but the statement changed the catalog; "
                         "nothing was committed, reconnect without read_only to write"
                     )
-            elif not self._in_txn:
-                self._commit_captured()
-        return self._results.pend(result) if pending else result
+            elif not self._txn.open:
+                self._committer.commit_captured()
+        return self.results.pend(result) if pending else result
 
     def _looks_beside(self, query: str, types: set[Any]) -> bool:
         """Whether an autocommit write may run while the session looks at the
@@ -176,17 +207,17 @@ class StatementFlow(CommitFlow):
         runs again on the head, so it sees what a look before it would have.
         A write after a pause, or on a busy lake, looks first and rarely runs
         twice."""
-        if self.read_only or types <= stmt.NOT_LAKE_WRITES or stmt.maintains(query):
+        if self._host.read_only or types <= stmt.NOT_LAKE_WRITES or stmt.is_maintenance_call(query):
             return False
-        return self._alone(self._just_refreshed())
+        return self._committer.alone(self._view.just_refreshed())
 
     def _look_beside(self) -> Callable[[], str | None]:
         """Look at the log's end, and ask whether DuckDB committed a write
         behind the session's back, while the statement runs (what a read asks
         first). The call returned takes both answers: why the write must run
         again, or None."""
-        outside = self._outside_write_beside()
-        log_moved = self.lake.look_beside(self.state)
+        outside = self._committer.outside_write_beside()
+        log_moved = self._host.lake.look_beside(self._host.state)
 
         def look() -> str | None:
             behind = outside()  # taken first: the worker's answer is never left behind
@@ -200,8 +231,8 @@ class StatementFlow(CommitFlow):
         """DuckDB's own answer to a read: a lazy relation, or the pending result."""
         try:
             if pending:
-                return in_scope(frame, self.con.execute, query, params)
-            return in_scope(frame, self.con.sql, query, params=params)
+                return in_scope(frame, self._host.con.execute, query, params)
+            return in_scope(frame, self._host.con.sql, query, params=params)
         except BaseException as exc:
             self._statement_failed(exc)
             raise
@@ -220,22 +251,22 @@ class StatementFlow(CommitFlow):
         moved, or a write DuckDB committed behind the session's back, runs
         again the same way, before anything of it committed (that write is
         committed first)."""
-        lock_first = stmt.maintains(call.query)
+        lock_first = stmt.is_maintenance_call(call.query)
         try:
             return self._write_in_transaction(call, lock_first, look)
         except CommitLockBusyError:
             raise
         except _LogMoved as moved:
             log.info("re-running a write on the head: %s while it ran", moved)
-            self._commit_outside_writes()  # first, as before any statement
+            self._committer.commit_outside_writes()  # first, as before any statement
         except ConflictError as exc:
             if lock_first:
                 raise
             log.info("re-running a write under the commit lock after: %s", exc)
-        self.refresh()
+        self._host.refresh()
         return self._write_in_transaction(call, lock_first=True)
 
-    def maintain_unless(
+    def run_maintenance_unless(
         self, query: str, check: Callable[[], str | None]
     ) -> tuple[duckdb.DuckDBPyRelation | None, str | None]:
         """Run one DuckLake maintenance call in autocommit, unless ``check``,
@@ -243,28 +274,29 @@ class StatementFlow(CommitFlow):
         a reason against it. Nothing can commit between the check and the
         call's commit. Returns (the call's result, None) or (None, the reason;
         nothing ran, the lock is given back)."""
-        if self._in_txn or self.read_only or not stmt.maintains(query):
+        if self._txn.open or self._host.read_only or not stmt.is_maintenance_call(query):
             raise MisconfigurationError(
                 "a checked maintenance call runs one DuckLake maintenance function in "
                 "autocommit on a writable session"
             )
         parsed = stmt.parse(query)
         kinds = {st.type for st in parsed}
-        call = _Call(query, None, kinds | {_ST.CALL}, sys._getframe(1), kinds=kinds)
-        self._commit_outside_writes()
-        self.refresh()
-        self._lock_at_head(fresh=self._just_refreshed())
+        # built SQL naming no Python object: no caller's frame to resolve names in
+        call = _Call(query, None, kinds | {_ST.CALL}, None, kinds=kinds)
+        self._committer.commit_outside_writes()
+        self._host.refresh()
+        self._committer.lock_at_head(fresh=self._view.just_refreshed())
         try:
             reason = check()
         except BaseException:
-            self._lock.release(self.state)
+            self._committer.release_lock()
             raise
         if reason is not None:
-            self._lock.release(self.state)
+            self._committer.release_lock()
             return None, reason
         self._begin(holds_lock=True)
         result = self._run(call, holds_lock=True)
-        self._commit_transaction()
+        self._committer.commit_transaction()
         return result, None
 
     def _write_in_transaction(
@@ -274,7 +306,7 @@ class StatementFlow(CommitFlow):
         look: tuple[Callable[[], str | None], float] | None = None,
     ) -> duckdb.DuckDBPyRelation | None:
         if lock_first:
-            self._lock_at_head(fresh=self._just_refreshed())
+            self._committer.lock_at_head(fresh=self._view.just_refreshed())
         self._begin(holds_lock=lock_first)
         try:
             result = self._run(call, holds_lock=lock_first)
@@ -284,30 +316,32 @@ class StatementFlow(CommitFlow):
             raise
         if look is not None:
             if why := _moved(look[0]):
-                self._rollback()  # nothing committed: DuckLake removes the files it wrote
+                self._committer.rollback()  # nothing committed: DuckLake removes the files it wrote
                 raise _LogMoved(why)
-            self._refreshed_at = look[1]  # the look saw the log's end at the session's head
-        self._commit_transaction(fresh=self._just_refreshed(), may_go_alone=not lock_first)
+            self._view.refreshed_at = look[1]  # the look saw the log's end at the session's head
+        self._committer.commit_transaction(
+            fresh=self._view.just_refreshed(), may_go_alone=not lock_first
+        )
         return result
 
     def _begin(self, holds_lock: bool) -> None:
         """BEGIN; a lock taken for this write goes back if even that fails."""
         try:
-            self.con.execute("BEGIN TRANSACTION")
+            self._host.con.execute("BEGIN TRANSACTION")
         except BaseException:
             if holds_lock:
-                self._lock.release(self.state)
+                self._committer.release_lock()
             raise
 
     def _run(self, call: _Call, holds_lock: bool = False) -> duckdb.DuckDBPyRelation | None:
         """Run a write; its result is materialized before anything commits."""
-        self.log.user_statement(call.query)
+        self._host.log.user_statement(call.query)
         try:
-            return self._results.write(call.query, call.params, call.kinds, call.frame)
+            return self.results.write(call.query, call.params, call.kinds, call.frame)
         except BaseException as exc:
             self._statement_failed(exc)
             if holds_lock:
-                self._lock.release(self.state)
+                self._committer.release_lock()
             if isinstance(exc, duckdb.IOException):  # httpfs's HTTPException too
                 what = stmt.described(call.query, call.types)
                 translated = indexes.translate_data_error(what, exc)
@@ -315,31 +349,30 @@ class StatementFlow(CommitFlow):
                     raise translated from None
             raise
 
-    def _transaction_statement(self, query: str) -> None:
+    def transaction_statement(self, query: str) -> None:
         """BEGIN, COMMIT or ROLLBACK sent as SQL: the same transaction as
         ``transaction()``, committed under the commit lock at COMMIT."""
         verb = query.strip().split(None, 1)[0].rstrip(";").lower()
         if verb in ("begin", "start"):
-            if not self._in_txn:
-                self.refresh()
-            self.con.execute(query)  # DuckDB refuses a nested BEGIN itself
-            self._in_txn, self._raw_txn, self._txn_failed = True, True, False
-            self._txn_maintains = False
+            if not self._txn.open:
+                self._host.refresh()
+            self._host.con.execute(query)  # DuckDB refuses a nested BEGIN itself
+            self._txn.begin(raw=True)
             return
-        if not self._in_txn:
-            self.con.execute(query)  # DuckDB's own "no transaction is active"
+        if not self._txn.open:
+            self._host.con.execute(query)  # DuckDB's own "no transaction is active"
             return
-        if not self._raw_txn:
+        if not self._txn.state.raw:
             raise MisconfigurationError(
                 f"{verb.upper()} inside a session.transaction() block: the block commits when "
                 "it ends and rolls back when it raises"
             )
-        failed = self._txn_failed or self._aborted()  # a lazy read may have failed at fetch
-        self._in_txn, self._raw_txn, self._txn_failed = False, False, False
+        failed = self._txn.state.failed or self._aborted()  # a lazy read may have failed at fetch
+        ended = self._txn.end()
         if verb in ("commit", "end") and not failed:
-            self._commit_transaction()
+            self._committer.commit_transaction(called_maintenance=ended.called_maintenance)
             return
-        self._rollback()
+        self._committer.rollback()
         if verb in ("commit", "end"):  # as DuckDB answers a COMMIT of an aborted transaction
             raise duckdb.TransactionException(
                 "a statement in this transaction failed, so it was rolled back and nothing was "
@@ -358,36 +391,57 @@ class StatementFlow(CommitFlow):
         Otherwise what DuckDB holds open is rolled back, and if DuckDB's
         catalog still moved (it committed before the failure) the session
         reloads from the log before the next statement."""
-        if self._in_txn:
+        if self._txn.open:
             if not isinstance(exc, duckdb.Error):
-                self._txn_failed = True
+                self._txn.fail()
             return
         if not isinstance(exc, Exception):  # an interrupt: ask DuckDB nothing more
-            self._stale = True
+            self._view.stale = True
             return
         try:
-            self._rollback()
-            if self._captured() is not None:
-                self._stale = True
+            self._committer.rollback()
+            if self._committer.captured() is not None:
+                self._view.stale = True
         except Exception:
-            self._stale = True
+            self._view.stale = True
 
     def _aborted(self) -> bool:
         """Whether DuckDB aborted the open transaction (it refuses any statement)."""
         try:
-            self.con.execute("SELECT 1")
+            self._host.con.execute("SELECT 1")
         except duckdb.TransactionException:
             return True
         except duckdb.Error:
             return False
         return False
 
-    def _end_failed_transaction(self) -> None:
-        self._in_txn, self._txn_failed = False, False
+    def begin_block(self) -> None:
+        """Open the transaction of a ``session.transaction()`` block."""
+        if self._txn.open:
+            raise MisconfigurationError("a transaction is already open on this session")
+        self._host.refresh()
+        self._host.con.execute("BEGIN TRANSACTION")
+        self._txn.begin(raw=False)
+
+    def commit_block(self) -> None:
+        """The block ended without raising: commit its transaction, unless a
+        statement in it failed (then it is rolled back, and that raised)."""
+        if self._txn.state.failed or self._aborted():  # a lazy read may have failed at fetch
+            self.end_failed_transaction()
+            raise MisconfigurationError(
+                "a statement in this transaction failed, so the transaction was rolled back "
+                "and nothing was committed; run it again"
+            )
+        ended = self._txn.end()
+        self._committer.commit_transaction(called_maintenance=ended.called_maintenance)
+
+    def end_failed_transaction(self) -> None:
+        """Roll back the open transaction: back to autocommit."""
+        self._txn.end()
         try:
-            self._rollback()
+            self._committer.rollback()
         except BaseException:
-            self._stale = True
+            self._view.stale = True
             raise
 
 

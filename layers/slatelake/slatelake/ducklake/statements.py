@@ -1,12 +1,17 @@
-"""What a statement is: its types, whether it may write, whether it maintains.
+"""What a statement is: its types, whether it may write, whether it calls
+one of DuckLake's maintenance functions.
 
-A write runs in a transaction of its own (session.py); DuckLake's maintenance
-functions run with the commit lock held from the start.
+DuckDB's own parser says what a statement is (``duckdb.extract_statements``
+gives each one's ``StatementType``) and its tokenizer which names it uses
+(``duckdb.tokenize``): a word in a comment or a string constant names
+nothing. A write runs in a transaction of its own (statement_flow.py);
+DuckLake's maintenance functions run with the commit lock held from the start.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any
 
 import duckdb
@@ -20,7 +25,7 @@ READ_TYPES = frozenset({ST.SELECT, ST.EXPLAIN, ST.SET, ST.VARIABLE_SET, ST.PRAGM
 # Statements that never write the lake's catalog: not wrapped in a transaction
 # under the commit lock (a change found after them still commits).
 NOT_LAKE_WRITES = frozenset({ST.ATTACH, ST.DETACH, ST.LOAD})
-DUCKLAKE_CALL = re.compile(r'"?(ducklake_\w+)"?\s*\(', re.IGNORECASE)
+DUCKLAKE_PREFIX = "ducklake_"
 # DuckLake's maintenance functions run with the commit lock already held, on
 # the head: DuckLake 1.5.5 does not redo a flush or compaction right when it
 # retries, so they must never need to (refused_commit.py).
@@ -36,19 +41,78 @@ LOCK_FIRST = frozenset(
 )
 
 
-def maintains(query: str) -> bool:
+@dataclass(frozen=True)
+class Name:
+    """An identifier as the statement spells it, unquoted."""
+
+    text: str
+    called: bool  # followed by "(": a function (or table function) called by name
+
+
+def tokens(query: str) -> list[tuple[int, Any]]:
+    """DuckDB's tokens of ``query``: (character offset, token type); comments
+    are left out. Empty when DuckDB cannot tokenize it (its parser then
+    refuses it itself). DuckDB counts offsets in UTF-8 bytes; these count
+    characters, so they index ``query``."""
+    try:
+        found = duckdb.tokenize(query)
+    except duckdb.Error:
+        return []
+    if query.isascii():
+        return found
+    at_byte: dict[int, int] = {}
+    offset = 0
+    for i, char in enumerate(query):
+        at_byte[offset] = i
+        offset += len(char.encode())
+    return [(at_byte.get(start, len(query)), kind) for start, kind in found]
+
+
+def names(query: str) -> list[Name]:
+    """The identifiers of ``query``, in order, per DuckDB's tokenizer (comments
+    and string constants name nothing)."""
+    tokens_ = tokens(query)
+    kinds = duckdb.token_type
+    out = []
+    for at, (start, kind) in enumerate(tokens_):
+        if kind != kinds.identifier:
+            continue
+        after = tokens_[at + 1] if at + 1 < len(tokens_) else None
+        called = after is not None and after[1] == kinds.operator
+        called = called and query.startswith("(", after[0])
+        out.append(Name(_token(query, start, '"'), called))
+    return out
+
+
+def _first_keyword(query: str) -> str:
+    """The statement's first word when it is a keyword (upper case), else ''."""
+    first = tokens(query)[:1]
+    if not first or first[0][1] != duckdb.token_type.keyword:
+        return ""
+    bare = _BARE.match(query, first[0][0])
+    return bare.group(0).upper() if bare else ""
+
+
+def is_maintenance_call(query: str) -> bool:
     """True for a call of one of DuckLake's maintenance functions (or CHECKPOINT)."""
-    if query.lstrip().upper().startswith("CHECKPOINT"):
+    if _first_keyword(query) == "CHECKPOINT":
         return True
-    return any(name.lower() in LOCK_FIRST for name in DUCKLAKE_CALL.findall(query))
+    return any(n.called and n.text.lower() in LOCK_FIRST for n in names(query))
+
+
+def names_ducklake(query: str) -> bool:
+    """Whether the statement names one of DuckLake's functions or metadata
+    tables (``ducklake_*``): a read that calls one can still change the
+    catalog (``SELECT * FROM ducklake_expire_snapshots(...)``)."""
+    return any(n.text.lower().startswith(DUCKLAKE_PREFIX) for n in names(query))
 
 
 def described(query: str, types: set[Any]) -> str:
     """How a failed statement is named in its error: the DuckLake function it
     calls (a maintenance step), or its statement types."""
-    called = DUCKLAKE_CALL.search(query)
-    if called:
-        return called.group(1)
+    for n in names(query):
+        if n.called and n.text.lower().startswith(DUCKLAKE_PREFIX):
+            return n.text
     return " ".join(sorted(t.name for t in types - {ST.CALL})) or "statement"
 
 
@@ -58,12 +122,8 @@ def names_any(query: str, names: frozenset[str], strings: bool) -> str | None:
     case-insensitively), or with ``strings`` inside a string constant as one
     part of a dotted or comma-separated list (``SET search_path = 'x.main'``).
     Comments and other strings name nothing. None: none named."""
-    try:
-        tokens = duckdb.tokenize(query)
-    except duckdb.Error:
-        return None  # DuckDB's parser then refuses it itself
     kinds = duckdb.token_type
-    for start, kind in tokens:
+    for start, kind in tokens(query):
         if kind == kinds.identifier:
             parts = [_token(query, start, '"')]
         elif strings and kind == kinds.string_const:

@@ -25,6 +25,7 @@ about DuckDB or DuckLake.
 
 from __future__ import annotations
 
+import builtins
 import hashlib
 import logging
 import os
@@ -244,7 +245,7 @@ class ImageBook:
         keep: int = DEFAULT_KEEP,
         grace_s: float = DEFAULT_GRACE_S,
         now: int | None = None,
-    ) -> list[ImageInfo]:
+    ) -> builtins.list[ImageInfo]:
         """Delete images older than the newest ``keep`` whose superseding
         image has existed for ``grace_s``; returns those deleted.
 

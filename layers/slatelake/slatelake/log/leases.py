@@ -10,7 +10,7 @@ The folder deletes a slot only when all hold:
 - it was folded at least ``margin`` ago (covers a view opened but not yet
   leased, and a lease write still in flight);
 - it is not the newest slot (so an empty listing means "nothing new").
-Expired leases are ignored (and removed): a holder that vanished cannot pin
+Expired leases are ignored (and removed): a reader that vanished cannot pin
 the log forever; its view then finds itself stale through the truncation mark
 (log/slots.py) instead of missing slots. ``Lake.refresh`` renews the lease, so
 only a view that neither refreshes nor materializes for a TTL loses it.
@@ -22,7 +22,7 @@ the lease was live in every folder's eyes. That holds while the committer's
 and folders' wall clocks agree within ``CLOCK_SKEW_S``; past it the mark is
 read as before.
 
-A lease also says when its holder started writing data files not yet
+A lease also says when its reader started writing data files not yet
 committed (``writing_since_us``), so the orphan step spares every file newer
 than the oldest live writer's start, whatever age it was given: in-flight
 writes are known, not guessed. The mark is written before the first data
@@ -61,7 +61,7 @@ class Lease:
     reader_id: str
     fold: int
     expires_at_us: int
-    # when the holder's oldest write still in flight began (None: none)
+    # when the reader's oldest write still in flight began (None: none)
     writing_since_us: int | None = None
 
 
@@ -170,7 +170,7 @@ class ReaderLease:
 
     @property
     def writing(self) -> bool:
-        """Whether a write of this lease's holder is in flight."""
+        """Whether a write of this lease's reader is in flight."""
         return self._writes > 0
 
     def end_write(self) -> None:

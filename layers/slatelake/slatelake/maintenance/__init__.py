@@ -1,156 +1,113 @@
-"""The maintenance pass (RFC 0021) and the one API every surface calls.
+"""The maintenance pass (RFC 0021) and the API under the lake handle.
 
-``slatelake.maintenance.run(lake, options)`` runs one pass; ``status``,
-``census``, ``compact_store``, ``pass_lease`` and ``break_lease`` are the
-other verbs (``api``), with retention holds (``protect``, ``unprotect``,
-``retention_holds``; ``holds``). The CLI, the Lambda and ``session.maintenance()`` all
-come through here. Inside: ``options`` binds the ``MAINTENANCE_*`` settings,
-``runner`` orders the steps (1-6 call DuckLake, 7/7b/7c the catalog's sweep in
-``sweep_steps``, 8 the store merge in ``store_step``), ``flight`` keeps one
-pass per lake (a lock in the process, a lease in the bucket), ``report`` is
-what a pass says and the status window keeps.
+``slatelake.open(url).maintenance`` (``slatelake/handle.py``) is how callers
+reach it; this package's names remain for Python callers of the verbs
+themselves (``run``, ``status``, ``census``, ``compact_store``, ...). Inside:
+``request`` parses what a pass is asked, ``options`` binds the
+``MAINTENANCE_*`` settings, ``runner`` orders the steps (1-6 call DuckLake,
+7/7b/7c the catalog's sweep in ``sweep_steps``, 8 the store merge in
+``store_step``), ``flight`` keeps one pass per lake (a lock in the process, a
+lease in the bucket), ``report`` is what a pass says and the status window
+keeps. Names are imported when first used, so a request is parsed without
+DuckDB. ``health`` and ``backup`` are modules here: their verbs are
+``health.health`` and ``backup.backup``, or the handle's.
 """
 
-from slatelake.catalog.holds import Hold
-from slatelake.ducklake.extensions import MEMORY_LIMIT_ENV
-from slatelake.durations import parse_duration
-from slatelake.errors import (
-    AlreadyRunningError,
-    LeaseLiveError,
-    MaintenanceConfigError,
-    MergeIncompleteError,
-)
-from slatelake.maintenance.api import (
-    TRIGGERS,
-    PolicyView,
-    audit_log,
-    break_lease,
-    canonical_data_path,
-    canonical_lake,
-    census,
-    compact_store,
-    lake_exists,
-    pass_lease,
-    policies,
-    protect,
-    retention_holds,
-    run,
-    run_threshold,
-    runs,
-    set_policy,
-    status,
-    unprotect,
-    unset_policy,
-)
-from slatelake.maintenance.backlog import Backlog, backlog_of
-from slatelake.maintenance.backup import BackupReport, backup
-from slatelake.maintenance.borrowed import BorrowedRelease, borrowed_files, release_borrowed
-from slatelake.maintenance.flight import BreakResult, LeaseRecord
-from slatelake.maintenance.fold import FoldRequest, FoldTurn, fold_turn
-from slatelake.maintenance.health import health
-from slatelake.maintenance.health_report import HealthPolicy, LakeHealth, TableHealth
-from slatelake.maintenance.history import AuditEntry, Page, check_before, check_limit
-from slatelake.maintenance.holds import HoldChange, check_snapshot_id
-from slatelake.maintenance.option_values import parse_bool, value_text
-from slatelake.maintenance.options import ALIAS_PREFIX, PREFIX, MaintenanceOptions, bind
-from slatelake.maintenance.policy import FIELDS as POLICY_FIELDS
-from slatelake.maintenance.policy import Policy, PolicyRow
-from slatelake.maintenance.report import (
-    FAILED,
-    PARTIAL,
-    RAN,
-    SKIPPED,
-    SUCCEEDED,
-    PassReport,
-    StatusWindow,
-    StepReport,
-)
-from slatelake.maintenance.scope import OPERATIONS, RunScope, run_scope
-from slatelake.maintenance.threshold import DueTable, ThresholdReport
-from slatelake.store.census import StoreCensus
-from slatelake.store.db import deadline as store_deadline
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
 from slatelake.store.keys import Subspace
-from slatelake.store.location import show_input
-from slatelake.store.merge import CompactStoreReport
 
 # The names ``compact_store(subspace=...)`` takes.
 SUBSPACES = tuple(s.label for s in Subspace)
 
-__all__ = [
-    "BorrowedRelease",
-    "borrowed_files",
-    "release_borrowed",
-    "Backlog",
-    "backlog_of",
-    "BackupReport",
-    "backup",
-    "FoldRequest",
-    "FoldTurn",
-    "fold_turn",
-    "MEMORY_LIMIT_ENV",
-    "run_scope",
-    "RunScope",
-    "OPERATIONS",
-    "run_threshold",
-    "ThresholdReport",
-    "DueTable",
-    "check_limit",
-    "check_before",
-    "runs",
-    "audit_log",
-    "Page",
-    "AuditEntry",
-    "unset_policy",
-    "set_policy",
-    "policies",
-    "PolicyView",
-    "PolicyRow",
-    "Policy",
-    "POLICY_FIELDS",
-    "FAILED",
-    "PARTIAL",
-    "RAN",
-    "SKIPPED",
-    "SUCCEEDED",
-    "ALIAS_PREFIX",
-    "PREFIX",
-    "SUBSPACES",
-    "TRIGGERS",
-    "AlreadyRunningError",
-    "BreakResult",
-    "CompactStoreReport",
-    "HealthPolicy",
-    "LakeHealth",
-    "Hold",
-    "HoldChange",
-    "LeaseLiveError",
-    "LeaseRecord",
-    "MaintenanceConfigError",
-    "MaintenanceOptions",
-    "MergeIncompleteError",
-    "PassReport",
-    "StatusWindow",
-    "StepReport",
-    "StoreCensus",
-    "TableHealth",
-    "bind",
-    "break_lease",
-    "canonical_data_path",
-    "canonical_lake",
-    "census",
-    "check_snapshot_id",
-    "compact_store",
-    "health",
-    "lake_exists",
-    "parse_bool",
-    "parse_duration",
-    "pass_lease",
-    "protect",
-    "retention_holds",
-    "run",
-    "show_input",
-    "status",
-    "store_deadline",
-    "unprotect",
-    "value_text",
-]
+_LAZY: dict[str, tuple[str, str]] = {
+    "ALIAS_PREFIX": ("slatelake.maintenance.options", "ALIAS_PREFIX"),
+    "AlreadyRunningError": ("slatelake.errors", "AlreadyRunningError"),
+    "audit_log": ("slatelake.maintenance.api", "audit_log"),
+    "AuditEntry": ("slatelake.maintenance.history", "AuditEntry"),
+    "Backlog": ("slatelake.maintenance.backlog", "Backlog"),
+    "backlog_of": ("slatelake.maintenance.backlog", "backlog_of"),
+    "BackupReport": ("slatelake.maintenance.backup", "BackupReport"),
+    "bind": ("slatelake.maintenance.options", "bind"),
+    "borrowed_files": ("slatelake.maintenance.borrowed", "borrowed_files"),
+    "BorrowedRelease": ("slatelake.maintenance.borrowed", "BorrowedRelease"),
+    "break_lease": ("slatelake.maintenance.api", "break_lease"),
+    "BreakResult": ("slatelake.maintenance.flight", "BreakResult"),
+    "canonical_data_path": ("slatelake.maintenance.api", "canonical_data_path"),
+    "canonical_lake": ("slatelake.maintenance.api", "canonical_lake"),
+    "census": ("slatelake.maintenance.api", "census"),
+    "check_before": ("slatelake.maintenance.history", "check_before"),
+    "check_limit": ("slatelake.maintenance.history", "check_limit"),
+    "check_snapshot_id": ("slatelake.maintenance.holds", "check_snapshot_id"),
+    "compact_store": ("slatelake.maintenance.api", "compact_store"),
+    "CompactStoreReport": ("slatelake.store.merge", "CompactStoreReport"),
+    "DueTable": ("slatelake.maintenance.threshold", "DueTable"),
+    "FAILED": ("slatelake.maintenance.report", "FAILED"),
+    "fold_turn": ("slatelake.maintenance.fold", "fold_turn"),
+    "FoldRequest": ("slatelake.maintenance.fold", "FoldRequest"),
+    "FoldTurn": ("slatelake.maintenance.fold", "FoldTurn"),
+    "HealthPolicy": ("slatelake.maintenance.health_report", "HealthPolicy"),
+    "Hold": ("slatelake.catalog.holds", "Hold"),
+    "HoldChange": ("slatelake.maintenance.holds", "HoldChange"),
+    "lake_exists": ("slatelake.maintenance.api", "lake_exists"),
+    "LakeHealth": ("slatelake.maintenance.health_report", "LakeHealth"),
+    "LeaseLiveError": ("slatelake.errors", "LeaseLiveError"),
+    "LeaseRecord": ("slatelake.maintenance.flight", "LeaseRecord"),
+    "MaintenanceConfigError": ("slatelake.errors", "MaintenanceConfigError"),
+    "MaintenanceOptions": ("slatelake.maintenance.options", "MaintenanceOptions"),
+    "MEMORY_LIMIT_ENV": ("slatelake.ducklake.extensions", "MEMORY_LIMIT_ENV"),
+    "MergeIncompleteError": ("slatelake.errors", "MergeIncompleteError"),
+    "OPERATIONS": ("slatelake.maintenance.scope", "OPERATIONS"),
+    "Page": ("slatelake.maintenance.history", "Page"),
+    "parse_bool": ("slatelake.maintenance.option_values", "parse_bool"),
+    "parse_duration": ("slatelake.durations", "parse_duration"),
+    "PARTIAL": ("slatelake.maintenance.report", "PARTIAL"),
+    "pass_lease": ("slatelake.maintenance.api", "pass_lease"),
+    "PassReport": ("slatelake.maintenance.report", "PassReport"),
+    "policies": ("slatelake.maintenance.api", "policies"),
+    "Policy": ("slatelake.maintenance.policy", "Policy"),
+    "POLICY_FIELDS": ("slatelake.maintenance.policy", "FIELDS"),
+    "PolicyRow": ("slatelake.maintenance.policy", "PolicyRow"),
+    "PolicyView": ("slatelake.maintenance.api", "PolicyView"),
+    "PREFIX": ("slatelake.maintenance.options", "PREFIX"),
+    "protect": ("slatelake.maintenance.api", "protect"),
+    "RAN": ("slatelake.maintenance.report", "RAN"),
+    "release_borrowed": ("slatelake.maintenance.borrowed", "release_borrowed"),
+    "retention_holds": ("slatelake.maintenance.api", "retention_holds"),
+    "run": ("slatelake.maintenance.api", "run"),
+    "run_scope": ("slatelake.maintenance.scope", "run_scope"),
+    "run_threshold": ("slatelake.maintenance.api", "run_threshold"),
+    "runs": ("slatelake.maintenance.api", "runs"),
+    "RunScope": ("slatelake.maintenance.scope", "RunScope"),
+    "set_policy": ("slatelake.maintenance.api", "set_policy"),
+    "show_input": ("slatelake.store.location", "show_input"),
+    "SKIPPED": ("slatelake.maintenance.report", "SKIPPED"),
+    "status": ("slatelake.maintenance.api", "status"),
+    "StatusWindow": ("slatelake.maintenance.report", "StatusWindow"),
+    "StepReport": ("slatelake.maintenance.report", "StepReport"),
+    "store_deadline": ("slatelake.store.db", "deadline"),
+    "StoreCensus": ("slatelake.store.census", "StoreCensus"),
+    "Subspace": ("slatelake.store.keys", "Subspace"),
+    "SUCCEEDED": ("slatelake.maintenance.report", "SUCCEEDED"),
+    "TableHealth": ("slatelake.maintenance.health_report", "TableHealth"),
+    "ThresholdReport": ("slatelake.maintenance.threshold", "ThresholdReport"),
+    "TRIGGERS": ("slatelake.maintenance.api", "TRIGGERS"),
+    "unprotect": ("slatelake.maintenance.api", "unprotect"),
+    "unset_policy": ("slatelake.maintenance.api", "unset_policy"),
+    "value_text": ("slatelake.maintenance.option_values", "value_text"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    found = _LAZY.get(name)
+    if found is None:
+        raise AttributeError(f"module 'slatelake.maintenance' has no attribute {name!r}")
+    value = getattr(importlib.import_module(found[0]), found[1])
+    globals()[name] = value
+    return value
+
+
+__all__ = sorted([*_LAZY, "SUBSPACES"])

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -29,12 +30,12 @@ from slatelake.maintenance import report as rpt
 from slatelake.maintenance.flight import BreakResult, LeaseRecord, PassLease
 from slatelake.maintenance.history import AuditEntry, Page
 from slatelake.maintenance.holds import HoldChange
-from slatelake.maintenance.options import MaintenanceOptions, bind
+from slatelake.maintenance.options import MaintenanceOptions
 from slatelake.maintenance.policy import Policy, PolicyRow
 from slatelake.maintenance.progress import Sink
 from slatelake.maintenance.report import PassReport, StatusWindow
+from slatelake.maintenance.request import PassRequest, Trigger
 from slatelake.maintenance.runner import run_pass
-from slatelake.maintenance.scope import run_scope
 from slatelake.maintenance.threshold import ThresholdReport
 from slatelake.store import merge
 from slatelake.store.census import CensusRequest, StoreCensus, store_census
@@ -43,7 +44,7 @@ from slatelake.store.location import LakeLocation, Located, location_of
 from slatelake.store.merge import CompactStoreReport, CompactStoreRequest
 
 log = logging.getLogger("slatelake.maintenance")
-TRIGGERS = ("manual", "scheduled", "threshold")
+TRIGGERS = tuple(t.value for t in Trigger)
 
 Target = str | LakeLocation | Located
 
@@ -64,50 +65,79 @@ def run(
     dry_run: bool = False,
     by: str | None = None,
 ) -> PassReport:
-    """Run one pass (RFC 0021) and return its report.
+    """Run one pass (RFC 0021) and return its report: ``run_request`` with a
+    ``PassRequest`` of these fields (it says what each means)."""
+    request = PassRequest(
+        options=options,
+        operations=operations,  # type: ignore[arg-type]  # text or names; the request parses
+        table=table,
+        schema=schema,
+        trigger=trigger,  # type: ignore[arg-type]  # checked by the request
+        wait_s=wait_s,
+        dry_run=dry_run,
+        by=by,
+    )
+    return run_request(
+        lake, request, data_path=data_path, deadline=deadline, stop=stop, on_progress=on_progress
+    )
+
+
+def run_request(
+    lake: str | Session,
+    request: PassRequest,
+    *,
+    data_path: str | None = None,
+    deadline: Callable[[], float] | None = None,
+    stop: threading.Event | None = None,
+    on_progress: Sink | None = None,
+) -> PassReport:
+    """Run the pass ``request`` asks for and return its report.
 
     ``lake`` is a lake URL (a session is opened for the pass and closed after;
     ``data_path`` makes an empty root a new lake) or an open session, which
-    then runs the pass itself. ``options`` are the ``MAINTENANCE_*`` settings
-    (None: the session's own, else nothing configured). ``wait_s``: how long
-    to wait for a pass already running; ``deadline`` returns the seconds left
-    to work, and at zero the pass stops between steps and tables.
-
-    ``operations`` limits the pass to some of flush, expire, merge, rewrite,
-    cleanup, orphans (a list or comma-separated text; what the options or
-    the lake's policy enable, no more), ``table`` (``[SCHEMA.]TABLE``) to one
-    table (``schema``: the table's schema, ``table`` then taken as spelled),
-    where only flush, merge and rewrite run; a scoped run skips the
-    sweeps and the store merge. ``dry_run``: return the plan (``report.plan``,
-    steps marked ``dry_run``) and write nothing; a URL is opened read-only.
-    ``by`` names who asked (the history and audit log keep it)."""
-    if trigger not in TRIGGERS:
-        raise MisconfigurationError(f"trigger {trigger!r}: expected one of {', '.join(TRIGGERS)}")
-    scope = run_scope(operations, table, schema)
-    if isinstance(options, MaintenanceOptions):
-        bound = options
-    elif options is None and isinstance(lake, Session):
-        bound = getattr(lake, "options", None) or bind({})
-    else:
-        bound = bind(options or {})
-    kwargs = {
-        "trigger": trigger,
-        "wait_s": wait_s,
-        "deadline": deadline,
+    then runs the pass itself. ``request.options`` are the ``MAINTENANCE_*``
+    settings (None: the session's own, else nothing configured).
+    ``deadline`` returns the seconds left to work (with ``request.deadline_s``
+    the sooner of the two counts); at zero the pass stops between steps and
+    tables. A scoped run (``operations``, ``table``) does only the DuckLake
+    steps asked for and skips the sweeps and the store merge. A dry run
+    returns the plan (``report.plan``, steps marked ``dry_run``) and writes
+    nothing; a URL is then opened read-only and never created."""
+    own = getattr(lake, "options", None) if isinstance(lake, Session) else None
+    bound = request.bound(own if isinstance(own, MaintenanceOptions) else None)
+    kwargs: dict[str, Any] = {
+        "trigger": str(request.trigger),
+        "wait_s": request.wait_s,
+        "deadline": _sooner(deadline, request.deadline_s),
         "stop": stop,
         "on_progress": on_progress,
-        "scope": scope,
-        "dry_run": bool(dry_run),
-        "by": by,
+        "scope": request.scope,
+        "dry_run": request.dry_run,
+        "by": request.by,
     }
     if isinstance(lake, Session):
         return run_pass(lake, bound, **kwargs)
-    if dry_run:
+    if request.dry_run:
         _require_lake(lake)  # a plan never creates a lake
         with Session(lake, read_only=True) as session:
             return run_pass(session, bound, **kwargs)
     with Session(lake, data_path=data_path) as session:
         return run_pass(session, bound, **kwargs)
+
+
+def _sooner(
+    deadline: Callable[[], float] | None, seconds: float | None
+) -> Callable[[], float] | None:
+    """The caller's deadline, or one ``seconds`` from now, whichever comes first."""
+    if seconds is None:
+        return deadline
+    ends = time.monotonic() + seconds
+
+    def left() -> float:
+        mine = ends - time.monotonic()
+        return mine if deadline is None else min(mine, deadline())
+
+    return left
 
 
 def run_threshold(

@@ -148,6 +148,8 @@ def _backup(
             location, folding.FoldRequest(image=True, compact=False), deadline=deadline
         )
         report.fold = turn
+        seq: int | None
+        head: int | None
         if turn.status == folding.SKIPPED:
             say("backup waits for the resident holder", {"until_slot": target})
             _wait_folded(location, target, deadline)

@@ -26,9 +26,10 @@ from slatelake.catalog.borrowed import (
 )
 from slatelake.catalog.lake import Lake
 from slatelake.ducklake.session import Session
-from slatelake.errors import ConflictError, MisconfigurationError, NotFoundError, retry
+from slatelake.errors import MisconfigurationError, NotFoundError
 from slatelake.log.changeset import ChangeSet
 from slatelake.maintenance import history
+from slatelake.maintenance.commit_retry import Built, commit_with_retry
 from slatelake.store.db import store_exists
 from slatelake.store.location import location_of, show_input
 
@@ -76,35 +77,31 @@ def release_borrowed(
             "release-borrowed needs either --all or the paths to release (as `slatelake "
             "release-borrowed LAKE PATH ...`), not both and not neither"
         )
-    result: list[BorrowedRelease] = []
+
+    def build(session: Session) -> Built[BorrowedRelease]:
+        current = borrowed_files(session)
+        if not current:
+            raise NotFoundError(f"{session.url} has no borrowed files; nothing to release")
+        if everything:
+            released = current.paths
+        else:
+            assert named is not None
+            wanted = list(dict.fromkeys(normalize_path(p) for p in named))
+            absent = [p for p in wanted if not current.covers(p)]
+            if absent:
+                shown = ", ".join(show_input(p) for p in absent[:AUDIT_SAMPLE])
+                raise NotFoundError(
+                    f"{len(absent)} of the paths are not borrowed by {session.url} "
+                    f"({shown}); nothing was released: give paths as the import recorded "
+                    "them (absolute local paths or s3:// URLs), or --all"
+                )
+            released = tuple(wanted)
+        kept = current.without(released)
+        change = _change(session, kept, released, by)
+        return Built(change, BorrowedRelease(session.url, tuple(released), len(kept)))
 
     with _session(lake) as session:
-
-        def build() -> ChangeSet:
-            result.clear()
-            current = borrowed_files(session)
-            if not current:
-                raise NotFoundError(f"{session.url} has no borrowed files; nothing to release")
-            if everything:
-                released = current.paths
-            else:
-                assert named is not None
-                wanted = list(dict.fromkeys(normalize_path(p) for p in named))
-                absent = [p for p in wanted if not current.covers(p)]
-                if absent:
-                    shown = ", ".join(show_input(p) for p in absent[:AUDIT_SAMPLE])
-                    raise NotFoundError(
-                        f"{len(absent)} of the paths are not borrowed by {session.url} "
-                        f"({shown}); nothing was released: give paths as the import recorded "
-                        "them (absolute local paths or s3:// URLs), or --all"
-                    )
-                released = tuple(wanted)
-            kept = current.without(released)
-            result.append(BorrowedRelease(session.url, tuple(released), len(kept)))
-            return _change(session, kept, released, by)
-
-        retry(lambda: session.commit_under_lock(build), attempts=ATTEMPTS, on=ConflictError)
-    return result[0]
+        return commit_with_retry(session, lambda: build(session), attempts=ATTEMPTS)
 
 
 def _check_path(path: object) -> str:

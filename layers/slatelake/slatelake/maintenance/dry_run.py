@@ -24,12 +24,12 @@ window counts from each call's now(), so a snapshot or file crossing it
 between the dry run and the pass makes the two differ; a point in time does
 not.
 
-``plan`` is JSON-ready: step -> {"total", "items" (the first PLAN_LIMIT),
-"truncated"} with snapshot ids (expiry, plus ``kept_by_holds``), file paths
-(cleanup, plus ``scheduled_by_expiry`` and ``scheduled_by_merge``; orphans)
-or per-table entries ({"table", "rows"}: flush; {"table", "files"}:
-rewrite; {"table", "files", "paths"}: merge), the per-table steps with their
-sum (``rows``, ``files``).
+``plan`` (a ``DryRunPlan``): step -> ``PlannedStep`` (``total``, ``items``:
+the first PLAN_LIMIT, ``truncated``, ``details``) with snapshot ids (expiry,
+plus ``kept_by_holds``), file paths (cleanup, plus ``scheduled_by_expiry``
+and ``scheduled_by_merge``; orphans) or per-table entries ({"table",
+"rows"}: flush; {"table", "files"}: rewrite; {"table", "files", "paths"}:
+merge), the per-table steps with their sum (``rows``, ``files``).
 """
 
 from __future__ import annotations
@@ -56,8 +56,9 @@ from slatelake.maintenance.health import (
     table_targets_sql,
 )
 from slatelake.maintenance.health_report import HealthPolicy, TableHealth
-from slatelake.maintenance.option_values import Instant, Interval
+from slatelake.maintenance.option_values import Instant, Interval, Value
 from slatelake.maintenance.options import StepConfig
+from slatelake.maintenance.report import DryRunPlan, PlannedStep
 from slatelake.maintenance.steps import StepOutcome, Steps, TableName
 
 PLAN_LIMIT = 1000
@@ -66,20 +67,15 @@ PLAN_LIMIT = 1000
 DUCKLAKE_REWRITE_DELETE_THRESHOLD = 0.95
 
 
-def bounded(items: list[Any], **extra: Any) -> dict[str, Any]:
-    return {
-        "total": len(items),
-        "items": items[:PLAN_LIMIT],
-        "truncated": len(items) > PLAN_LIMIT,
-        **extra,
-    }
+def bounded(items: list[Any], **extra: Any) -> PlannedStep:
+    return PlannedStep(len(items), items[:PLAN_LIMIT], len(items) > PLAN_LIMIT, extra)
 
 
 class Planner:
     """Plans each step of a dry run into ``plan``, in the pass's order (what
     expiry would expire is what cleanup's prediction needs)."""
 
-    def __init__(self, session: Session, steps: Steps, plan: dict[str, Any]) -> None:
+    def __init__(self, session: Session, steps: Steps, plan: DryRunPlan) -> None:
         self.session = session
         self.steps = steps
         self.plan = plan
@@ -112,7 +108,7 @@ class Planner:
     def flush(self, cfg: StepConfig) -> StepOutcome:
         figures = self._figures(cfg)
         kept = flush_rounding.rounded_by_flush(self.session, self.steps.only)
-        items = [
+        items: list[dict[str, Any]] = [
             {"table": _name(t), "rows": figures[t].inlined_rows}
             for t in self.steps.tables_for("flush_inlined_data", set())
             if t in figures and figures[t].inlined_rows > 0 and t not in kept
@@ -133,21 +129,21 @@ class Planner:
             by_table: dict[str, list[str]] = {}
             for table, path in self.merging:
                 by_table.setdefault(table, []).append(path)
-            items = [
+            merged = [
                 {"table": t, "files": len(paths), "paths": paths[:PLAN_LIMIT]}
                 for t, paths in by_table.items()
             ]
             files = len(self.merging)
-            self.plan[step] = bounded(items, files=files)
-            return _dry(f"would merge {files} files in {len(items)} tables")
+            self.plan[step] = bounded(merged, files=files)
+            return _dry(f"would merge {files} files in {len(merged)} tables")
         own = self.steps.per_table.get(step) or {}
-        items = []
-        for table in self.steps.tables_for(step, set()):
-            figures = self._figures(own.get(table, cfg))
-            found = figures[table].rewrite_files if table in figures else 0
+        items: list[dict[str, int | str]] = []
+        for name in self.steps.tables_for(step, set()):
+            figures = self._figures(own.get(name, cfg))
+            found = figures[name].rewrite_files if name in figures else 0
             if found:
-                items.append({"table": _name(table), "files": found})
-        files = sum(i["files"] for i in items)
+                items.append({"table": _name(name), "files": found})
+        files = sum(int(i["files"]) for i in items)
         self.plan[step] = bounded(items, files=files)
         return _dry(f"would rewrite {files} files in {len(items)} tables")
 
@@ -207,8 +203,8 @@ class Planner:
         size = cfg.params.get("max_file_size")
         share = cfg.params.get("delete_threshold")
         key = (
-            None if size is None else int(size),
-            float(share) if share is not None else self._lake_threshold(),
+            None if size is None else int(_number(size)),
+            _number(share) if share is not None else self._lake_threshold(),
         )
         if key not in self._health:
             policy = HealthPolicy(target_file_size=key[0], rewrite_delete_threshold=key[1])
@@ -345,3 +341,10 @@ def _name(table: TableName) -> str:
 
 def _dry(detail: str) -> StepOutcome:
     return StepOutcome(f"{detail} (dry run)", dry_run=True)
+
+
+def _number(value: Value) -> float:
+    """A bound size or share (options bind them as numbers)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"expected a number, not {value!r}")
+    return float(value)

@@ -64,14 +64,14 @@ def rounded_by_flush(session: Session, only: TableName | None = None) -> set[Tab
         ).fetchall()
         out: set[TableName] = set()
         for table_id, schema, table in named:
-            name = (str(schema), str(table))
-            if only is not None and name != only:
+            found = (str(schema), str(table))
+            if only is not None and found != only:
                 continue
             if any(
                 con.execute(f"SELECT 1 FROM {ident(META_DB)}.{ident(n)} LIMIT 1").fetchone()
                 for n in inline[int(table_id)]
             ):
-                out.add(name)
+                out.add(found)
         return out
     finally:
         con.close()

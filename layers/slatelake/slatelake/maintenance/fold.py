@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,8 +26,9 @@ from slatelake.log.leases import DEFAULT_MARGIN_S
 from slatelake.maintenance import backlog as backlogs
 from slatelake.maintenance.flight import LeaseRecord
 from slatelake.maintenance.holder import HolderLease, ImageCadence, folded_of, take_holder
+from slatelake.maintenance.option_values import parse_bool
 from slatelake.store.db import compactor_poll_interval_s, store_exists
-from slatelake.store.location import LakeLocation, Located, location_of
+from slatelake.store.location import LakeLocation, Located, location_of, show_input
 from slatelake.store.merge import FAILED, merges_in_flight, outcomes_of
 
 log = logging.getLogger("slatelake.fold")
@@ -56,6 +57,26 @@ class FoldRequest:
     every_slots: int = DEFAULT_EVERY_SLOTS
     max_age_s: float = DEFAULT_MAX_AGE_S
     grace_s: float = DEFAULT_GRACE_S
+
+    @classmethod
+    def from_mapping(cls, doc: Mapping[str, object], **defaults: Any) -> FoldRequest:
+        """``image`` (true, false, or absent: the cadence decides) and
+        ``compact`` from outside input; ``defaults`` the caller's cadence."""
+        if not isinstance(doc, Mapping):
+            raise MisconfigurationError(f"a fold is a JSON object, not {type(doc).__name__}")
+        unknown = sorted(str(k) for k in doc if k not in ("image", "compact"))
+        if unknown:
+            raise MisconfigurationError(
+                f"unknown option(s) {', '.join(map(show_input, unknown))} for a fold; it takes "
+                "image, compact"
+            )
+        image = doc.get("image")
+        compact = doc.get("compact")
+        return cls(
+            image=None if image is None else parse_bool("image", image),
+            compact=True if compact is None else parse_bool("compact", compact),
+            **defaults,
+        )
 
     def __post_init__(self) -> None:
         if self.every_slots < 0 or self.max_age_s < 0 or self.grace_s < 0 or self.margin_s < 0:

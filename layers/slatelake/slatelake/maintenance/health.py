@@ -431,6 +431,7 @@ def _lake(
     """
     cutoff = epoch - policy.retention
     row = run(con, sql, [holds, cutoff, cutoff, epoch - policy.cleanup_grace]).fetchone()
+    assert row is not None  # an aggregate has one row
     head, snaps, oldest, *counts = row
     return (
         None if head is None else int(head),

@@ -31,10 +31,11 @@ from slatelake.catalog.holds import (
 )
 from slatelake.catalog.lake import Lake
 from slatelake.ducklake.session import Session
-from slatelake.errors import ConflictError, MisconfigurationError, NotFoundError, retry
+from slatelake.errors import MisconfigurationError, NotFoundError
 from slatelake.log.changeset import ChangeSet
 from slatelake.maintenance import history
 from slatelake.maintenance.catalog_files import files_at
+from slatelake.maintenance.commit_retry import Built, commit_with_retry
 from slatelake.store.location import show_input
 
 ATTEMPTS = 3  # head-preserving records landing beside it (status, sweep) can race the slot
@@ -96,15 +97,12 @@ def protect(
     never made); MisconfigurationError when ``name`` holds another snapshot."""
     snapshot = check_snapshot_id(snapshot_id)
     label, text = check_name(name), check_note(note)
-    result: list[HoldChange] = []
 
-    def build() -> ChangeSet | None:
-        result.clear()
+    def build() -> Built[HoldChange]:
         current = holds(session)
         same = next((h for h in current if h.name == label), None)
         if same is not None and same.snapshot_id == snapshot:
-            result.append(HoldChange(same, changed=False))
-            return None
+            return Built(None, HoldChange(same, changed=False))
         if same is not None:
             raise MisconfigurationError(
                 f"a retention hold named {show_input(label)} already protects snapshot "
@@ -116,24 +114,21 @@ def protect(
                 "made yet); the lake's snapshots() table function lists those there are"
             )
         hold = Hold(label, snapshot, text, time.time_ns() // 1000, by)
-        result.append(HoldChange(hold, changed=True))
         files = held_files(session)
         with session.con.cursor() as con:
             files[label] = files_at(con, snapshot)
-        return _change([*current, hold], files, session, "hold.protect", by, hold)
+        change = _change([*current, hold], files, session, "hold.protect", by, hold)
+        return Built(change, HoldChange(hold, changed=True))
 
-    retry(lambda: session.commit_under_lock(build), attempts=ATTEMPTS, on=ConflictError)
-    return result[0]
+    return commit_with_retry(session, build, attempts=ATTEMPTS)
 
 
 def unprotect(session: Session, name: object, by: str | None = None) -> HoldChange:
     """Remove the hold ``name``; NotFoundError naming the holds there are
     when there is none by that name."""
     label = check_name(name)
-    result: list[HoldChange] = []
 
-    def build() -> ChangeSet:
-        result.clear()
+    def build() -> Built[HoldChange]:
         current = holds(session)
         gone = next((h for h in current if h.name == label), None)
         if gone is None:
@@ -142,13 +137,12 @@ def unprotect(session: Session, name: object, by: str | None = None) -> HoldChan
                 f"no retention hold named {show_input(label)} on {session.url} "
                 f"(holds: {names}); list them with slatelake protected LAKE"
             )
-        result.append(HoldChange(gone, changed=True))
         kept = [h for h in current if h.name != label]
         files = {k: v for k, v in held_files(session).items() if k != label}
-        return _change(kept, files, session, "hold.unprotect", by, gone)
+        change = _change(kept, files, session, "hold.unprotect", by, gone)
+        return Built(change, HoldChange(gone, changed=True))
 
-    retry(lambda: session.commit_under_lock(build), attempts=ATTEMPTS, on=ConflictError)
-    return result[0]
+    return commit_with_retry(session, build, attempts=ATTEMPTS)
 
 
 def _change(

@@ -15,15 +15,15 @@ import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import duckdb
-
-from slatelake.ducklake.sql import run
 from slatelake.durations import format_duration, parse_duration
 from slatelake.errors import MaintenanceConfigError, MisconfigurationError
 from slatelake.store.keys import Subspace
 from slatelake.store.location import show_input
+
+if TYPE_CHECKING:
+    import duckdb
 
 # Whitespace trimmed around a value (and, in ``options``, around an option's name).
 WS = " \t\r\n"
@@ -208,13 +208,18 @@ class Casts:
         self._con: duckdb.DuckDBPyConnection | None = None
 
     def older_than(self, option: str, value: object) -> Interval | Instant:
+        # DuckDB only here: parsing the other values (and a request) needs none
+        import duckdb
+
+        from slatelake.ducklake.sql import run
+
         if self._con is None:
             self._con = duckdb.connect(
                 config={"autoinstall_known_extensions": False, "autoload_known_extensions": False}
             )
             self._con.execute("SET TimeZone = 'UTC'")
         text = value_text(option, value).strip(WS)
-        interval, seconds, instant, finite, epoch_s = run(
+        row = run(
             self._con,
             "SELECT CAST(TRY_CAST(? AS INTERVAL) AS VARCHAR), epoch(TRY_CAST(? AS INTERVAL)), "
             "CAST(TRY_CAST(? AS TIMESTAMPTZ) AS VARCHAR), isfinite(TRY_CAST(? AS TIMESTAMPTZ)), "
@@ -222,6 +227,8 @@ class Casts:
             "THEN epoch(TRY_CAST(? AS TIMESTAMPTZ)) END",
             [text] * 6,
         ).fetchone()
+        assert row is not None  # a SELECT of constants has one row
+        interval, seconds, instant, finite, epoch_s = row
         if interval is not None:
             if not 0 <= seconds <= MAX_WINDOW_S:
                 raise _bad(option, value, "a window must be zero or more and at most 100 years")

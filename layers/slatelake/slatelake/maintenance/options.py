@@ -38,7 +38,6 @@ never refused for it.
 
 from __future__ import annotations
 
-import math
 import re
 import time
 from collections.abc import Callable, Mapping
@@ -304,16 +303,17 @@ def parse_options(
     if not own.get(ORPHAN_OVERRIDE, False):
         check_orphan_age(steps["delete_orphaned_files"].params, time.time())
     merge = steps["merge_adjacent_files"].params
-    if merge.get("min_file_size", -1) >= merge.get("max_file_size", math.inf):
+    low, high = merge.get("min_file_size"), merge.get("max_file_size")
+    if isinstance(low, int | float) and isinstance(high, int | float) and low >= high:
         name = f"{PREFIX}MERGE_ADJACENT_FILES"
         raise MaintenanceConfigError(
             f"{name}_MIN_FILE_SIZE={merge['min_file_size']} must be below "
             f"{name}_MAX_FILE_SIZE={merge['max_file_size']}"
         )
-    given = [PREFIX + d for d in ("COMPACT_STORE_SUBSPACE", "COMPACT_STORE_TIMEOUT") if d in own]
-    if own.get("COMPACT_STORE") is False and given:
+    stray = [PREFIX + d for d in ("COMPACT_STORE_SUBSPACE", "COMPACT_STORE_TIMEOUT") if d in own]
+    if own.get("COMPACT_STORE") is False and stray:
         raise MaintenanceConfigError(
-            f"{PREFIX}COMPACT_STORE is false but its parameter {', '.join(given)} is given; "
+            f"{PREFIX}COMPACT_STORE is false but its parameter {', '.join(stray)} is given; "
             "drop the parameter or enable the step"
         )
     sweeps = {name: own.get(name, own.get("SWEEP_INDEXES", True)) for name in SWEEPS}

@@ -34,15 +34,14 @@ from typing import Any
 from slatelake.ducklake.session import Session
 from slatelake.durations import format_duration, parse_duration
 from slatelake.errors import (
-    ConflictError,
     CorruptionError,
     MaintenanceConfigError,
     MisconfigurationError,
     NotFoundError,
-    retry,
 )
 from slatelake.log.changeset import ChangeSet
 from slatelake.maintenance import history
+from slatelake.maintenance.commit_retry import Built, commit_with_retry
 from slatelake.maintenance.options import ORPHAN_AGE_FLOOR_S, orphan_floor_refusal
 from slatelake.maintenance.policy_keys import LiveNames, live_names
 from slatelake.store import values
@@ -354,7 +353,7 @@ def resolve(
     row over lake row over the defaults, field by field. The lake's
     ``enabled`` gates every scope: a table enabled in a disabled lake is off."""
     by_scope = {(r.scope.kind, r.scope.schema, r.scope.table): r for r in rows}
-    chain = [(LAKE, None, None)]
+    chain: list[tuple[str, str | None, str | None]] = [(LAKE, None, None)]
     if schema is not None:
         chain.insert(0, (SCHEMA, schema, None))
         if table is not None:
@@ -419,10 +418,7 @@ def _change(
     by: str | None,
     require_row: bool,
 ) -> PolicyRow:
-    result: list[PolicyRow] = []
-
-    def build() -> ChangeSet | None:
-        result.clear()
+    def build() -> Built[PolicyRow]:
         live = live_names(session)
         # every row bound to the ids live now: a row written by name gets its
         # id here (migrate on write), a row whose object is gone is dropped
@@ -438,7 +434,6 @@ def _change(
             )
         fields = edit(dict(old.fields) if old else {})
         row = PolicyRow(bound, fields, time.time_ns() // 1000, by)
-        result.append(row)
         kept = [r for r in rows if r.scope.key != bound.key] + ([row] if fields else [])
         if touches_floor(old.fields if old else {}, fields):
             check_floor(kept)
@@ -449,16 +444,16 @@ def _change(
             by,
             what,
         )
-        return ChangeSet(
+        change = ChangeSet(
             base=session.state.head,
             puts=((POLICY_KEY, encode_rows(kept)), *puts),
             deletes=tuple(deletes),
             tables=(POLICY_LABEL, "sys/audit_log"),
             changes_made=f"maintenance_policy: {bound.label}",
         )
+        return Built(change, row)
 
-    retry(lambda: session.commit_under_lock(build), attempts=ATTEMPTS, on=ConflictError)
-    return result[0]
+    return commit_with_retry(session, build, attempts=ATTEMPTS)
 
 
 _FLOOR_FIELDS = ("orphan_min_age", "orphan_age_floor_override")

@@ -25,7 +25,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from slatelake.maintenance.options import (
@@ -69,11 +69,18 @@ class Plan:
     policy: Policy | None = None
 
 
-def _interval(seconds: float) -> str:
-    return f"{round(float(seconds) * 1_000_000)} microseconds"
+def _interval(seconds: object) -> str:
+    return f"{round(_number(seconds) * 1_000_000)} microseconds"
 
 
-def policy_options(values: dict[str, object]) -> dict[str, str]:
+def _number(value: object) -> float:
+    """A policy field parsed as a number (``policy.parse_fields`` made it one)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"expected a number, not {value!r}")
+    return float(value)
+
+
+def policy_options(values: Mapping[str, object]) -> dict[str, str]:
     """A resolved policy as ``MAINTENANCE_*`` options."""
     step = {s: PREFIX + s.upper() for s in PER_TABLE_STEPS}
     raw = {
@@ -89,7 +96,7 @@ def policy_options(values: dict[str, object]) -> dict[str, str]:
         if values["target_file_size"] != AUTO:
             raw[f"{step['merge_adjacent_files']}_MAX_FILE_SIZE"] = str(values["target_file_size"])
         raw[f"{step['rewrite_data_files']}_DELETE_THRESHOLD"] = repr(
-            float(values["rewrite_delete_threshold"])
+            _number(values["rewrite_delete_threshold"])
         )
     else:
         raw[step["merge_adjacent_files"]] = "false"
@@ -122,7 +129,7 @@ class _Binder:
         self.given = given
         self._seen: dict[tuple[tuple[str, object], ...], MaintenanceOptions] = {}
 
-    def __call__(self, values: dict[str, object]) -> MaintenanceOptions:
+    def __call__(self, values: Mapping[str, object]) -> MaintenanceOptions:
         key = tuple(sorted(values.items()))
         if key not in self._seen:
             self._seen[key] = overlay(bind(policy_options(values)), self.given)

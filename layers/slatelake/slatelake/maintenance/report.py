@@ -22,6 +22,7 @@ import logging
 import time
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from slatelake.errors import CorruptionError
@@ -30,18 +31,72 @@ from slatelake.store.keys import Subspace, encode_key
 
 log = logging.getLogger("slatelake.maintenance")
 
-RAN, SKIPPED, FAILED = "ran", "skipped", "failed"
-# A pass as a whole (PassReport.status)
-SUCCEEDED, PARTIAL, FAILED_PASS = "succeeded", "partial", "failed"
+
+class StepStatus(StrEnum):
+    """What became of one step."""
+
+    RAN = "ran"
+    SKIPPED = "skipped"
+    FAILED = "failed"
+
+
+class PassStatus(StrEnum):
+    """A pass as a whole (``PassReport.status``)."""
+
+    SUCCEEDED = "succeeded"
+    PARTIAL = "partial"
+    FAILED = "failed"
+
+
+RAN, SKIPPED, FAILED = StepStatus.RAN, StepStatus.SKIPPED, StepStatus.FAILED
+SUCCEEDED, PARTIAL, FAILED_PASS = PassStatus.SUCCEEDED, PassStatus.PARTIAL, PassStatus.FAILED
 WINDOW = 16
 STATUS_KEY = encode_key(Subspace.SYS, 0x04)
 _STATUS_KIND = 0x04
 
 
 @dataclass
+class PlannedStep:
+    """What a dry run found one step would do: ``total`` entries, the first
+    ones in ``items`` (snapshot ids, file paths, or per-table shares),
+    ``truncated`` when more were found than kept, and ``details``: the
+    step's own sums and notes (``rows``, ``files``, ``spared``,
+    ``kept_by_holds``, ``scheduled_by_expiry``, ...)."""
+
+    total: int
+    items: list[Any]
+    truncated: bool = False
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "total": self.total,
+            "items": self.items,
+            "truncated": self.truncated,
+            **self.details,
+        }
+
+    @classmethod
+    def from_dict(cls, doc: dict[str, Any]) -> PlannedStep:
+        details = {k: v for k, v in doc.items() if k not in ("total", "items", "truncated")}
+        return cls(int(doc["total"]), list(doc["items"]), bool(doc.get("truncated")), details)
+
+
+class DryRunPlan(dict[str, PlannedStep]):
+    """A dry run's plan: step name -> PlannedStep, in the pass's order."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {step: planned.to_dict() for step, planned in self.items()}
+
+    @classmethod
+    def from_dict(cls, doc: dict[str, Any]) -> DryRunPlan:
+        return cls({step: PlannedStep.from_dict(found) for step, found in doc.items()})
+
+
+@dataclass
 class StepReport:
     step: str
-    status: str
+    status: StepStatus
     detail: str
     # What the step reclaimed or did, by name (e.g. index_entries_reclaimed);
     # the Lambda emits each as a metric.
@@ -74,9 +129,9 @@ class PassReport:
     # names, None: all) and the one table it worked on (None: the lake).
     operations: list[str] | None = None
     table: str | None = None
-    # A dry run's plan, step -> {"total", "items", "truncated", ...} (None:
-    # the pass ran; maintenance/dry_run.py says what each step lists).
-    plan: dict[str, Any] | None = None
+    # A dry run's plan (None: the pass ran; maintenance/dry_run.py says
+    # what each step lists).
+    plan: DryRunPlan | None = None
     # Who asked (the OS user, the Lambda's request id), and the id the run
     # history keeps it under (set when recorded).
     by: str | None = None
@@ -95,7 +150,7 @@ class PassReport:
         counts: dict[str, int] | None = None,
         dry_run: bool = False,
     ) -> StepReport:
-        report = StepReport(step, status, detail, dict(counts or {}), dry_run=dry_run)
+        report = StepReport(step, StepStatus(status), detail, dict(counts or {}), dry_run=dry_run)
         self.steps.append(report)
         return report
 
@@ -108,7 +163,7 @@ class PassReport:
         return self.lease_lost is not None or any(s.status == FAILED for s in self.steps)
 
     @property
-    def status(self) -> str:
+    def status(self) -> PassStatus:
         """``failed`` (a step failed or the lease was lost), ``partial`` (the
         fail-safe skipped deletion, or work is left for the next pass), else
         ``succeeded``."""
@@ -119,7 +174,14 @@ class PassReport:
         return SUCCEEDED
 
     def to_dict(self) -> dict[str, Any]:
-        return {"status": self.status, **asdict(self)}
+        """JSON-ready: what the CLI's ``--json`` prints, the Lambda answers and
+        the status window keeps."""
+        doc = asdict(self)
+        doc["plan"] = None if self.plan is None else self.plan.to_dict()
+        doc["trigger"] = str(self.trigger)
+        for step in doc["steps"]:
+            step["status"] = str(step["status"])
+        return {"status": str(self.status), **doc}
 
     @classmethod
     def from_dict(cls, doc: dict[str, Any]) -> PassReport:
@@ -136,7 +198,7 @@ class PassReport:
             policy=doc.get("policy"),
             operations=None if doc.get("operations") is None else list(doc["operations"]),
             table=doc.get("table"),
-            plan=doc.get("plan"),
+            plan=None if doc.get("plan") is None else DryRunPlan.from_dict(doc["plan"]),
             by=doc.get("by"),
             run_id=doc.get("run_id"),
             catalog_bytes_reclaimed=doc.get("catalog_bytes_reclaimed"),
@@ -144,7 +206,7 @@ class PassReport:
             steps=[
                 StepReport(
                     s["step"],
-                    s["status"],
+                    StepStatus(s["status"]),
                     s["detail"],
                     dict(s.get("counts") or {}),
                     float(s.get("seconds") or 0.0),

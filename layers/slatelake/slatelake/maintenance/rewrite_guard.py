@@ -173,7 +173,9 @@ class RewriteGuard:
             return steps.call(self.step, cols, args, scope=table)
         sql = steps.statement(self.step, cols, args, table)
         for _ in range(self.ATTEMPTS):
-            result, reason = steps.session.maintain_unless(sql, lambda: self._unflushed(table))
+            result, reason = steps.session.run_maintenance_unless(
+                sql, lambda: self._unflushed(table)
+            )
             if reason is None:
                 return result.fetchall() if result is not None else []
             if table is not None and not self._may_flush(table):

@@ -46,11 +46,11 @@ from slatelake.errors import (
     ReadOnlyError,
     SlatelakeError,
     StepFailed,
-    retry,
 )
 from slatelake.log.changeset import ChangeSet
 from slatelake.maintenance import history, holds
 from slatelake.maintenance import report as rpt
+from slatelake.maintenance.commit_retry import Built, commit_with_retry
 from slatelake.maintenance.dry_run import Planner
 from slatelake.maintenance.flight import PassLease, process_lock
 from slatelake.maintenance.options import DUCKLAKE_STEPS, STEPS, MaintenanceOptions
@@ -191,7 +191,7 @@ class _Pass:
             trigger=trigger,
             operations=None if scope.operations is None else list(scope.operations),
             table=scope.table_name,
-            plan=None if lease is not None else {},
+            plan=None if lease is not None else rpt.DryRunPlan(),
             by=by,
         )
         self.steps = Steps(session, stop, self.progress, self._out_of_time)
@@ -395,9 +395,7 @@ def record_pass(session: Session, report: PassReport) -> None:
     decode is rewritten from what could be read. A failure is logged and
     never changes the pass outcome."""
 
-    def append() -> None:  # on a fresh view each attempt
-        session.refresh()
-
+    def build() -> Built[None]:  # on a fresh view each attempt
         def read(key: bytes) -> bytes | None:
             return session.lake.read_sys(session.state, key)
 
@@ -424,14 +422,15 @@ def record_pass(session: Session, report: PassReport) -> None:
             tables=("sys/maintenance_status", "sys/run_history"),
             changes_made="maintenance_status",
         )
-        try:
-            session.commit_change_set(cs)
-        except OperationLimitError as exc:  # a tiny change-set cap: the window comes first
+
+        def window_alone(exc: OperationLimitError) -> ChangeSet:  # a tiny change-set cap
             log.warning("run history not recorded (%s); recording the status window alone", exc)
-            session.commit_change_set(replace(cs, puts=(status,), deletes=()))
+            return replace(cs, puts=(status,), deletes=())
+
+        return Built(cs, None, over_limit=window_alone)
 
     try:
-        retry(append, attempts=STATUS_ATTEMPTS, on=ConflictError)
+        commit_with_retry(session, build, attempts=STATUS_ATTEMPTS, under_lock=False)
     except ConflictError:
         log.warning("maintenance status not recorded after %d conflicts", STATUS_ATTEMPTS)
     except Exception as exc:

@@ -22,6 +22,7 @@ import logging
 import threading
 from collections.abc import Callable
 
+from slatelake.ducklake.session import Session
 from slatelake.maintenance.flight import AlreadyRunningError
 from slatelake.maintenance.options import MaintenanceOptions
 from slatelake.maintenance.report import PassReport
@@ -35,7 +36,7 @@ EXIT_JOIN_S = 120.0
 class Scheduler:
     def __init__(
         self,
-        open_session: Callable[[], object],
+        open_session: Callable[[], Session],
         options: MaintenanceOptions,
         on_pass: Callable[[PassReport], None] | None = None,
     ) -> None:
@@ -69,7 +70,7 @@ class Scheduler:
             )
 
     def _loop(self) -> None:
-        session = None
+        session: Session | None = None
         try:
             while not self.stop_event.wait(self.options.interval_s):
                 try:
@@ -90,7 +91,7 @@ class Scheduler:
                     self.on_pass(report)
         finally:
             if session is not None:
-                session.close()  # type: ignore[attr-defined]
+                session.close()
 
     def stop(self, timeout: float | None = None) -> None:
         """Stop ticking; a pass in flight finishes (at a safe point) first."""

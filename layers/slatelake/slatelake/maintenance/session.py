@@ -1,5 +1,11 @@
 """A session that carries its maintenance options, validated when it connects.
 
+``LakeSession`` is what ``slatelake.connect`` returns: it owns a
+``ducklake.session.Session`` (``.session``) and adds the maintenance options,
+the scheduler and ``maintenance()``; everything else a session answers is
+the owned session's, read through by name (``_Owned``), so it is usable
+wherever a session is (the maintenance code, the CLI, the Lambda).
+
 Configuration lives at connect (the RFC's attach): a misconfigured session
 fails before it exists, and ``maintenance()`` takes no parameters. A pass
 never runs on the caller's connection: ``maintenance()`` refuses inside the
@@ -19,8 +25,11 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from abc import ABCMeta
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from datetime import datetime
+from typing import Any
 
 import duckdb
 
@@ -42,7 +51,68 @@ log = logging.getLogger("slatelake.maintenance")
 MANUAL_WAIT_S = 60.0
 
 
-class MaintainedSession(Session):
+class _Owned:
+    """An attribute of the owned ``Session``, read and set through by name.
+    A method comes back bound to the owned session, so the caller calls it
+    directly: ``sql`` then finds the caller's Python names one frame up, as
+    DuckDB's replacement scans need. On the class, the session's own
+    attribute (its docstring, for ``help``)."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, obj: LakeSession | None, objtype: type | None = None) -> Any:
+        if obj is None:
+            return getattr(Session, self.name)
+        return getattr(obj.session, self.name)
+
+    def __set__(self, obj: LakeSession, value: Any) -> None:
+        setattr(obj.session, self.name, value)
+
+
+class LakeSession:
+    """A session on a lake with its maintenance options (``slatelake.connect``)."""
+
+    # what a session is and says, the owned session's
+    url = _Owned()
+    alias = _Owned()
+    read_only = _Owned()
+    data_path = _Owned()
+    lake = _Owned()
+    con = _Owned()
+    state = _Owned()
+    capture = _Owned()
+    log = _Owned()
+    verify = _Owned()
+    metadata_writes = _Owned()
+    in_transaction = _Owned()
+    commit_lock = _Owned()
+    # statements (bound to the owned session: see ``_Owned``)
+    refresh = _Owned()
+    last_seq = _Owned()
+    rewound = _Owned()
+    sql = _Owned()
+    execute = _Owned()
+    executemany = _Owned()
+    register = _Owned()
+    unregister = _Owned()
+    watch_requests = _Owned()
+    # commits and the catalog, for the maintenance steps and retention holds
+    commit_change_set = _Owned()
+    commit_under_lock = _Owned()
+    run_maintenance_unless = _Owned()
+    catalog_changed = _Owned()
+    snapshots_present = _Owned()
+    catalog_has = _Owned()
+    live_tables = _Owned()
+    catalog_file_bytes = _Owned()
+    held_files_scheduled = _Owned()
+    # equality indexes
+    create_index = _Owned()
+    drop_index = _Owned()
+    list_indexes = _Owned()
+    lookup = _Owned()
+
     def __init__(
         self,
         lake_url: str,
@@ -60,7 +130,7 @@ class MaintainedSession(Session):
         # Options given are bound before the lake is opened (or created), so a
         # refused option leaves nothing behind; none given bind on our own DuckDB.
         bound = bind(self._raw_options) if self._raw_options else None
-        super().__init__(
+        self.session = Session(
             lake_url,
             data_path=data_path,
             read_only=read_only,
@@ -76,13 +146,56 @@ class MaintainedSession(Session):
             )
             self.options: MaintenanceOptions = bound or parse_options(self._raw_options, signatures)
         except BaseException:
-            super().close()
+            self.session.close()
             raise
         # the database's global settings now: a pass shares them only while unchanged
         self._settings = None if connection is not None else global_settings(self.con)
         if self.options.interval_s is not None and not read_only:
             self.scheduler = Scheduler(self._pass_session, self.options, on_pass).start()
 
+    # -- what returns the session returns this one ---------------------------
+    def begin(self) -> LakeSession:
+        """``BEGIN``, as DuckDB's ``begin``."""
+        self.session.begin()
+        return self
+
+    def commit(self) -> LakeSession:
+        """``COMMIT``, as DuckDB's ``commit``: under the lake's commit lock
+        (nothing to do outside a transaction, as in DuckDB)."""
+        self.session.commit()
+        return self
+
+    def rollback(self) -> LakeSession:
+        self.session.rollback()
+        return self
+
+    @contextmanager
+    def transaction(self) -> Iterator[LakeSession]:
+        """Group statements into one DuckLake transaction and one change set."""
+        with self.session.transaction():
+            yield self
+
+    @contextmanager
+    def writing_metadata(self) -> Iterator[LakeSession]:
+        """Let the block's statements write the session's own metadata
+        databases (maintenance's own bookkeeping; tests of capture)."""
+        with self.session.writing_metadata():
+            yield self
+
+    @contextmanager
+    def on_connection_of_its_own(self) -> Iterator[LakeSession]:
+        """Run the block's statements on a new DuckDB connection to this
+        session's database (``Session.on_connection_of_its_own``)."""
+        with self.session.on_connection_of_its_own():
+            yield self
+
+    def __enter__(self) -> LakeSession:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- maintenance ---------------------------------------------------------
     def _pass_session(self) -> Session:
         """A session of the pass's own (its own DuckDB connection and lake
         handle) on this lake; the options stay this session's."""
@@ -109,7 +222,7 @@ class MaintainedSession(Session):
         if self.scheduler is not None:
             self.scheduler.stop()
             self.scheduler = None
-        super().close()
+        self.session.close()
 
     def maintenance(
         self, wait_s: float = MANUAL_WAIT_S, stop: threading.Event | None = None
@@ -117,10 +230,12 @@ class MaintainedSession(Session):
         """Run one pass now (the on-demand trigger) on a connection of its own
         and return its report; this session then sees what the pass did.
         Refused inside an explicit transaction."""
-        refuse_unless_autocommit(self)
+        refuse_unless_autocommit(self.session)
         if self._settings_kept():
             with self.on_connection_of_its_own():
-                report = api.run(self, self.options, trigger="manual", wait_s=wait_s, stop=stop)
+                report = api.run(
+                    self.session, self.options, trigger="manual", wait_s=wait_s, stop=stop
+                )
         else:
             with self._pass_session() as own:
                 report = api.run(own, self.options, trigger="manual", wait_s=wait_s, stop=stop)
@@ -134,4 +249,9 @@ class MaintainedSession(Session):
         """The last 16 passes, newest first (works read-only); ``.warning``
         says what of the stored window could not be read."""
         self.refresh()
-        return read_window(self)
+        return read_window(self.session)
+
+
+# A LakeSession is taken wherever a Session is (``isinstance`` in backup and
+# borrowed-file release): it answers as one, by delegation.
+ABCMeta.register(Session, LakeSession)  # ``Session.register`` is DuckDB's register

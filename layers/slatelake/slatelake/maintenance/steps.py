@@ -24,6 +24,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, TypeVar
 
 import duckdb
@@ -137,7 +138,7 @@ class Steps:
         scope: TableName | None = None,
     ) -> list[tuple[Any, ...]]:
         sql = self.statement(function, columns, args, scope)
-        return self.session.sql(sql, writes=True).fetchall()
+        return _rows(self.session.sql(sql, writes=True))
 
     def dry_call(
         self, function: str, columns: tuple[str, ...], args: dict[str, Value]
@@ -187,10 +188,12 @@ class Steps:
         )
 
     def tables(self) -> list[TableName]:
-        rows = self.session.sql(
-            "SELECT schema_name, table_name FROM duckdb_tables() "
-            f"WHERE database_name = {literal(self.lake)} ORDER BY 1, 2"
-        ).fetchall()
+        rows = _rows(
+            self.session.sql(
+                "SELECT schema_name, table_name FROM duckdb_tables() "
+                f"WHERE database_name = {literal(self.lake)} ORDER BY 1, 2"
+            )
+        )
         return [(s, t) for s, t in rows]
 
     # -- the steps -------------------------------------------------------------
@@ -210,7 +213,9 @@ class Steps:
                 f"would expire {len(rows) - kept} snapshots{_kept(kept)} (dry run)", dry_run=True
             )
         if "versions" in args:
-            chosen = list(args.pop("versions").ids)
+            given = args.pop("versions")
+            assert isinstance(given, Versions)  # bound by options: only a Versions
+            chosen = list(given.ids)
         else:
             chosen = [r[0] for r in self.dry_call("expire_snapshots", column, args)]
         selected = sorted(i for i in chosen if i not in held)
@@ -227,11 +232,11 @@ class Steps:
                     counts={"snapshots_expired": done, "snapshots_kept_by_holds": kept},
                 )
             batch = selected[done : done + size]
-            versions = {"versions": Versions(tuple(batch))}
+            versions: dict[str, Value] = {"versions": Versions(tuple(batch))}
             try:
                 self.with_retry(
                     "expire_snapshots",
-                    lambda v=versions: self.call("expire_snapshots", column, v),
+                    partial(self.call, "expire_snapshots", column, versions),
                 )
             except HeldSnapshotError:
                 # a hold landed after this pass read them: read them again
@@ -271,7 +276,9 @@ class Steps:
         """One call and commit per table. The commit removes the table's
         inlined rows by range deletes, one change-set operation per inlined
         table whatever its row count, so a flush never outgrows the cap."""
-        flushed, failed, kept = 0, [], []
+        flushed = 0
+        failed: list[TableName] = []
+        kept: list[TableName] = []
         tables = self.tables_for("flush_inlined_data", skip)
         for n, table in enumerate(tables):
             if (stopped := self._stopped("flush_inlined_data", n, tables)) is not None:
@@ -284,7 +291,7 @@ class Steps:
             name = f"{table[0]}.{table[1]}"
             self.log(f"flush_inlined_data: {name}")
             try:
-                rows = self.with_retry(f"flush {table[1]}", lambda t=table: self.flush_table(t))
+                rows = self.with_retry(f"flush {table[1]}", partial(self.flush_table, table))
             except Exception as exc:
                 if not is_conflict(exc):
                     raise
@@ -312,7 +319,7 @@ class Steps:
         Asked with the commit lock held on the head, so no such row can land
         between the question and the flush's commit."""
         sql = self.statement("flush_inlined_data", ("rows_flushed",), {}, table)
-        result, why = self.session.maintain_unless(
+        result, why = self.session.run_maintenance_unless(
             sql, lambda: flush_rounding.reason(self.session, table)
         )
         if why is not None:
@@ -357,7 +364,7 @@ class Steps:
                 capped = capped or "max_compacted_files" in mine
                 rows = self.with_retry(
                     f"{step} {table[1]}",
-                    lambda t=table, a=mine: guard.call(cols, a, t),
+                    partial(guard.call, cols, mine, table),
                 )
             except LeftOut as why:
                 guard.left_out.add(table)
@@ -510,3 +517,8 @@ def _unanswered(step: str, deleted: int, failed: list[FailedRequest]) -> StoreEr
 
 def _kept(count: int) -> str:
     return f"; {count} kept by retention holds" if count else ""
+
+
+def _rows(result: duckdb.DuckDBPyRelation | None) -> list[tuple[Any, ...]]:
+    """A statement's rows (DuckDB answers a statement with no result with None)."""
+    return [] if result is None else result.fetchall()

@@ -54,7 +54,10 @@ def due_tables(session: Session) -> list[DueTable]:
         return []
     lake = resolve(rows)
     target = lake["target_file_size"]
-    report = health(session, HealthPolicy(target_file_size=None if target == AUTO else target))
+    size = None if target == AUTO or isinstance(target, bool) else target
+    if size is not None and not isinstance(size, int):
+        raise TypeError(f"target_file_size {size!r}: expected bytes or {AUTO!r}")
+    report = health(session, HealthPolicy(target_file_size=size))
     due = []
     for table in report.tables:
         policy = resolve(rows, table.schema, table.table)

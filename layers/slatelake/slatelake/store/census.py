@@ -100,10 +100,23 @@ class StoreCensus:
     def sst_bytes(self) -> int:
         return sum(s.bytes for s in self.subspaces)
 
-    def to_json(self) -> list[dict[str, Any]]:
-        """The rows ``slatelake census --json`` prints. Live columns are null,
-        not zero, when the live leg did not run; ``live_split`` is non-null
-        only on ``current`` when it did."""
+    def to_dict(self) -> dict[str, Any]:
+        """What ``slatelake census --json`` prints and the Lambda answers:
+        the manifest, one row per subspace, the object totals (or why they
+        are absent) and notes."""
+        return {
+            "manifest_id": self.manifest_id,
+            "subspaces": self.rows(),
+            "objects": self.objects,
+            "objects_error": self.objects_error,
+            "seconds": round(self.seconds, 3),
+            "notes": list(self.notes),
+        }
+
+    def rows(self) -> list[dict[str, Any]]:
+        """One row per subspace. Live columns are null, not zero, when the
+        live leg did not run; ``live_split`` is non-null only on ``current``
+        when it did."""
         return [
             {
                 "subspace": s.subspace,

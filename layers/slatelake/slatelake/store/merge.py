@@ -101,7 +101,7 @@ class SubspaceMerge:
     compaction_id: str | None = None
     adopted: bool = False
 
-    def to_json(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "subspace": self.subspace,
             "outcome": self.outcome,
@@ -147,14 +147,14 @@ class CompactStoreReport:
                 parts.append(f"{m.subspace} {m.outcome} ({m.reason})")
         return f"{self.outcome}: " + "; ".join(parts)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         """The document ``slatelake compact-store --json`` prints."""
         return {
             "outcome": self.outcome,
             "manifest_before": self.manifest_before,
             "manifest_after": self.manifest_after,
             "waited_s": round(self.waited_s, 3),
-            "merges": [m.to_json() for m in self.merges],
+            "merges": [m.to_dict() for m in self.merges],
         }
 
 

@@ -1,0 +1,199 @@
+"""One model per action: the event's own keys, read by the library's request types.
+
+Each model is an ``Invocation`` (the keys every action shares, checked in
+invocation.py) plus what its action takes, built by ``from_event`` from the
+unwrapped event. The values are checked by the request type the CLI uses for
+the same verb (``PassRequest``, ``PageRequest``, ``MergeRequest``,
+``CensusRequest``, ``FoldRequest``), so a value the Lambda refuses the CLI
+refuses in the same words, and the refusal is that type's error
+(``MaintenanceConfigError``, ``MisconfigurationError``). What is the
+Lambda's alone is checked here: the keys an action takes (``KEYS``),
+``options`` being a JSON object, and that ``MAINTENANCE_INTERVAL`` means
+nothing in a function whose schedule sets the cadence.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields
+from typing import Any, ClassVar, Self, TypeVar
+
+from invocation import Invocation, InvocationError, env_options
+
+from slatelake import (
+    CensusRequest,
+    FoldRequest,
+    MaintenanceConfigError,
+    MergeRequest,
+    PageRequest,
+    PassRequest,
+    show_input,
+)
+
+R = TypeVar("R")
+
+
+@dataclass(frozen=True, kw_only=True)
+class PlainCall(Invocation):
+    """An action that takes no options (status, threshold, health, policy);
+    an empty ``options`` object is allowed."""
+
+    KEYS: ClassVar[tuple[str, ...]] = ("options",)
+
+    @classmethod
+    def from_event(cls, base: Invocation, doc: Mapping[str, Any], env: Mapping[str, str]) -> Self:
+        unknown = sorted(map(str, _options(doc)))
+        if unknown:
+            raise InvocationError(
+                f"unknown option(s) {', '.join(map(show_input, unknown))} for action "
+                f"{base.action!r}; it takes none"
+            )
+        return cls(**_fields(base))
+
+
+@dataclass(frozen=True, kw_only=True)
+class PassCall(Invocation):
+    """A pass (``maintenance``): its ``MAINTENANCE_*`` options (none given:
+    the function's own), scope (``operations``, ``table``) and ``wait_s``
+    (None: the function's ``SLATELAKE_MANUAL_WAIT_S``), as a ``PassRequest``."""
+
+    KEYS: ClassVar[tuple[str, ...]] = ("options", "wait_s", "operations", "table")
+    request: PassRequest
+    wait_s: float | None = None
+
+    @classmethod
+    def from_event(cls, base: Invocation, doc: Mapping[str, Any], env: Mapping[str, str]) -> Self:
+        options = _options(doc) if doc.get("options") is not None else env_options(env)
+        refuse_interval(options)
+        request = _read(
+            PassRequest.from_mapping,
+            {
+                "options": options,
+                "operations": doc.get("operations"),
+                "table": doc.get("table"),
+                "wait_s": doc.get("wait_s"),
+                "trigger": base.trigger,
+            },
+        )
+        wait_s = None if doc.get("wait_s") is None else request.wait_s
+        return cls(**_fields(base), request=request, wait_s=wait_s)
+
+
+@dataclass(frozen=True, kw_only=True)
+class BackupCall(Invocation):
+    """A backup: a pass first when ``options`` are given, waiting ``wait_s``
+    (None: the function's) for one already running."""
+
+    KEYS: ClassVar[tuple[str, ...]] = ("options", "wait_s")
+    options: dict[str, object] | None = None
+    wait_s: float | None = None
+
+    @classmethod
+    def from_event(cls, base: Invocation, doc: Mapping[str, Any], env: Mapping[str, str]) -> Self:
+        options = _options(doc) or None
+        if options is not None:
+            refuse_interval(options)
+        request = _read(PassRequest.from_mapping, {"options": options, "wait_s": doc.get("wait_s")})
+        wait_s = None if doc.get("wait_s") is None else request.wait_s
+        return cls(**_fields(base), options=options, wait_s=wait_s)
+
+
+@dataclass(frozen=True, kw_only=True)
+class FoldCall(Invocation):
+    """A holder's turn: ``options.image`` and ``options.compact``; the image
+    cadence is the function's (the handler sets it)."""
+
+    KEYS: ClassVar[tuple[str, ...]] = ("options",)
+    request: FoldRequest
+
+    @classmethod
+    def from_event(cls, base: Invocation, doc: Mapping[str, Any], env: Mapping[str, str]) -> Self:
+        return cls(**_fields(base), request=_read(FoldRequest.from_mapping, _options(doc)))
+
+
+@dataclass(frozen=True, kw_only=True)
+class MergeCall(Invocation):
+    """Store merges (``compact_store``): ``options.subspace``,
+    ``options.timeout`` (a duration) and ``options.require_completed``."""
+
+    KEYS: ClassVar[tuple[str, ...]] = ("options",)
+    request: MergeRequest
+
+    @classmethod
+    def from_event(cls, base: Invocation, doc: Mapping[str, Any], env: Mapping[str, str]) -> Self:
+        return cls(**_fields(base), request=_read(MergeRequest.from_mapping, _options(doc)))
+
+
+@dataclass(frozen=True, kw_only=True)
+class CensusCall(Invocation):
+    """A census: ``options.live`` adds the scan, ``options.objects`` the listing."""
+
+    KEYS: ClassVar[tuple[str, ...]] = ("options",)
+    request: CensusRequest
+
+    @classmethod
+    def from_event(cls, base: Invocation, doc: Mapping[str, Any], env: Mapping[str, str]) -> Self:
+        return cls(**_fields(base), request=_read(CensusRequest.from_mapping, _options(doc)))
+
+
+@dataclass(frozen=True, kw_only=True)
+class PageCall(Invocation):
+    """A page of the run history (``runs``): ``options.limit``, ``options.before``."""
+
+    KEYS: ClassVar[tuple[str, ...]] = ("options",)
+    DEFAULT_LIMIT: ClassVar[int] = 20
+    request: PageRequest
+
+    @classmethod
+    def from_event(cls, base: Invocation, doc: Mapping[str, Any], env: Mapping[str, str]) -> Self:
+        def page(options: Mapping[str, object]) -> PageRequest:
+            return PageRequest.from_mapping(options, default_limit=cls.DEFAULT_LIMIT)
+
+        return cls(**_fields(base), request=_read(page, _options(doc)))
+
+
+@dataclass(frozen=True, kw_only=True)
+class AuditCall(PageCall):
+    """A page of the audit log (``audit``), fifty entries unless told."""
+
+    DEFAULT_LIMIT: ClassVar[int] = 50
+
+
+def refuse_interval(options: Mapping[str, object]) -> None:
+    """The schedule sets a function's cadence: ``MAINTENANCE_INTERVAL`` (any
+    spelling, the ``META_`` alias too) is refused, not ignored."""
+    for key in options:
+        if str(key).upper().removeprefix("META_").endswith("MAINTENANCE_INTERVAL"):
+            raise MaintenanceConfigError(
+                f"{show_input(key)} has no meaning in the Lambda: the schedule sets the "
+                "cadence; drop the option"
+            )
+
+
+def _options(doc: Mapping[str, Any]) -> dict[str, object]:
+    """The event's ``options``: a JSON object, or nothing."""
+    raw = doc.get("options")
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise InvocationError(f"options must be a JSON object, not {type(raw).__name__}")
+    return {str(k): v for k, v in raw.items()}
+
+
+def _fields(base: Invocation) -> dict[str, Any]:
+    """The shared keys, as read into ``base``, for an action's model."""
+    return {f.name: getattr(base, f.name) for f in fields(Invocation)}
+
+
+def _read(parse: Callable[[Any], R], doc: Mapping[str, object]) -> R:
+    """``parse(doc)``, with an integer too large to print or convert refused
+    naming its key (Python will not print one of over 4,300 digits, so a
+    check that names the value would raise ValueError instead)."""
+    try:
+        return parse(doc)
+    except (OverflowError, ValueError):
+        huge = [k for k, v in doc.items() if isinstance(v, int) and v.bit_length() > 64]
+        raise MaintenanceConfigError(
+            f"options.{(huge or ['?'])[0]}: an integer too large for any option; "
+            "send a duration such as 90s"
+        ) from None

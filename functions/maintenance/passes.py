@@ -1,0 +1,182 @@
+"""The actions that do the work and count it: the pass, the fold and the backup.
+
+A pass runs on the container's warm session; a scheduled tick skips while
+another pass holds the lease (two reads, nothing attached) and never expires
+or deletes on a lake whose policy no person enabled. The fold function is
+the lake's holder for one invocation, skipped while a live holder holds it.
+Each publishes its metrics before it answers or raises: a scheduled tick
+whose work fails raises (``PassFailedError``...), so Lambda's Errors, retry
+and failure queue see it, and so does a manual one with
+``raise_on_failure``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from typing import Any
+
+from actions import Answer, require_lake
+from aws_lambda_powertools import Logger, Metrics
+from calls import BackupCall, FoldCall, PassCall
+from invocation import Turn
+from telemetry import (
+    emit_backlog,
+    emit_backup,
+    emit_crash,
+    emit_fold,
+    emit_fold_crash,
+    emit_pass,
+    emit_skip,
+)
+
+import slatelake
+from slatelake import StepStatus, show_input
+from slatelake.durations import parse_duration
+
+logger = Logger(child=True)
+metrics = Metrics()  # Powertools shares one metric set between instances
+
+
+def _env_duration(name: str, default: str, allow_zero: bool = False) -> float:
+    return parse_duration(name, os.environ.get(name) or default, allow_zero=allow_zero)
+
+
+def _env_slots(name: str, default: int) -> int:
+    """The fold's image cadence (``slatelake hold --image-every-slots``)."""
+    text = (os.environ.get(name) or str(default)).strip()
+    if not (text.isascii() and text.isdigit() and len(text) <= 7):
+        raise slatelake.MisconfigurationError(
+            f"{name}={show_input(text)}: expected a whole number of slots, 0 (off) to 9999999"
+        )
+    return int(text)
+
+
+# How long a manual pass or backup waits for a running pass, unless the event says.
+MANUAL_WAIT_S = _env_duration("SLATELAKE_MANUAL_WAIT_S", "120s", allow_zero=True)
+IMAGE_EVERY_SLOTS = _env_slots("SLATELAKE_IMAGE_EVERY_SLOTS", 50)  # template: ImageEverySlots
+IMAGE_MAX_AGE_S = _env_duration("SLATELAKE_IMAGE_MAX_AGE", "600s")
+
+
+class PassFailedError(slatelake.SlatelakeError):
+    """A scheduled pass failed a step or lost its lease (its report says which)."""
+
+
+class BackupFailedError(slatelake.SlatelakeError):
+    """A backup whose pass or fold failed, raised when the event asks."""
+
+
+def _progress(message: str, fields: dict[str, Any]) -> None:
+    logger.info(message, extra=fields)
+
+
+def maintain(call: PassCall, turn: Turn) -> Answer:
+    """One pass on the warm session; a scheduled tick skips while a lease is held."""
+    # bound now: a refused option never reaches the lake; a tick's deletes
+    # need the lake's policy enabled too (double opt-in)
+    options = dataclasses.replace(call.request, deletes_need_policy=call.scheduled).bound()
+    lake = None
+    try:
+        lake = require_lake(call)
+        lease = lake.maintenance.lease() if call.scheduled else None
+        if lease is not None and lease.expires_at > time.time():  # two reads, no attach
+            raise slatelake.AlreadyRunningError(f"lease generation {lease.generation} is held")
+        wait_s = 0.0
+        if not call.scheduled:
+            wait_s = MANUAL_WAIT_S if call.wait_s is None else call.wait_s
+            wait_s = max(0.0, min(wait_s, turn.seconds_left()))
+        request = dataclasses.replace(call.request, options=options, wait_s=wait_s, by=turn.by)
+        report = lake.maintenance.run(
+            request, session=turn.session(), deadline=turn.seconds_left, on_progress=_progress
+        )
+    except slatelake.AlreadyRunningError as exc:
+        emit_skip(metrics, call.lake)
+        if not call.scheduled:
+            raise
+        logger.info("scheduled pass skipped: another pass holds the lease", extra={"why": str(exc)})
+        why = f"a maintenance pass is already running ({exc}); this tick does nothing"
+        return {"skipped": why, "result": None}
+    except Exception as exc:
+        if not _refused(exc, call, lake_found=lake is not None):
+            emit_crash(metrics, call.lake)  # the alarm sees a pass that died
+        raise
+    emit_pass(metrics, call.lake, report)
+    _publish_backlog(lake)
+    logger.info(
+        "pass finished", extra={"work_pending": report.work_pending, "seconds": report.seconds}
+    )
+    if (call.scheduled or call.raise_on_failure) and report.failed:
+        failed = [f"{s.step}: {s.detail}" for s in report.steps if s.status == StepStatus.FAILED]
+        lost = [f"lease lost: {report.lease_lost}"] if report.lease_lost else []
+        raise PassFailedError("the pass failed: " + "; ".join(failed + lost))
+    return {"result": report.to_dict()}
+
+
+def _refused(exc: Exception, call: PassCall, *, lake_found: bool) -> bool:
+    """A manual pass refused before it began is the caller's answer, not the
+    alarm's (no PassFailed): a scope or option the caller got wrong, or a
+    table the lake lacks (the lake itself was found). A missing lake stays a
+    failure. A scheduled tick is counted by the handler whatever it was."""
+    if isinstance(exc, slatelake.MisconfigurationError):
+        return True
+    scoped = call.request.table is not None
+    return isinstance(exc, slatelake.NotFoundError) and lake_found and scoped
+
+
+def _publish_backlog(lake: slatelake.LakeHandle) -> None:
+    """The backlog's numbers after a pass; a failed read is logged, never
+    turned into a failed pass (the pass's own outcome stands)."""
+    try:
+        emit_backlog(metrics, lake.url, lake.maintenance.backlog())
+    except slatelake.SlatelakeError as exc:
+        logger.warning("backlog not measured", extra={"error": repr(exc)})
+
+
+def fold(call: FoldCall, turn: Turn) -> Answer:
+    """One holder's turn at the function's image cadence; skipped while a
+    live holder holds the lake."""
+    request = dataclasses.replace(
+        call.request, every_slots=IMAGE_EVERY_SLOTS, max_age_s=IMAGE_MAX_AGE_S
+    )
+    try:
+        turn_ = require_lake(call).maintenance.fold(
+            request, deadline=turn.seconds_left, on_progress=_progress
+        )
+    except Exception:
+        emit_fold_crash(metrics, call.lake)
+        raise
+    emit_fold(metrics, call.lake, turn_)
+    if turn_.status == "skipped":
+        logger.info("fold skipped: a live holder holds the lake", extra={"why": turn_.reason})
+        return {"skipped": turn_.reason, "result": turn_.to_dict()}
+    return {"result": turn_.to_dict()}
+
+
+def backup(call: BackupCall, turn: Turn) -> Answer:
+    """Before a backup: a pass when options are given, then fold, image and
+    the manifest of what a copy takes. Waits for a running pass like a
+    manual pass does."""
+    options = None if call.options is None else slatelake.PassRequest(options=call.options).bound()
+    wait_s = MANUAL_WAIT_S if call.wait_s is None else call.wait_s
+    try:
+        lake = require_lake(call)
+        report = lake.maintenance.backup(
+            session=turn.session(),
+            options=options,
+            wait_s=max(0.0, min(wait_s, turn.seconds_left())),
+            deadline=turn.seconds_left,
+            on_progress=_progress,
+            by=turn.by,
+        )
+    except Exception:
+        emit_backup(metrics, call.lake, failed=True)
+        raise
+    emit_backup(metrics, call.lake, failed=report.failed)
+    if report.pass_report is not None:
+        emit_pass(metrics, call.lake, report.pass_report)
+    if report.fold is not None and report.fold.backlog is not None:
+        emit_backlog(metrics, call.lake, report.fold.backlog)
+    if report.failed and call.raise_on_failure:
+        raise BackupFailedError(f"the backup failed: {report.reason}")
+    return {"result": report.to_dict()}
