@@ -121,8 +121,9 @@ def _threshold(args: argparse.Namespace, signalled: SignalStop) -> int:
             "--threshold takes its steps and tables from the lake's policy; "
             f"drop {', '.join(given)}"
         )
-    # the handle's threshold takes no wait: a run finding a pass running fails at once
-    found = open_lake(args).maintenance.threshold(stop=signalled.event, by=caller())
+    found = open_lake(args).maintenance.threshold(
+        wait_s=args.wait, stop=signalled.event, by=caller()
+    )
     output.emit(output.THRESHOLD, found, args.json)
     return EXIT_STEP_FAILED if found.failed else 0
 
@@ -178,8 +179,8 @@ def register(sub: Any) -> None:
         type=wait_seconds,
         default=60.0,
         metavar="DURATION",
-        help="wait this long for a pass already running (default 60s; not with "
-        f"--threshold); {DURATION_WORDS}",
+        help="wait this long for a pass already running (default 60s; with --threshold, "
+        f"each table's run waits as long); {DURATION_WORDS}",
     )
     p.add_argument(
         "--operations",
@@ -212,8 +213,8 @@ def register(sub: Any) -> None:
         action="store_true",
         help="the threshold trigger: give each table with at least its policy's "
         "small_file_min_count small files a run of flush, merge and rewrite on that table "
-        "only (needs an enabled lake policy; takes no other step or scope flags, and does "
-        "not wait for a pass already running)",
+        "only (needs an enabled lake policy; takes no other step or scope flags; --wait "
+        "applies to each run)",
     )
     add_json(p)
     p = lake_verb(
