@@ -126,12 +126,14 @@ def shared_lake_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 # where they are written.
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark every test that talks to moto's server ``s3`` (its fixtures, or a
     parameter spelled ``s3``: the lake fixtures', a ``store`` parameter that
     asks for ``s3_bucket`` by name), and every test not marked ``fast``
     ``slow``, so ``scripts/test --fast`` can leave them out without anyone
-    remembering to mark them."""
+    remembering to mark them. Then keep each ``xdist_group`` on one worker
+    (``_keep_groups``)."""
     for item in items:
         params = getattr(getattr(item, "callspec", None), "params", {})
         uses_moto = "moto_endpoint" in getattr(item, "fixturenames", ())
@@ -139,6 +141,28 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.s3)
         if item.get_closest_marker("fast") is None:
             item.add_marker(pytest.mark.slow)
+    if getattr(config.option, "loadgroup", False):
+        _keep_groups(items)
+
+
+def _keep_groups(items: list[pytest.Item]) -> None:
+    """xdist's loadgroup scheduler sends the tests whose id ends ``@group`` to
+    one worker, and xdist 3.8 adds that suffix by setting ``item._nodeid``,
+    which pytest 9 no longer reads (the id is ``item._id``): every group was
+    spread over the workers, each building the group's lake again (a fault
+    matrix or the Lambda's pristine S3 lake per worker). The suffix is set
+    where pytest 9 keeps it; when xdist sets it itself this does nothing."""
+    from _pytest.nodeid import coerce_node_id
+
+    for item in items:
+        names = sorted(
+            {
+                str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                for m in item.iter_markers("xdist_group")
+            }
+        )
+        if names and "@" not in item.nodeid:
+            item._id = coerce_node_id(f"{item.nodeid}@{'_'.join(names)}")  # type: ignore[attr-defined]
 
 
 class ClockAhead:

@@ -80,7 +80,13 @@ class ThresholdFailedError(slatelake.SlatelakeError):
 def threshold(call: Invocation, turn: Turn) -> Answer:
     """The threshold trigger (its own schedule, between cadence passes): each
     table with enough small files gets a run of flush, merge and rewrite, on
-    the pass's warm session."""
+    the pass's warm session. While the switch is off a scheduled tick skips
+    (nothing read) and a manual one is refused before the lake is touched."""
+    if call.scheduled and not slatelake.maintenance_enabled():
+        why = slatelake.maintenance_disabled_reason()
+        logger.info("threshold check skipped: maintenance is switched off", extra={"why": why})
+        return {"skipped": why, "result": None}
+    slatelake.require_maintenance_enabled("a manual threshold run")
     found = require_lake(call).maintenance.threshold(
         session=turn.session(),
         deadline=turn.seconds_left,

@@ -1,8 +1,12 @@
 """The actions that do the work and count it: the pass, the fold and the backup.
 
 A pass runs on the container's warm session; a scheduled tick skips while
-another pass holds the lease (two reads, nothing attached) and never expires
-or deletes on a lake whose policy no person enabled. The fold function is
+``SLATELAKE_MAINTENANCE_ENABLED`` is false (nothing read), while another pass
+holds the lease (two reads, nothing attached) and until the lake's policy
+``cron`` is due (the policy and status records at the log's head), and never
+expires or deletes on a lake whose policy no person enabled. While the
+switch is off a manual pass, or a backup's pass, is refused before the lake
+is touched; the fold runs either way (it keeps the lake readable). The fold function is
 the lake's holder for one invocation, skipped while a live holder holds it.
 Each publishes its metrics before it answers or raises: a scheduled tick
 whose work fails raises (``PassFailedError``...), so Lambda's Errors, retry
@@ -72,7 +76,13 @@ def _progress(message: str, fields: dict[str, Any]) -> None:
 
 
 def maintain(call: PassCall, turn: Turn) -> Answer:
-    """One pass on the warm session; a scheduled tick skips while a lease is held."""
+    """One pass on the warm session. A scheduled tick skips while the switch
+    is off, while a lease is held, and until the lake's policy cron is due;
+    a manual one is refused while the switch is off, before the lake is touched."""
+    if call.scheduled and not slatelake.maintenance_enabled():
+        return _skip(call, slatelake.maintenance_disabled_reason(), "maintenance is switched off")
+    if not call.request.dry_run:
+        slatelake.require_maintenance_enabled("a manual maintenance pass")
     # bound now: a refused option never reaches the lake; a tick's deletes
     # need the lake's policy enabled too (double opt-in)
     options = dataclasses.replace(call.request, deletes_need_policy=call.scheduled).bound()
@@ -82,6 +92,10 @@ def maintain(call: PassCall, turn: Turn) -> Answer:
         lease = lake.maintenance.lease() if call.scheduled else None
         if lease is not None and lease.expires_at > time.time():  # two reads, no attach
             raise slatelake.AlreadyRunningError(f"lease generation {lease.generation} is held")
+        if call.scheduled:  # the policy and status records at the head; no catalog
+            cadence = lake.maintenance.due()
+            if not cadence.due:
+                return _skip(call, cadence.reason, "the lake's policy cron is not due")
         wait_s = 0.0
         if not call.scheduled:
             wait_s = MANUAL_WAIT_S if call.wait_s is None else call.wait_s
@@ -111,6 +125,15 @@ def maintain(call: PassCall, turn: Turn) -> Answer:
         lost = [f"lease lost: {report.lease_lost}"] if report.lease_lost else []
         raise PassFailedError("the pass failed: " + "; ".join(failed + lost))
     return {"result": report.to_dict()}
+
+
+def _skip(call: PassCall, why: str, what: str) -> Answer:
+    """A scheduled tick that runs nothing on purpose: counted as a skip
+    (``PassSkipped``; its ``PassRuns`` of 0 keeps the silence alarm quiet,
+    the schedule being alive), never an alarm."""
+    emit_skip(metrics, call.lake)
+    logger.info(f"scheduled pass skipped: {what}", extra={"why": why})
+    return {"skipped": why, "result": None}
 
 
 def _refused(exc: Exception, call: PassCall, *, lake_found: bool) -> bool:
@@ -157,6 +180,8 @@ def backup(call: BackupCall, turn: Turn) -> Answer:
     """Before a backup: a pass when options are given, then fold, image and
     the manifest of what a copy takes. Waits for a running pass like a
     manual pass does."""
+    if call.options is not None:  # a pass first: refused while the switch is off
+        slatelake.require_maintenance_enabled("a backup's maintenance pass (its options)")
     options = None if call.options is None else slatelake.PassRequest(options=call.options).bound()
     wait_s = MANUAL_WAIT_S if call.wait_s is None else call.wait_s
     try:

@@ -33,6 +33,8 @@ SPELLED: dict[str, tuple[str, str, str]] = {
     "orphan_min_age": ("3d", "1h30m", "45m"),
     "flush_inlined": ("false", "true", "false"),
     "orphan_age_floor_override": ("true", "false", "true"),
+    # set on the lake's row only (set_fields refuses it below); resolve is generic
+    "cron": ("0 3 * * *", "*/15 * * * *", "0 0 1 * *"),
 }
 
 

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 import slatelake
 from slatelake import MaintenanceConfigError, maintenance
 from slatelake.cli import main
+from slatelake.maintenance.cadence import parse_cron
 from slatelake.maintenance.options import ORPHAN_AGE_FLOOR_S, bind
 from slatelake.maintenance.policy import (
     AUTO,
@@ -77,6 +78,8 @@ def _in_range(name: str, value: object) -> bool:
         return type(value) is float and 0.0 <= value <= 1.0 and math.copysign(1, value) > 0
     if name == "target_file_size":
         return value == AUTO or (type(value) is int and 1 <= value < 2**63)
+    if name == "cron":  # the five fields as the one cron parser reads them back
+        return type(value) is str and parse_cron(value).text == value
     return type(value) is float and 0.0 <= value <= 365 * 86400 and math.copysign(1, value) > 0
 
 

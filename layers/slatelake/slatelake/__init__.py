@@ -30,6 +30,7 @@ from slatelake.errors import (
     HeldSnapshotError,
     LeaseLiveError,
     MaintenanceConfigError,
+    MaintenanceDisabledError,
     MergeIncompleteError,
     MisconfigurationError,
     NotFoundError,
@@ -143,6 +144,12 @@ _LAZY = {
     "POLICY_FIELDS": ("slatelake.maintenance.policy", "FIELDS"),
     "SUBSPACES": ("slatelake.maintenance", "SUBSPACES"),
     "MEMORY_LIMIT_ENV": ("slatelake.ducklake.extensions", "MEMORY_LIMIT_ENV"),
+    # the process's maintenance switch and a lake's cadence (maintenance/cadence.py)
+    "MAINTENANCE_ENABLED_ENV": ("slatelake.maintenance.cadence", "ENABLED_ENV"),
+    "maintenance_enabled": ("slatelake.maintenance.cadence", "maintenance_enabled"),
+    "maintenance_disabled_reason": ("slatelake.maintenance.cadence", "disabled_reason"),
+    "require_maintenance_enabled": ("slatelake.maintenance.cadence", "require_enabled"),
+    "CadenceCheck": ("slatelake.maintenance.cadence", "CadenceCheck"),
 }
 
 
@@ -169,6 +176,7 @@ __all__ = [
     "HeldSnapshotError",
     "LeaseLiveError",
     "MaintenanceConfigError",
+    "MaintenanceDisabledError",
     "MergeIncompleteError",
     "MisconfigurationError",
     "NotFoundError",

@@ -107,6 +107,13 @@ class MaintenanceConfigError(MisconfigurationError):
     retryable = False
 
 
+class MaintenanceDisabledError(MaintenanceConfigError):
+    """Maintenance is switched off (``SLATELAKE_MAINTENANCE_ENABLED=false``):
+    a pass was asked for anyway. Retrying cannot help until it is switched on."""
+
+    retryable = False
+
+
 class NotFoundError(SlatelakeError):
     """The lake (or an object it needs, or its bucket) does not exist."""
 

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from slatelake.maintenance.backlog import Backlog
     from slatelake.maintenance.backup import BackupReport
     from slatelake.maintenance.borrowed import BorrowedRelease
+    from slatelake.maintenance.cadence import CadenceCheck
     from slatelake.maintenance.flight import BreakResult, LeaseRecord
     from slatelake.maintenance.fold import FoldRequest, FoldTurn
     from slatelake.maintenance.health_report import HealthPolicy, LakeHealth
@@ -175,6 +176,13 @@ class Maintenance:
         from slatelake.maintenance.fold import fold_turn
 
         return fold_turn(self.lake.url, request, deadline=deadline, on_progress=on_progress)
+
+    def due(self, now: float | None = None) -> CadenceCheck:
+        """Whether a scheduled pass is due under the lake's policy ``cron``
+        (read-only; the policy and status records, no catalog)."""
+        from slatelake.maintenance.api import scheduled_due
+
+        return scheduled_due(self.lake.url, now=now)
 
     def backlog(self) -> Backlog:
         """How far the fold is behind the log (slots, bytes, age)."""

@@ -21,6 +21,10 @@ lake URL, data path and wait at argument parsing, the scope when the request
 is made, the options bound on a bare DuckDB before the pass opens the lake,
 so a refused ``maintain`` (exit 2) never creates, opens or writes a lake.
 (``backup`` binds its options in the pass it runs, after opening the lake.)
+
+While ``SLATELAKE_MAINTENANCE_ENABLED`` is false, ``maintain`` (but
+``--dry-run``), ``maintain --threshold`` and ``backup --option`` are refused
+with exit 2 and a message naming the variable, before the lake is touched.
 """
 
 from __future__ import annotations
@@ -130,7 +134,13 @@ def _threshold(args: argparse.Namespace, signalled: SignalStop) -> int:
 
 def _cmd_backup(args: argparse.Namespace) -> int:
     """Before a backup: a pass (with --option), fold, image, and the manifest;
-    exit 4 when the pass or the fold failed."""
+    exit 4 when the pass or the fold failed. With --option while
+    SLATELAKE_MAINTENANCE_ENABLED is false: refused (exit 2) before the lake
+    is touched."""
+    import slatelake
+
+    if args.option:
+        slatelake.require_maintenance_enabled("backup --option (a maintenance pass first)")
     report = open_lake(args).maintenance.backup(
         options=parse_kv(args.option) or None,
         wait_s=args.wait,

@@ -3,7 +3,10 @@
 A policy kept on the lake tells every runner (``maintain``, the holder's
 scheduler, the Lambda's schedule) what to do without options; options given
 to a run override it. Nothing destructive happens until the lake's policy is
-enabled (``policy set LAKE --enabled``). A schema's or table's policy is
+enabled (``policy set LAKE --enabled``). ``--cron '0 3 * * *'`` sets the
+lake's cadence: the schedule's ticks run a pass only when it is due
+(``slatelake.maintenance.cadence`` says when; a schema or table takes no
+cron). A schema's or table's policy is
 kept under DuckLake's id for it: it follows the table through a rename, ends
 when the table is dropped, and is shown under the table's current name.
 Each verb is one call on ``lake.policy``; the values are checked there (a
@@ -37,6 +40,13 @@ _VALUES = {
     "orphan_min_age": (
         "DURATION",
         "delete orphaned files older than this (1 day; at least 1h without the override)",
+    ),
+    "cron": (
+        "CRON",
+        "lake only: scheduled passes run only at these times, five cron fields in UTC "
+        "(*, numbers, lists 1,2, ranges 1-5, steps */15 or 1-30/5; day of week 0-7, 0 and 7 "
+        "Sunday; day of month and day of week both restricted: either matches), each "
+        "lake's times moved 0-10 minutes later by a delay of its own; none: every tick runs",
     ),
 }
 

@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from slatelake.catalog.holds import Hold
@@ -25,8 +26,9 @@ from slatelake.catalog.lake import Lake
 from slatelake.ducklake.guard import data_location
 from slatelake.ducklake.session import Session
 from slatelake.errors import MergeIncompleteError, MisconfigurationError, NotFoundError
-from slatelake.maintenance import flight, history, holds, policy, threshold
+from slatelake.maintenance import cadence, flight, history, holds, policy, threshold
 from slatelake.maintenance import report as rpt
+from slatelake.maintenance.cadence import CadenceCheck
 from slatelake.maintenance.flight import BreakResult, LeaseRecord, PassLease
 from slatelake.maintenance.history import AuditEntry, Page
 from slatelake.maintenance.holds import HoldChange
@@ -102,7 +104,12 @@ def run_request(
     tables. A scoped run (``operations``, ``table``) does only the DuckLake
     steps asked for and skips the sweeps and the store merge. A dry run
     returns the plan (``report.plan``, steps marked ``dry_run``) and writes
-    nothing; a URL is then opened read-only and never created."""
+    nothing; a URL is then opened read-only and never created.
+
+    While ``SLATELAKE_MAINTENANCE_ENABLED`` is false every pass but a dry run
+    is refused (MaintenanceConfigError naming it) before anything is opened."""
+    if not request.dry_run:
+        cadence.require_enabled(f"a {request.trigger} maintenance pass", dry_run_allowed=True)
     own = getattr(lake, "options", None) if isinstance(lake, Session) else None
     bound = request.bound(own if isinstance(own, MaintenanceOptions) else None)
     kwargs: dict[str, Any] = {
@@ -152,7 +159,9 @@ def run_threshold(
     """The threshold trigger: find the tables with at least their policy's
     ``small_file_min_count`` files under the target size (catalog reads
     only) and give each a run of its own of flush, merge and rewrite. A lake
-    without an enabled policy has none due."""
+    without an enabled policy has none due. Refused, before anything is
+    opened, while ``SLATELAKE_MAINTENANCE_ENABLED`` is false."""
+    cadence.require_enabled("the threshold trigger")
     with _session(lake) as session:
         return threshold.run_due(
             session, wait_s=wait_s, deadline=deadline, stop=stop, on_progress=on_progress, by=by
@@ -166,6 +175,65 @@ def status(lake: Target) -> StatusWindow:
     the stored window could not be read; the next pass rewrites it."""
     with Lake.open(location_of(lake).url, read_only=True) as handle:
         return rpt.newest_first(handle.read_sys_at_head(rpt.STATUS_KEY))
+
+
+def scheduled_due(lake: Target, *, now: float | None = None) -> CadenceCheck:
+    """Whether a scheduled pass on ``lake`` is due at ``now`` (seconds since
+    the epoch; None: the clock) under its policy's ``cron`` (``cadence.py``
+    says when). Read-only and without the catalog: the policy and status
+    records at the log's head in one read of its tail, and the run history
+    only when the status window's 16 passes all began after the lake's last
+    fire time (other triggers crowded the scheduled pass out of it)."""
+    with Lake.open(location_of(lake).url, read_only=True) as handle:
+        return cadence_of(handle, now=now)
+
+
+def cadence_of(handle: Lake, *, now: float | None = None) -> CadenceCheck:
+    """``scheduled_due`` on an open lake (a scheduler's session's)."""
+    found = handle.read_sys_many_at_head([policy.POLICY_KEY, rpt.STATUS_KEY])
+    text = policy.resolve(policy.decode_rows(found[policy.POLICY_KEY]))["cron"]
+    if not text:
+        return cadence.every_tick()
+    cron = cadence.parse_cron(text, "policy cron")
+    at = datetime.fromtimestamp(time.time() if now is None else now, UTC)
+    url = handle.location.url
+    last_fire, _ = cadence.lake_fires(cron, url, at)
+    since_us = int(last_fire.timestamp() * 1_000_000)
+    newest = _newest_scheduled(handle, rpt.newest_first(found[rpt.STATUS_KEY]), since_us)
+    if newest is None:
+        return cadence.decide(cron, url, at, None)
+    started = datetime.fromtimestamp(newest.started_at / 1_000_000, UTC)
+    return cadence.decide(cron, url, at, started, left_pending=newest.work_pending)
+
+
+# Run history pages read, at most, looking for the last scheduled pass.
+_HISTORY_PAGE = 100
+
+
+def _newest_scheduled(handle: Lake, window: StatusWindow, since_us: int) -> PassReport | None:
+    """The newest scheduled pass that began at or after ``since_us`` (µs),
+    from the status window, else the run history; None when there is none
+    (the passes read back to that instant were of other triggers)."""
+
+    def pages() -> Iterator[list[PassReport]]:
+        yield list(window)
+        if len(window) < rpt.WINDOW:
+            return  # the whole history is in the window
+        before: int | None = None
+        while True:
+            page = history.runs(handle, _HISTORY_PAGE, before)
+            yield page.items
+            if page.next_before is None:
+                return
+            before = page.next_before
+
+    for items in pages():
+        for report in items:
+            if report.started_at < since_us:
+                return None
+            if str(report.trigger) == Trigger.SCHEDULED:
+                return report
+    return None
 
 
 def census(lake: Target, *, live: bool = False, objects: bool = True) -> StoreCensus:

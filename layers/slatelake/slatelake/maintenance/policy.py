@@ -19,7 +19,9 @@ a row whose object is gone is left out when read and dropped when written.
 Every field value from outside is parsed to its type within a stated range
 (a typed refusal naming the field, never a traceback); ``orphan_min_age``
 under the orphan age floor needs ``orphan_age_floor_override`` at the same
-scope or wider (options.ORPHAN_AGE_FLOOR_S says why).
+scope or wider (options.ORPHAN_AGE_FLOOR_S says why). ``cron``, the lake's
+cadence for scheduled passes (``cadence.py``: the subset, the per-lake
+stagger, when a tick is due), is set on the lake's row only.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from slatelake.errors import (
 )
 from slatelake.log.changeset import ChangeSet
 from slatelake.maintenance import history
+from slatelake.maintenance.cadence import parse_cron
 from slatelake.maintenance.commit_retry import Built, commit_with_retry
 from slatelake.maintenance.options import ORPHAN_AGE_FLOOR_S, orphan_floor_refusal
 from slatelake.maintenance.policy_keys import LiveNames, live_names
@@ -54,6 +57,9 @@ _POLICY_KIND = 0x07
 LAKE, SCHEMA, TABLE = "lake", "schema", "table"
 DEFAULT_SCHEMA = "main"
 AUTO = "auto"
+NO_CRON = ""  # the cron field's default: no cadence, every scheduled tick runs
+# Fields only the lake's own row may set: they are about the whole lake's passes.
+LAKE_ONLY = ("cron",)
 ATTEMPTS = 3
 DAY_S = 86400.0
 _SIZE = re.compile(r"(\d{1,20}(?:\.\d{1,9})?)\s*([KMGT]?i?B)?", re.IGNORECASE | re.ASCII)
@@ -120,6 +126,12 @@ def _fraction(name: str, text: object) -> float:
     return value
 
 
+def _cron(name: str, text: object) -> str:
+    """A cron, parsed by the one cron parser (``cadence.parse_cron``) and kept
+    as its five fields spelled with one space between them."""
+    return parse_cron(text, f"policy {name}").text
+
+
 def _size(name: str, text: object) -> int | str:
     spelled = _text(text) or ""
     if spelled.lower() == AUTO:
@@ -149,6 +161,10 @@ def _show_duration(value: Value) -> str:
     return format_duration(float(value))
 
 
+def _show_cron(value: Value) -> str:
+    return str(value) or "none (every scheduled tick runs)"
+
+
 FIELDS: dict[str, FieldSpec] = {
     spec.name: spec
     for spec in (
@@ -162,6 +178,8 @@ FIELDS: dict[str, FieldSpec] = {
         FieldSpec("orphan_min_age", DAY_S, _duration, _show_duration),
         FieldSpec("orphan_age_floor_override", False, _bool, _show_bool),
         FieldSpec("flush_inlined", True, _bool, _show_bool),
+        # the lake's cadence: scheduled passes run only at these times ("": every tick)
+        FieldSpec("cron", NO_CRON, _cron, _show_cron),
     )
 }
 
@@ -181,6 +199,16 @@ def parse_fields(given: Mapping[str, object]) -> dict[str, Value]:
         except MisconfigurationError as exc:  # a refused value is a usage error (CLI exit 2)
             raise MaintenanceConfigError(str(exc)) from None
     return out
+
+
+def check_scope_fields(scope: Scope, names: Iterable[str]) -> None:
+    """Refuse a lake-only field (``cron``) at a schema or table scope."""
+    wrong = [n for n in names if n in LAKE_ONLY]
+    if wrong and scope.kind != LAKE:
+        raise MaintenanceConfigError(
+            f"policy {', '.join(wrong)} is the lake's own (its scheduled passes run the whole "
+            f"lake): set it without --schema/--table, not for the {scope.label}"
+        )
 
 
 @dataclass(frozen=True)
@@ -390,6 +418,7 @@ def set_fields(
     parsed = parse_fields(given)
     if not parsed:
         raise MisconfigurationError("policy set needs at least one field (e.g. --retention 14d)")
+    check_scope_fields(scope, parsed)
     return _change(session, scope, lambda old: {**old, **parsed}, by, require_row=False)
 
 

@@ -13,6 +13,12 @@ while daemon threads still live) sets the stop flag and joins for at most
 ``EXIT_JOIN_S``, so a pass in flight ends at its next safe point, records its
 report and releases its lease before the process goes. A process killed
 outright (SIGKILL) runs no hook; its lease lapses once its heartbeat stops.
+
+Each tick first asks whether it may run (``cadence.py``): not while
+``SLATELAKE_MAINTENANCE_ENABLED`` is false (a session does not even start
+the thread then), and, when the lake's policy has a ``cron``, only once the
+lake's next fire time has come since its last scheduled pass. A tick that
+may not run is counted in ``skipped_ticks`` and logged with the reason.
 """
 
 from __future__ import annotations
@@ -23,6 +29,8 @@ import threading
 from collections.abc import Callable
 
 from slatelake.ducklake.session import Session
+from slatelake.errors import MaintenanceConfigError
+from slatelake.maintenance import api, cadence
 from slatelake.maintenance.flight import AlreadyRunningError
 from slatelake.maintenance.options import MaintenanceOptions
 from slatelake.maintenance.report import PassReport
@@ -39,9 +47,12 @@ class Scheduler:
         open_session: Callable[[], Session],
         options: MaintenanceOptions,
         on_pass: Callable[[PassReport], None] | None = None,
+        *,
+        lake_url: str,
     ) -> None:
         if options.interval_s is None:
             raise ValueError("the scheduler needs MAINTENANCE_INTERVAL")
+        self.lake_url = lake_url  # where the tick reads its cadence
         self.open_session = open_session
         self.options = options
         self.on_pass = on_pass
@@ -74,6 +85,11 @@ class Scheduler:
         try:
             while not self.stop_event.wait(self.options.interval_s):
                 try:
+                    why = self._skip_reason()
+                    if why is not None:
+                        self.skipped_ticks += 1
+                        log.info("maintenance tick skipped: %s", why)
+                        continue
                     if session is None:
                         session = self.open_session()
                     report = run_pass(
@@ -92,6 +108,17 @@ class Scheduler:
         finally:
             if session is not None:
                 session.close()
+
+    def _skip_reason(self) -> str | None:
+        """Why this tick does nothing (the switch is off, or the lake's cron
+        is not due), else None."""
+        try:
+            if not cadence.maintenance_enabled():
+                return cadence.disabled_reason()
+        except MaintenanceConfigError as exc:  # a misspelled switch runs nothing
+            return str(exc)
+        check = api.scheduled_due(self.lake_url)
+        return None if check.due else check.reason
 
     def stop(self, timeout: float | None = None) -> None:
         """Stop ticking; a pass in flight finishes (at a safe point) first."""

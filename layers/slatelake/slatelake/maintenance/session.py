@@ -7,7 +7,9 @@ the owned session's, read through by name (``_Owned``), so it is usable
 wherever a session is (the maintenance code, the CLI, the Lambda).
 
 Configuration lives at connect (the RFC's attach): a misconfigured session
-fails before it exists, and ``maintenance()`` takes no parameters. A pass
+fails before it exists, and ``maintenance()`` takes no parameters. While
+``SLATELAKE_MAINTENANCE_ENABLED`` is false no scheduler starts (a warning
+says why) and ``maintenance()`` is refused (``cadence.py``). A pass
 never runs on the caller's connection: ``maintenance()`` refuses inside the
 caller's explicit transaction, then runs on a DuckDB connection of its own
 to this session's database, with this session's lake and catalog (RFC 0021:
@@ -35,7 +37,7 @@ import duckdb
 
 from slatelake.ducklake.attach_options import global_settings
 from slatelake.ducklake.session import Session
-from slatelake.maintenance import api
+from slatelake.maintenance import api, cadence
 from slatelake.maintenance.options import (
     MaintenanceOptions,
     bind,
@@ -130,6 +132,10 @@ class LakeSession:
         # Options given are bound before the lake is opened (or created), so a
         # refused option leaves nothing behind; none given bind on our own DuckDB.
         bound = bind(self._raw_options) if self._raw_options else None
+        # A scheduler starts only while the switch is on; a misspelled switch
+        # is refused here, before the lake is opened.
+        schedules = bound is not None and bound.interval_s is not None and not read_only
+        switched_on = cadence.maintenance_enabled() if schedules else True
         self.session = Session(
             lake_url,
             data_path=data_path,
@@ -151,7 +157,15 @@ class LakeSession:
         # the database's global settings now: a pass shares them only while unchanged
         self._settings = None if connection is not None else global_settings(self.con)
         if self.options.interval_s is not None and not read_only:
-            self.scheduler = Scheduler(self._pass_session, self.options, on_pass).start()
+            if switched_on:
+                self.scheduler = Scheduler(
+                    self._pass_session, self.options, on_pass, lake_url=self.url
+                ).start()
+            else:
+                log.warning(
+                    "MAINTENANCE_INTERVAL given, but no pass is scheduled: %s",
+                    cadence.disabled_reason(),
+                )
 
     # -- what returns the session returns this one ---------------------------
     def begin(self) -> LakeSession:
@@ -229,7 +243,9 @@ class LakeSession:
     ) -> PassReport:
         """Run one pass now (the on-demand trigger) on a connection of its own
         and return its report; this session then sees what the pass did.
-        Refused inside an explicit transaction."""
+        Refused inside an explicit transaction, and while
+        ``SLATELAKE_MAINTENANCE_ENABLED`` is false (before anything is opened)."""
+        cadence.require_enabled("session.maintenance()")
         refuse_unless_autocommit(self.session)
         if self._settings_kept():
             with self.on_connection_of_its_own():
