@@ -24,7 +24,7 @@ from slatelake.maintenance import history
 from slatelake.maintenance import report as rpt
 from slatelake.maintenance.commit_retry import Built, commit_with_retry
 from slatelake.maintenance.report import RAN, PassReport
-from slatelake.maintenance.runner import record_pass
+from slatelake.maintenance.run_record import record_pass
 
 MODES = pytest.mark.parametrize("under_lock", [True, False], ids=["under_lock", "plain"])
 

@@ -15,7 +15,7 @@ from slatelake.cli import main
 from slatelake.ducklake.session import Session
 from slatelake.maintenance import history
 from slatelake.maintenance.report import RAN, WINDOW, PassReport
-from slatelake.maintenance.runner import record_pass
+from slatelake.maintenance.run_record import record_pass
 
 FLUSH = {"MAINTENANCE_FLUSH_INLINED_DATA": "true"}
 
@@ -89,8 +89,11 @@ def test_the_audit_log_records_each_kind_of_change_with_who(lake: str) -> None:
     maintenance.protect(lake, 1, "keep", by="carol")
     maintenance.unprotect(lake, "keep", by="carol")
     manual = maintenance.run(lake, FLUSH, operations="flush", table="t", by="erin")
-    maintenance.run(lake, FLUSH, trigger="scheduled")  # a scheduled pass is history, not audit
+    scheduled = maintenance.run(lake, FLUSH, trigger="scheduled")  # audited too
     entries = maintenance.audit_log(lake).items
+    assert (entries[0].kind, entries[0].who) == ("run.scheduled", None)
+    assert entries[0].what["run_id"] == scheduled.run_id
+    entries = entries[1:]
     assert [(e.kind, e.who) for e in entries] == [
         ("run.manual", "erin"),
         ("hold.unprotect", "carol"),
@@ -104,6 +107,10 @@ def test_the_audit_log_records_each_kind_of_change_with_who(lake: str) -> None:
         "status": "succeeded",
         "operations": ["flush"],
         "table": "main.t",
+        "counts": {"rows_flushed": 2},
+        "bytes_deleted": None,
+        "catalog_bytes_reclaimed": manual.catalog_bytes_reclaimed,
+        "seconds": manual.seconds,
     }
     assert maintenance.runs(lake, limit=2).items[1].by == "erin"
     assert entries[2].what["snapshot_id"] == 1 and entries[2].what["name"] == "keep"

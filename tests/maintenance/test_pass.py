@@ -558,7 +558,7 @@ def test_a_timestamp_older_than_names_a_utc_instant_in_any_zone(churned) -> None
 def test_dry_run_options_write_no_commit_slot(churned) -> None:  # noqa: ANN001
     """DuckLake's dry runs (the dry-run options, and the selection before an
     expiry, which uses the same call) answer without the commit lock: a pass
-    that only asks them writes one slot, its status record."""
+    that only asks them writes two slots: its run's start and its status record."""
     url, _ = churned
     dry = {
         "MAINTENANCE_EXPIRE_SNAPSHOTS_DRY_RUN": "true",
@@ -571,4 +571,4 @@ def test_dry_run_options_write_no_commit_slot(churned) -> None:  # noqa: ANN001
         before = len(list(s.lake.log.list_after(0)))
         report = s.maintenance()
         assert report.step("expire_snapshots").dry_run
-        assert len(list(s.lake.log.list_after(0))) == before + 1  # the status record
+        assert len(list(s.lake.log.list_after(0))) == before + 2  # the run's start, its end

@@ -49,7 +49,7 @@ from slatelake.maintenance import history
 from slatelake.maintenance import report as rpt
 from slatelake.maintenance.health import health as lake_health
 from slatelake.maintenance.report import RAN, PassReport
-from slatelake.maintenance.runner import record_pass
+from slatelake.maintenance.run_record import record_pass
 from slatelake.store import values
 from slatelake.store.location import LakeLocation
 from slatelake.store.objects import ObjectClient

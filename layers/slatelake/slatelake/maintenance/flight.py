@@ -21,7 +21,11 @@ The lease's owner renews by heartbeat, a thread writing the next generation ever
 ``ttl / 12`` seconds (5 s at the 60 s default), so a dead owner (SIGKILL, a
 lost host) is replaced about a minute later. A renewal that finds the next
 generation taken, or that cannot renew before the lease expires, marks the
-lease ``lost``; the pass checks that at every boundary and stops.
+lease ``lost``; the pass checks that at every boundary and stops. A pass's
+records also name its run (``run_id``) and the step it is at (``step``):
+``note_step`` beats at once when a step starts, so ``lease show`` and a
+killed pass's last record say where it was. ``taken_over`` keeps the record
+a take superseded: the next pass reads a dead run's last heartbeat from it.
 """
 
 from __future__ import annotations
@@ -148,7 +152,13 @@ class PassLease:
         self._forfeited = False  # lost by our own unanswered renewal, not to another process
         self._lock = threading.Lock()  # one write at a time: heartbeat vs release
         self._beat_stop = threading.Event()
+        self._wake = threading.Event()  # a stop, or a step to beat now
         self._beat: threading.Thread | None = None
+        # What a pass's records say beside the lease: its run and current step.
+        self.run_id: int | None = None
+        self.step: str | None = None
+        # The newest record when this owner took the lease (another owner's).
+        self.taken_over: LeaseRecord | None = None
 
     # -- reading ---------------------------------------------------------------
     def _path(self, generation: int) -> str:
@@ -189,8 +199,14 @@ class PassLease:
 
     # -- writing ---------------------------------------------------------------
     def _extra(self) -> dict[str, object]:
-        """Fields a subclass writes into every record it makes."""
-        return {}
+        """Fields written into every record: a pass's run and step (a
+        subclass writes its own)."""
+        extra: dict[str, object] = {}
+        if self.run_id is not None:
+            extra["run_id"] = self.run_id
+        if self.step is not None:
+            extra["step"] = self.step
+        return extra
 
     def _record(self, state: str, expires_at: float, **extra: object) -> bytes:
         doc = {
@@ -332,6 +348,8 @@ class PassLease:
             expires_at = now + self.ttl_s
             if not self._claim(generation, self._record(HELD, expires_at)):
                 return False
+            if record is not None and record.owner != self.owner:
+                self.taken_over = record
             self.generation, self._expires_at, self._lost = generation, expires_at, None
             return True
 
@@ -424,11 +442,19 @@ class PassLease:
         return False
 
     # -- heartbeat -----------------------------------------------------------------
+    def note_step(self, step: str) -> None:
+        """The pass starts ``step``: the heartbeat renews now (not at its next
+        interval), its record naming the step. Never waits for the store."""
+        self.step = step
+        self._wake.set()
+
     def start_heartbeat(self) -> None:
-        """Renew every ``heartbeat_s`` in a background thread until release."""
+        """Renew every ``heartbeat_s`` (and at each ``note_step``) in a
+        background thread until release."""
         if self._beat is not None:
             return
         self._beat_stop.clear()
+        self._wake.clear()
         self._beat = threading.Thread(
             target=self._heartbeat, name="slatelake-lease-heartbeat", daemon=True
         )
@@ -439,11 +465,16 @@ class PassLease:
         if beat is None:
             return
         self._beat_stop.set()
+        self._wake.set()
         if beat is not threading.current_thread():
             beat.join(self.ttl_s if timeout is None else timeout)
 
     def _heartbeat(self) -> None:
-        while not self._beat_stop.wait(self.heartbeat_s):
+        while True:
+            self._wake.wait(self.heartbeat_s)
+            self._wake.clear()
+            if self._beat_stop.is_set():
+                return
             try:
                 if not self.renew():
                     if self._lost is not None:
@@ -529,7 +560,14 @@ def break_lease(location: LakeLocation, client: ObjectClient | None = None) -> B
                 "Stop that process (a stopped pass releases its lease) or wait for it to finish"
             )
         generation = record.generation + 1
-        body = breaker._record(BROKEN, 0.0, broke_owner=record.owner)
+        body = breaker._record(
+            BROKEN,
+            0.0,
+            broke_owner=record.owner,
+            broke_run_id=record.run_id,
+            broke_step=record.step,
+            broke_heartbeat_at=record.heartbeat_at,
+        )
         if breaker._claim(generation, body):
             return BreakResult(record, generation, f"broke {record.describe(now)}")
     raise AlreadyRunningError("the maintenance lease kept changing while breaking it; retry")

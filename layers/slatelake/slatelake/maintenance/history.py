@@ -10,6 +10,11 @@ change set also drops the oldest items beyond the bound: the newest
 since the epoch, made strictly increasing, so newest first is descending id
 and ``before`` pages by keyset. Reading a page loads no catalog and reads
 the unfolded log once, for the index and its items together.
+
+A pass's entry is written twice under one id: ``running`` when it takes its
+lease, then how it ended (``run_writes`` rewrites an id still in the index).
+Every finished run is audited as ``run.<trigger>`` with its counters
+(``run_audit_writes``), in the change set that records how it ended.
 """
 
 from __future__ import annotations
@@ -48,7 +53,8 @@ def audit_key(audit_id: int) -> bytes:
 @dataclass(frozen=True)
 class AuditEntry:
     """Who changed what, when: ``kind`` is ``policy.set``, ``policy.unset``,
-    ``hold.protect``, ``hold.unprotect`` or ``run.manual``."""
+    ``hold.protect``, ``hold.unprotect``, ``borrowed.release``, or a finished
+    run: ``run.manual``, ``run.scheduled``, ``run.threshold``."""
 
     id: int  # µs since the epoch, strictly increasing
     kind: str
@@ -104,15 +110,60 @@ def _append(
     return puts, [key_of(i) for i in dropped], new_id
 
 
+def run_ids(read: Read) -> list[int]:
+    """The run history's ids, oldest first (none when the index does not decode)."""
+    try:
+        return _ids(read(RUNS_INDEX), "sys/run_history")
+    except CorruptionError:
+        return []
+
+
+def read_run(read: Read, run_id: int) -> PassReport | None:
+    """One kept entry (None: gone, or it does not decode)."""
+    raw = read(run_key(run_id))
+    if raw is None:
+        return None
+    try:
+        return _decode_run(raw, run_id)
+    except (CorruptionError, KeyError, TypeError, ValueError, AttributeError):
+        return None
+
+
 def run_writes(read: Read, report: PassReport) -> tuple[list[tuple[bytes, bytes]], list[bytes]]:
-    """Keep ``report`` in the run history (its id becomes ``report.run_id``)."""
+    """Keep ``report`` in the run history (its id becomes ``report.run_id``).
+    A report whose id is still in the history (its ``running`` entry)
+    rewrites that entry; otherwise it is added under a new id."""
 
     def encode(run_id: int) -> bytes:
         report.run_id = run_id
         return values.frame(_RUN_KIND, report.to_dict())
 
+    if report.run_id is not None and report.run_id in run_ids(read):
+        return [(run_key(report.run_id), encode(report.run_id))], []
     puts, deletes, _ = _append(read, RUNS_INDEX, "sys/run_history", run_key, encode, KEEP_RUNS)
     return puts, deletes
+
+
+def run_audit_writes(
+    read: Read, report: PassReport
+) -> tuple[list[tuple[bytes, bytes]], list[bytes]]:
+    """Audit a finished run as ``run.<trigger>``: its status, scope and
+    counters (every step's counts summed, the bytes reclaimed), and why it
+    failed or is partial when it says."""
+    what: dict[str, Any] = {
+        "run_id": report.run_id,
+        "status": str(report.status),
+        "operations": report.operations,
+        "table": report.table,
+        "counts": report.totals(),
+        "bytes_deleted": report.bytes_deleted,
+        "catalog_bytes_reclaimed": report.catalog_bytes_reclaimed,
+        "seconds": report.seconds,
+    }
+    reason = report.failed_reason or report.lease_lost or report.partial_reason
+    if reason is not None:
+        what["reason"] = reason
+    return audit_writes(read, f"run.{report.trigger}", report.by, what)
 
 
 def audit_writes(

@@ -2,7 +2,10 @@
 
 Kept apart from the lease's rules (``flight.py``) so both stay short. A
 record that does not decode is ``unreadable`` and counts as free; its
-owner, state and expiry are what every taker compares.
+owner, state and expiry are what every taker compares. A pass's records
+also say which run holds the lease and the step it was at (``run_id``,
+``step``, beaten at each step's start); a ``broken`` record keeps those of
+the lease it broke (``broke_run_id``, ``broke_step``, ``broke_heartbeat_at``).
 """
 
 from __future__ import annotations
@@ -35,6 +38,18 @@ class LeaseRecord:
     # What the owner said beside the lease (a holder's fold cursor and when).
     extra: dict[str, object] = field(default_factory=dict)
 
+    @property
+    def run_id(self) -> int | None:
+        """The run history id of the pass that wrote this record (None: not a
+        pass's, or written before its run was recorded)."""
+        return _int(self.extra.get("run_id"))
+
+    @property
+    def step(self) -> str | None:
+        """The step the pass was at when it wrote this record (None: before its first)."""
+        step = self.extra.get("step")
+        return step if isinstance(step, str) else None
+
     def held(self, now: float | None = None) -> bool:
         return self.state == HELD and self.expires_at > (time.time() if now is None else now)
 
@@ -53,6 +68,8 @@ class LeaseRecord:
         who = f"owner {self.owner[:8] or '?'}"
         if self.pid is not None:
             who += f" (pid {self.pid} on {self.host or '?'})"
+        if self.run_id is not None:
+            who += f", run {self.run_id}" + (f" at step {self.step}" if self.step else "")
         if self.state != HELD:
             return f"lease generation {self.generation}: {self.state} by {who}"
         beat = "no heartbeat recorded"
@@ -61,6 +78,10 @@ class LeaseRecord:
         left = self.expires_at - now
         expiry = f"expires in {left:.1f}s" if left > 0 else f"expired {-left:.1f}s ago"
         return f"lease generation {self.generation} held by {who}, {beat}, {expiry}"
+
+
+def _int(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def decode_record(generation: int, raw: bytes) -> LeaseRecord:

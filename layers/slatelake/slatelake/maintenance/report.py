@@ -10,7 +10,12 @@ do; ``operations`` and ``table`` the scope of a manual run that was
 limited, and ``plan`` what a dry run found; ``lease_lost`` says why a pass stopped when
 another process took its lease (such a pass records nothing). ``status``
 sums it up: ``failed``, ``partial`` (``partial_reason``: the retention
-fail-safe skipped deletion; or work is pending) or ``succeeded``.
+fail-safe skipped deletion; or work is pending) or ``succeeded``; a run
+history entry is also ``running`` from the moment its pass took the lease
+(``running``, with ``lease_generation`` and ``lease_owner``) until the pass
+rewrites it with how it ended, and a run that never did (a killed pass) is
+rewritten ``failed`` by the next pass, ``failed_reason`` saying why.
+``queued_s`` is how long a run waited for another pass's lease.
 The window keeps the last 16 passes in ``sys/maintenance_status``. A window
 that does not decode is never fatal: reading it salvages the well-formed
 records and says what was dropped, and the next pass rewrites it.
@@ -46,10 +51,14 @@ class PassStatus(StrEnum):
     SUCCEEDED = "succeeded"
     PARTIAL = "partial"
     FAILED = "failed"
+    # Run history only: the pass holds its lease and has not finished (the
+    # status window keeps finished passes only).
+    RUNNING = "running"
 
 
 RAN, SKIPPED, FAILED = StepStatus.RAN, StepStatus.SKIPPED, StepStatus.FAILED
 SUCCEEDED, PARTIAL, FAILED_PASS = PassStatus.SUCCEEDED, PassStatus.PARTIAL, PassStatus.FAILED
+RUNNING = PassStatus.RUNNING
 WINDOW = 16
 STATUS_KEY = encode_key(Subspace.SYS, 0x04)
 _STATUS_KIND = 0x04
@@ -141,6 +150,19 @@ class PassReport:
     # not measured, e.g. nothing was deleted or a dry run).
     catalog_bytes_reclaimed: int | None = None
     bytes_deleted: int | None = None
+    # The run history's entry of a pass that took its lease and has not
+    # finished (status ``running``); False in every finished report.
+    running: bool = False
+    # Why the run failed though no step did: its heartbeat stopped (the
+    # process died), or the pass raised.
+    failed_reason: str | None = None
+    # The pass lease the run took: its generation then, and its owner (what
+    # the next pass matches a dead run's last lease record by).
+    lease_generation: int | None = None
+    lease_owner: str | None = None
+    # Seconds the run waited (queued) for another pass's lease before it ran
+    # (None: it did not wait).
+    queued_s: float | None = None
 
     def add(
         self,
@@ -159,19 +181,36 @@ class PassReport:
 
     @property
     def failed(self) -> bool:
-        """A step failed, or the pass lost its lease before it finished."""
-        return self.lease_lost is not None or any(s.status == FAILED for s in self.steps)
+        """A step failed, the pass lost its lease before it finished, or the
+        run never finished (``failed_reason``)."""
+        return (
+            self.lease_lost is not None
+            or self.failed_reason is not None
+            or any(s.status == FAILED for s in self.steps)
+        )
 
     @property
     def status(self) -> PassStatus:
-        """``failed`` (a step failed or the lease was lost), ``partial`` (the
-        fail-safe skipped deletion, or work is left for the next pass), else
-        ``succeeded``."""
+        """``running`` (a run history entry of a pass not finished yet),
+        ``failed`` (a step failed, the lease was lost, or the run died),
+        ``partial`` (the fail-safe skipped deletion, or work is left for the
+        next pass), else ``succeeded``."""
+        if self.running:
+            return RUNNING
         if self.failed:
             return FAILED_PASS
         if self.partial_reason is not None or self.work_pending:
             return PARTIAL
         return SUCCEEDED
+
+    def totals(self) -> dict[str, int]:
+        """Every step's counts summed by name (``snapshots_expired``,
+        ``files_deleted``, ``bytes_deleted``, ...): what the audit keeps."""
+        out: dict[str, int] = {}
+        for step in self.steps:
+            for name, value in step.counts.items():
+                out[name] = out.get(name, 0) + value
+        return out
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: what the CLI's ``--json`` prints, the Lambda answers and
@@ -203,6 +242,11 @@ class PassReport:
             run_id=doc.get("run_id"),
             catalog_bytes_reclaimed=doc.get("catalog_bytes_reclaimed"),
             bytes_deleted=doc.get("bytes_deleted"),
+            running=bool(doc.get("running", False)),
+            failed_reason=doc.get("failed_reason"),
+            lease_generation=doc.get("lease_generation"),
+            lease_owner=doc.get("lease_owner"),
+            queued_s=doc.get("queued_s"),
             steps=[
                 StepReport(
                     s["step"],

@@ -18,6 +18,14 @@ decode is rewritten (with a warning), never left to block every later record.
 A pass refuses to run on a connection inside an explicit transaction, however
 it was opened (``session.transaction()`` or a raw ``BEGIN``).
 
+A run's life is in the run history (``record_start``): ``running`` once the
+pass holds its lease (one head-preserving commit, which also records any
+dead pass's entry ``failed``), the lease's heartbeat naming the step it is
+at (beaten at each step's start), then rewritten with how it ended, the
+status window appended and the run audited (``run.<trigger>``, with its
+counters) in one commit at its end. A pass that raises is recorded
+``failed`` with the error before the error reaches its caller.
+
 A scoped run (``RunScope``, steps.py) does only the operations asked, on
 one table if asked: the steps left out are reported skipped, saying why,
 and so are the sweeps and the store merge. A dry run (dry_run.py) plans the
@@ -31,7 +39,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any
 
 import duckdb
@@ -39,18 +46,14 @@ import duckdb
 from slatelake.ducklake.session import Session
 from slatelake.errors import (
     AlreadyRunningError,
-    ConflictError,
     MisconfigurationError,
     NotFoundError,
-    OperationLimitError,
     ReadOnlyError,
     SlatelakeError,
     StepFailed,
 )
-from slatelake.log.changeset import ChangeSet
-from slatelake.maintenance import history, holds
+from slatelake.maintenance import holds
 from slatelake.maintenance import report as rpt
-from slatelake.maintenance.commit_retry import Built, commit_with_retry
 from slatelake.maintenance.dry_run import Planner
 from slatelake.maintenance.flight import PassLease, process_lock
 from slatelake.maintenance.options import DUCKLAKE_STEPS, STEPS, MaintenanceOptions
@@ -58,13 +61,13 @@ from slatelake.maintenance.policy import lake_enabled, rows_at_head
 from slatelake.maintenance.policy_plan import describe, plan
 from slatelake.maintenance.progress import Progress, Sink
 from slatelake.maintenance.report import FAILED, RAN, SKIPPED, PassReport
+from slatelake.maintenance.run_record import STATUS_ATTEMPTS, record_pass, record_start
 from slatelake.maintenance.scope import RunScope
 from slatelake.maintenance.steps import StepOutcome, Steps, TableName
 from slatelake.maintenance.store_step import run_compact_store
 from slatelake.maintenance.sweep_steps import run_sweep_steps
 
 log = logging.getLogger("slatelake.maintenance")
-STATUS_ATTEMPTS = 3
 CLEANUP_STEPS = ("cleanup_old_files", "delete_orphaned_files")
 
 
@@ -105,13 +108,21 @@ def run_pass(
         raise AlreadyRunningError("maintenance already running on this lake in this process")
     try:
         lease = PassLease(session.lake.location, client=session.lake.log.client)
+        queued = time.monotonic()
         lease.acquire(wait_s, stop=stopping)
         commit_lock = session.commit_lock
         try:
             lease.start_heartbeat()
             if commit_lock is not None:  # a lock this pass leaves behind dies with its lease
                 commit_lock.lease = lease.ref
-            return make(lease).run()
+            running = make(lease)
+            if wait_s > 0:
+                running.report.queued_s = round(time.monotonic() - queued, 3)
+            try:
+                return running.run()
+            except Exception as exc:
+                running.record_raised(exc)
+                raise
         finally:
             if commit_lock is not None:
                 commit_lock.lease = None
@@ -239,6 +250,8 @@ class _Pass:
         what = " dry run" if self.planner is not None else ""
         scoped = f", {self._scope_text()}" if self.scope.scoped else ""
         self.progress(f"pass{what} start ({report.trigger}{scoped})")
+        if self.lease is not None:
+            record_start(self.session, report, self.lease, attempts=STATUS_ATTEMPTS)
         self._apply_policy()
         flush = self.options.steps["flush_inlined_data"]
         self.steps.may_flush = flush.enabled and self.scope.left_out("flush_inlined_data") is None
@@ -279,6 +292,7 @@ class _Pass:
                 report.add(step, SKIPPED, f"waits for a complete pass; deferred tables: {names}")
                 report.work_pending = True
                 continue
+            self._at(step)
             self.progress(f"step {step} start")
             t0 = time.monotonic()
             try:
@@ -321,6 +335,21 @@ class _Pass:
         record_pass(self.session, report)
         return report
 
+    def _at(self, step: str) -> None:
+        """The pass starts ``step``: its lease beats now, naming it."""
+        if self.lease is not None:
+            self.lease.note_step(step)
+
+    def record_raised(self, exc: Exception) -> None:
+        """The pass raised: record it ``failed`` with the error (unless its
+        lease was lost: then it writes nothing), best effort."""
+        if self.lease is None or self.lease.lost is not None:
+            return
+        self.report.failed_reason = f"the pass raised {type(exc).__name__}: {exc}"
+        self.report.seconds = round(max(0.0, time.time() - self.report.started_at / 1e6), 3)
+        self.report.rss_hwm_mb = round(self.progress.high_water, 1)
+        record_pass(self.session, self.report)
+
     def _catalog_bytes(self) -> int | None:
         """The catalog's file bytes at the head (None: not readable now)."""
         try:
@@ -357,7 +386,9 @@ class _Pass:
                 self.report.add(step, SKIPPED, why, dry_run=self.planner is not None)
             return
         opts, report = self.options, self.report
+        self._at("sweep")
         run_sweep_steps(self.session, opts, self.progress, report, self._out_of_time)
+        self._at("compact_store")
         run_compact_store(self.session, opts, self.progress, report, self._out_of_time)
 
     def _cleanup_blocked(self) -> str | None:
@@ -381,57 +412,3 @@ class _Pass:
             per_table = self.options.table_batches or bool(deferred)
             return self.steps.compact(step, cfg, per_table, deferred)
         return self.steps.cleanup(step, cfg)
-
-
-def read_window(session: Session) -> rpt.StatusWindow:
-    """The status window as of the session's view, newest first; ``.warning``
-    says what did not decode."""
-    return rpt.newest_first(session.lake.read_sys(session.state, rpt.STATUS_KEY))
-
-
-def record_pass(session: Session, report: PassReport) -> None:
-    """Append to sys/maintenance_status, the run history and (a manual run)
-    the audit log, as one head-preserving batch; a window that does not
-    decode is rewritten from what could be read. A failure is logged and
-    never changes the pass outcome."""
-
-    def build() -> Built[None]:  # on a fresh view each attempt
-        def read(key: bytes) -> bytes | None:
-            return session.lake.read_sys(session.state, key)
-
-        window = rpt.decode_window(read(rpt.STATUS_KEY))
-        if window.warning is not None:
-            log.warning("%s; rewriting the window with this pass", window.warning)
-        report.head_snapshot_id = session.state.head.snapshot_id
-        report.head_batch_seq = session.state.head.batch_seq
-        puts, deletes = history.run_writes(read, report)  # sets report.run_id
-        if report.trigger == "manual":
-            what = {
-                "run_id": report.run_id,
-                "status": report.status,
-                "operations": report.operations,
-                "table": report.table,
-            }
-            more = history.audit_writes(read, "run.manual", report.by, what)
-            puts, deletes = puts + more[0], deletes + more[1]
-        status = (rpt.STATUS_KEY, rpt.encode_window([*window, report]))
-        cs = ChangeSet(
-            base=session.state.head,
-            puts=(status, *puts),
-            deletes=tuple(deletes),
-            tables=("sys/maintenance_status", "sys/run_history"),
-            changes_made="maintenance_status",
-        )
-
-        def window_alone(exc: OperationLimitError) -> ChangeSet:  # a tiny change-set cap
-            log.warning("run history not recorded (%s); recording the status window alone", exc)
-            return replace(cs, puts=(status,), deletes=())
-
-        return Built(cs, None, over_limit=window_alone)
-
-    try:
-        commit_with_retry(session, build, attempts=STATUS_ATTEMPTS, under_lock=False)
-    except ConflictError:
-        log.warning("maintenance status not recorded after %d conflicts", STATUS_ATTEMPTS)
-    except Exception as exc:
-        log.warning("maintenance status not recorded: %s", exc)

@@ -46,7 +46,8 @@ from slatelake.maintenance.options import (
     pinned_signatures,
 )
 from slatelake.maintenance.report import PassReport, StatusWindow
-from slatelake.maintenance.runner import read_window, refuse_unless_autocommit
+from slatelake.maintenance.run_record import read_window
+from slatelake.maintenance.runner import refuse_unless_autocommit
 from slatelake.maintenance.scheduler import Scheduler
 
 log = logging.getLogger("slatelake.maintenance")
