@@ -2,7 +2,7 @@
 
 Every module of the package is parsed (never imported) and each import,
 including ones inside functions and ``TYPE_CHECKING`` blocks, resolved to the
-layer it lands in. ``errors`` and ``durations`` are shared by all layers
+layer it lands in. ``errors``, ``durations`` and ``lazy`` are shared by all layers
 (``errors`` imports nothing of slatelake, ``durations`` only ``errors``); the facade
 (the package ``__init__``, ``handle``, ``admin``, ``demo``) and ``cli`` sit on top and
 may import anything; the CLI and the Lambda import only the facade. Only
@@ -22,9 +22,9 @@ pytestmark = pytest.mark.fast
 
 PACKAGE = Path(__file__).resolve().parents[1] / "layers" / "slatelake" / "slatelake"
 ORDER = ("store", "log", "catalog", "ducklake", "maintenance")
-SHARED = {"errors", "durations"}
+SHARED = {"errors", "durations", "lazy"}
 TOP = {"cli", "demo", "admin", "handle", "__init__"}
-RANK = {"errors": 0, "durations": 0, **{layer: i + 1 for i, layer in enumerate(ORDER)}}
+RANK = {"errors": 0, "durations": 0, "lazy": 0, **{layer: i + 1 for i, layer in enumerate(ORDER)}}
 TOP_RANK = len(ORDER) + 1
 NO_DUCKDB = {"store", "log", "catalog"}
 

@@ -46,6 +46,7 @@ from slatelake.errors import (
     UnsupportedError,
 )
 from slatelake.errors import retry_conflicts as retry
+from slatelake.lazy import lazy_getattr
 
 if TYPE_CHECKING:
     import duckdb
@@ -153,16 +154,8 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    """A request or report type (or ``Session``), imported when first asked for."""
-    found = _LAZY.get(name)
-    if found is None:
-        raise AttributeError(f"module 'slatelake' has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(found[0]), found[1])
-    globals()[name] = value
-    return value
+# A request or report type (or ``Session``), imported when first asked for.
+__getattr__ = lazy_getattr("slatelake", _LAZY, globals())
 
 
 __all__ = [

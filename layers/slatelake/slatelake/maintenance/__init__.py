@@ -15,9 +15,7 @@ DuckDB. ``health`` and ``backup`` are modules here: their verbs are
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
+from slatelake.lazy import lazy_getattr
 from slatelake.store.keys import Subspace
 
 # The names ``compact_store(subspace=...)`` takes.
@@ -101,13 +99,7 @@ _LAZY: dict[str, tuple[str, str]] = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    found = _LAZY.get(name)
-    if found is None:
-        raise AttributeError(f"module 'slatelake.maintenance' has no attribute {name!r}")
-    value = getattr(importlib.import_module(found[0]), found[1])
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr("slatelake.maintenance", _LAZY, globals())
 
 
 __all__ = sorted([*_LAZY, "SUBSPACES"])
