@@ -126,14 +126,13 @@ def shared_lake_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 # where they are written.
 
 
-@pytest.hookimpl(trylast=True)
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects by these marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark every test that talks to moto's server ``s3`` (its fixtures, or a
     parameter spelled ``s3``: the lake fixtures', a ``store`` parameter that
     asks for ``s3_bucket`` by name), and every test not marked ``fast``
     ``slow``, so ``scripts/test --fast`` can leave them out without anyone
-    remembering to mark them. Then keep each ``xdist_group`` on one worker
-    (``_keep_groups``)."""
+    remembering to mark them."""
     for item in items:
         params = getattr(getattr(item, "callspec", None), "params", {})
         uses_moto = "moto_endpoint" in getattr(item, "fixturenames", ())
@@ -141,8 +140,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.s3)
         if item.get_closest_marker("fast") is None:
             item.add_marker(pytest.mark.slow)
-    if getattr(config.option, "loadgroup", False):
-        _keep_groups(items)
+
+
+class _GroupKeeper:
+    """Runs after xdist's own collection hook (``trylast``), so it sees what
+    xdist did to the ids (``_keep_groups``)."""
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(
+        self, config: pytest.Config, items: list[pytest.Item]
+    ) -> None:
+        if getattr(config.option, "loadgroup", False):
+            _keep_groups(items)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(_GroupKeeper(), "slatelake-group-keeper")
 
 
 def _keep_groups(items: list[pytest.Item]) -> None:
