@@ -82,11 +82,12 @@ def threshold(call: Invocation, turn: Turn) -> Answer:
     table with enough small files gets a run of flush, merge and rewrite, on
     the pass's warm session. While the switch is off a scheduled tick skips
     (nothing read) and a manual one is refused before the lake is touched."""
-    if call.scheduled and not slatelake.maintenance_enabled():
-        why = slatelake.maintenance_disabled_reason()
+    switch = slatelake.maintenance_switch()
+    if call.scheduled and not switch.enabled:
+        why = switch.reason
         logger.info("threshold check skipped: maintenance is switched off", extra={"why": why})
         return {"skipped": why, "result": None}
-    slatelake.require_maintenance_enabled("a manual threshold run")
+    switch.require("a manual threshold run")
     found = require_lake(call).maintenance.threshold(
         session=turn.session(),
         deadline=turn.seconds_left,

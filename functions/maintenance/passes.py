@@ -79,10 +79,11 @@ def maintain(call: PassCall, turn: Turn) -> Answer:
     """One pass on the warm session. A scheduled tick skips while the switch
     is off, while a lease is held, and until the lake's policy cron is due;
     a manual one is refused while the switch is off, before the lake is touched."""
-    if call.scheduled and not slatelake.maintenance_enabled():
-        return _skip(call, slatelake.maintenance_disabled_reason(), "maintenance is switched off")
+    switch = slatelake.maintenance_switch()
+    if call.scheduled and not switch.enabled:
+        return _skip(call, str(switch.reason), "maintenance is switched off")
     if not call.request.dry_run:
-        slatelake.require_maintenance_enabled("a manual maintenance pass")
+        switch.require("a manual maintenance pass")
     # bound now: a refused option never reaches the lake; a tick's deletes
     # need the lake's policy enabled too (double opt-in)
     options = dataclasses.replace(call.request, deletes_need_policy=call.scheduled).bound()
@@ -181,7 +182,7 @@ def backup(call: BackupCall, turn: Turn) -> Answer:
     the manifest of what a copy takes. Waits for a running pass like a
     manual pass does."""
     if call.options is not None:  # a pass first: refused while the switch is off
-        slatelake.require_maintenance_enabled("a backup's maintenance pass (its options)")
+        slatelake.maintenance_switch().require("a backup's maintenance pass (its options)")
     options = None if call.options is None else slatelake.PassRequest(options=call.options).bound()
     wait_s = MANUAL_WAIT_S if call.wait_s is None else call.wait_s
     try:

@@ -147,9 +147,8 @@ _LAZY = {
     "MEMORY_LIMIT_ENV": ("slatelake.ducklake.extensions", "MEMORY_LIMIT_ENV"),
     # the process's maintenance switch and a lake's cadence (maintenance/cadence.py)
     "MAINTENANCE_ENABLED_ENV": ("slatelake.maintenance.cadence", "ENABLED_ENV"),
-    "maintenance_enabled": ("slatelake.maintenance.cadence", "maintenance_enabled"),
-    "maintenance_disabled_reason": ("slatelake.maintenance.cadence", "disabled_reason"),
-    "require_maintenance_enabled": ("slatelake.maintenance.cadence", "require_enabled"),
+    "maintenance_switch": ("slatelake.maintenance.cadence", "maintenance_switch"),
+    "MaintenanceSwitch": ("slatelake.maintenance.cadence", "MaintenanceSwitch"),
     "CadenceCheck": ("slatelake.maintenance.cadence", "CadenceCheck"),
 }
 

@@ -140,7 +140,7 @@ def _cmd_backup(args: argparse.Namespace) -> int:
     import slatelake
 
     if args.option:
-        slatelake.require_maintenance_enabled("backup --option (a maintenance pass first)")
+        slatelake.maintenance_switch().require("backup --option (a maintenance pass first)")
     report = open_lake(args).maintenance.backup(
         options=parse_kv(args.option) or None,
         wait_s=args.wait,

@@ -105,9 +105,29 @@ def require_enabled(
     """MaintenanceDisabledError naming the variable and the fix when the switch
     is off (or misspelled): ``what`` (a pass, the threshold trigger) is
     refused; ``dry_run_allowed`` adds that a dry run of it is still allowed."""
-    if not maintenance_enabled(environ):
-        also = " (a dry run is still allowed)" if dry_run_allowed else ""
-        raise MaintenanceDisabledError(f"{what} refused: {disabled_reason(environ)}{also}")
+    maintenance_switch(environ).require(what, dry_run_allowed=dry_run_allowed)
+
+
+@dataclass(frozen=True)
+class MaintenanceSwitch:
+    """The process's maintenance switch as read now: ``enabled``, and when it
+    is off, ``reason`` (what a skipped tick answers)."""
+
+    enabled: bool
+    reason: str | None = None
+
+    def require(self, what: str, *, dry_run_allowed: bool = False) -> None:
+        """MaintenanceDisabledError refusing ``what`` while the switch is off."""
+        if not self.enabled:
+            also = " (a dry run is still allowed)" if dry_run_allowed else ""
+            raise MaintenanceDisabledError(f"{what} refused: {self.reason}{also}")
+
+
+def maintenance_switch(environ: Mapping[str, str] | None = None) -> MaintenanceSwitch:
+    """``SLATELAKE_MAINTENANCE_ENABLED`` read once (a misspelled value is
+    refused naming the variable, so a bad deploy fails loudly)."""
+    enabled = maintenance_enabled(environ)
+    return MaintenanceSwitch(enabled, None if enabled else disabled_reason(environ))
 
 
 # -- the cron --------------------------------------------------------------------
