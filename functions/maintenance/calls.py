@@ -193,7 +193,8 @@ def _read(parse: Callable[[Any], R], doc: Mapping[str, object]) -> R:
         return parse(doc)
     except (OverflowError, ValueError):
         huge = [k for k, v in doc.items() if isinstance(v, int) and v.bit_length() > 64]
+        if not huge:
+            raise  # not the integer too long to print: the error as it is
         raise MaintenanceConfigError(
-            f"options.{(huge or ['?'])[0]}: an integer too large for any option; "
-            "send a duration such as 90s"
+            f"options.{huge[0]}: an integer too large for any option; send a duration such as 90s"
         ) from None

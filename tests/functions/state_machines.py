@@ -75,6 +75,17 @@ class Execution:
     cause: str | None
     history: list[dict[str, Any]] = field(repr=False)
 
+    def most_in_flight(self) -> int:
+        """The most Map iterations running at once, from the history."""
+        running = most = 0
+        for event in self.history:
+            if event["type"] == "MapIterationStarted":
+                running += 1
+                most = max(most, running)
+            elif event["type"] in ("MapIterationSucceeded", "MapIterationFailed"):
+                running -= 1
+        return most
+
     def events(self, *types: str) -> list[dict[str, Any]]:
         """The history's events of these types, in order."""
         return [e for e in self.history if e["type"] in types]

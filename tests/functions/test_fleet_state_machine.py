@@ -13,7 +13,6 @@ import pytest
 
 import slatelake
 from tests.functions.state_machines import Execution, StepFunctions, step_functions
-from tests.functions.test_state_machine_harness import most_in_flight
 
 pytestmark = [pytest.mark.s3, pytest.mark.xdist_group("state-machines")]
 __all__ = ["step_functions"]  # the harness's fixture, imported for pytest to find
@@ -79,6 +78,6 @@ def test_a_lake_the_stack_does_not_maintain_fails_alone(ran: Execution) -> None:
 
 
 def test_at_most_the_fleet_concurrency_of_passes_run_at_once(ran: Execution) -> None:
-    assert 1 <= most_in_flight(ran) <= 2
+    assert 1 <= ran.most_in_flight() <= 2
     waits = ran.events("WaitStateEntered")
     assert len(waits) == 3  # every lake after the first is staggered

@@ -64,18 +64,6 @@ def log_lines(encoded: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in text.splitlines() if line.startswith('{"level"')]
 
 
-def most_in_flight(execution: Execution) -> int:
-    """The most Map iterations running at once, from the history."""
-    running = most = 0
-    for event in execution.history:
-        if event["type"] == "MapIterationStarted":
-            running += 1
-            most = max(most, running)
-        elif event["type"] in ("MapIterationSucceeded", "MapIterationFailed"):
-            running -= 1
-    return most
-
-
 def test_a_lambda_task_runs_the_real_handler_in_a_fresh_process_on_the_lake(
     succeeded: Execution, lake: tuple[str, str]
 ) -> None:
@@ -103,7 +91,7 @@ def test_the_map_runs_every_item_through_the_handler_and_keeps_their_order(
     health = done[0]["result"]
     assert "sales" in json.dumps(health), health  # the child read the lake's catalog
     assert len(succeeded.events("MapIterationSucceeded")) == len(ITEMS)
-    assert most_in_flight(succeeded) == 2  # MaxConcurrency
+    assert succeeded.most_in_flight() == 2  # MaxConcurrency
 
 
 def test_an_item_whose_handler_raises_is_retried_on_its_name_then_caught_as_task_failed(
