@@ -14,6 +14,7 @@ from tests.conftest import ClockAhead
 
 COMMANDS = [
     "init",
+    "fleet",
     "fold",
     "hold",
     "log",

@@ -17,7 +17,12 @@ from slatelake import MaintenanceConfigError, PassRequest
 from slatelake.cli import build_parser, main
 
 # Values for the positionals a verb needs beside LAKE, valid so LAKE is what fails.
-SAMPLES = {"snapshot": "1", "catalog": "catalog.duckdb", "file": "out.duckdb"}
+SAMPLES = {
+    "snapshot": "1",
+    "catalog": "catalog.duckdb",
+    "file": "out.duckdb",
+    "registry": "memory://fleet-sample",
+}
 GRAMMAR = "90s, 5m, 1h30m"
 
 
@@ -64,8 +69,8 @@ LAKE_VERBS = [
 
 def test_every_leaf_verb_but_demo_takes_a_lake() -> None:
     leaves = {path for path, p in _parsers(build_parser()) if path and _is_leaf(p)}
-    assert leaves - set(LAKE_VERBS) == {("demo",)}
-    assert len(LAKE_VERBS) == 29  # a new verb taking LAKE is walked by the test below
+    assert leaves - set(LAKE_VERBS) == {("demo",), ("fleet", "list")}
+    assert len(LAKE_VERBS) == 31  # a new verb taking LAKE is walked by the test below
 
 
 @pytest.mark.parametrize("bad", ["s3://", "ftp://x", "relative/lake"])

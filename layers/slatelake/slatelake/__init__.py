@@ -29,6 +29,7 @@ from slatelake.errors import (
     FormatError,
     HeldSnapshotError,
     LeaseLiveError,
+    LeaseLostError,
     MaintenanceConfigError,
     MaintenanceDisabledError,
     MergeIncompleteError,
@@ -118,6 +119,9 @@ _LAZY = {
     "PlannedStep": ("slatelake.maintenance.report", "PlannedStep"),
     "StatusWindow": ("slatelake.maintenance.report", "StatusWindow"),
     "ThresholdReport": ("slatelake.maintenance.threshold", "ThresholdReport"),
+    "PassPlan": ("slatelake.maintenance.fanout", "PassPlan"),
+    "BatchOrder": ("slatelake.maintenance.fanout", "BatchOrder"),
+    "BatchResult": ("slatelake.maintenance.fanout", "BatchResult"),
     "Page": ("slatelake.maintenance.history", "Page"),
     "AuditEntry": ("slatelake.maintenance.history", "AuditEntry"),
     "Hold": ("slatelake.catalog.holds", "Hold"),
@@ -136,6 +140,7 @@ _LAZY = {
     "BorrowedRelease": ("slatelake.maintenance.borrowed", "BorrowedRelease"),
     "StoreCensus": ("slatelake.store.census", "StoreCensus"),
     "CompactStoreReport": ("slatelake.store.merge", "CompactStoreReport"),
+    "FleetRegistry": ("slatelake.maintenance.fleet", "FleetRegistry"),
     # what a surface prints or reads beside the verbs
     "show_input": ("slatelake.store.location", "show_input"),
     # caps every store call, in every thread, at a monotonic instant (a Lambda's end)
@@ -167,6 +172,7 @@ __all__ = [
     "FormatError",
     "HeldSnapshotError",
     "LeaseLiveError",
+    "LeaseLostError",
     "MaintenanceConfigError",
     "MaintenanceDisabledError",
     "MergeIncompleteError",

@@ -69,6 +69,14 @@ class LeaseLiveError(AlreadyRunningError):
     retryable = False
 
 
+class LeaseLostError(AlreadyRunningError):
+    """A fanned-out pass's phase found its run's lease no longer held (it
+    lapsed, or another pass took it): it does nothing; the next pass
+    records the run failed."""
+
+    retryable = False
+
+
 # -- what is stored ---------------------------------------------------------------
 class CorruptionError(SlatelakeError):
     """Stored bytes are not what slatelake wrote: bad framing, holes, damage."""

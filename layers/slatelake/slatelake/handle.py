@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from slatelake.maintenance.backup import BackupReport
     from slatelake.maintenance.borrowed import BorrowedRelease
     from slatelake.maintenance.cadence import CadenceCheck
+    from slatelake.maintenance.fanout import BatchOrder, BatchResult, PassPlan
     from slatelake.maintenance.flight import BreakResult, LeaseRecord
     from slatelake.maintenance.fold import FoldRequest, FoldTurn
     from slatelake.maintenance.health_report import HealthPolicy, LakeHealth
@@ -64,16 +65,31 @@ class Maintenance:
         stop: threading.Event | None = None,
         on_progress: Sink | None = None,
         session: LakeSession | None = None,
+        parallel: int | None = None,
     ) -> PassReport:
         """Run one pass as ``request`` asks (None: every configured step,
         manual trigger) and return its report. ``deadline`` returns the
         seconds left to work; ``stop`` ends the pass at the next step or
         table boundary; ``on_progress`` receives each progress event.
         ``session``: an open session on this lake to run it on (a warm
-        container's), else one is opened for the pass and closed after."""
+        container's), else one is opened for the pass and closed after.
+        ``parallel``: fan the pass out, its table batches in that many
+        worker processes (maintenance/fanout.py); None: one process."""
         from slatelake.maintenance.api import run_request
         from slatelake.maintenance.request import PassRequest
 
+        if parallel is not None:
+            from slatelake.maintenance.fanout_run import run_parallel
+
+            return run_parallel(
+                self._on(session),
+                request or PassRequest(),
+                workers=parallel,
+                data_path=self.lake.data_path,
+                deadline=deadline,
+                stop=stop,
+                on_progress=on_progress,
+            )
         return run_request(
             self._on(session),
             request or PassRequest(),
@@ -81,6 +97,62 @@ class Maintenance:
             deadline=deadline,
             stop=stop,
             on_progress=on_progress,
+        )
+
+    def plan(
+        self,
+        request: PassRequest | None = None,
+        *,
+        batch_tables: int | None = None,
+        deadline: Deadline | None = None,
+        on_progress: Sink | None = None,
+        session: LakeSession | None = None,
+    ) -> PassPlan:
+        """The first phase of a fanned-out pass: take the lease for the run,
+        expire, and cut the tables into batches of ``batch_tables``
+        (default 20) for ``batch``; ``finish`` ends the run."""
+        from slatelake.maintenance import fanout_run
+        from slatelake.maintenance.request import PassRequest
+
+        return fanout_run.plan(
+            self._on(session),
+            request or PassRequest(),
+            data_path=self.lake.data_path,
+            batch_tables=batch_tables or fanout_run.DEFAULT_BATCH_TABLES,
+            deadline=deadline,
+            on_progress=on_progress,
+        )
+
+    def batch(
+        self,
+        order: BatchOrder,
+        *,
+        deadline: Deadline | None = None,
+        on_progress: Sink | None = None,
+        session: LakeSession | None = None,
+    ) -> BatchResult:
+        """Flush, merge and rewrite one planned batch's tables under the run's lease."""
+        from slatelake.maintenance import fanout_run
+
+        return fanout_run.batch(
+            self._on(session), order, deadline=deadline, on_progress=on_progress
+        )
+
+    def finish(
+        self,
+        plan: PassPlan,
+        results: Iterable[BatchResult],
+        *,
+        deadline: Deadline | None = None,
+        on_progress: Sink | None = None,
+        session: LakeSession | None = None,
+    ) -> PassReport:
+        """Sum the batches, clean up when every one finished, record the run
+        once and give its lease back."""
+        from slatelake.maintenance import fanout_run
+
+        return fanout_run.finish(
+            self._on(session), plan, list(results), deadline=deadline, on_progress=on_progress
         )
 
     def threshold(

@@ -23,6 +23,7 @@ from typing import NoReturn
 
 from slatelake import FencedError, SlatelakeError
 from slatelake.cli import (
+    fleet,
     health,
     history,
     holds,
@@ -71,6 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
         image,
         transfer,
         health,
+        fleet,
     ):
         module.register(sub)
     return parser

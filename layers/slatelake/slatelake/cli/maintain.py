@@ -74,9 +74,11 @@ def _cmd_maintain(args: argparse.Namespace) -> int:
 
 
 def _maintain(args: argparse.Namespace, signalled: SignalStop) -> int:
-    from slatelake import PassRequest
+    from slatelake import MaintenanceConfigError, PassRequest
 
     if args.threshold:
+        if args.parallel is not None:
+            raise MaintenanceConfigError("--parallel fans out one pass; --threshold runs many")
         return _threshold(args, signalled)
     # the Lambda's parser: a value one surface refuses, the other refuses alike
     request = PassRequest.from_mapping(
@@ -91,7 +93,7 @@ def _maintain(args: argparse.Namespace, signalled: SignalStop) -> int:
         }
     )
     lake = open_lake(args, args.data_path)
-    report = lake.maintenance.run(request, stop=signalled.event)
+    report = lake.maintenance.run(request, stop=signalled.event, parallel=args.parallel)
     output.emit(output.PASS, report, args.json)
     if not report.failed:
         return 0
@@ -103,6 +105,17 @@ def _maintain(args: argparse.Namespace, signalled: SignalStop) -> int:
         why.append(f"the pass stopped, it lost its lease: {report.lease_lost}")
     print(f"slatelake maintain: {'; '.join(why)}", file=sys.stderr)
     return EXIT_STEP_FAILED
+
+
+def _workers(text: str) -> int:
+    """``--parallel``: a count of worker processes, 1 to 64."""
+    try:
+        count = int(text)
+    except ValueError:
+        count = 0
+    if not 1 <= count <= 64:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected 1 to 64 worker processes")
+    return count
 
 
 def _threshold(args: argparse.Namespace, signalled: SignalStop) -> int:
@@ -225,6 +238,17 @@ def register(sub: Any) -> None:
         "small_file_min_count small files a run of flush, merge and rewrite on that table "
         "only (needs an enabled lake policy; takes no other step or scope flags; --wait "
         "applies to each run)",
+    )
+    p.add_argument(
+        "--parallel",
+        type=_workers,
+        metavar="N",
+        help="fan the pass out: expiry first, then flush, merge and rewrite in table batches "
+        "over N worker processes (1 to 64) under one pass lease, then cleanup once every "
+        "batch finished with nothing deferred; one report and one run-history entry, as a "
+        "pass in one process leaves. It is the stack's pass state machine on one machine. "
+        "DuckLake's maintenance calls hold the lake's commit lock while they run, so the "
+        "batches take turns: N does not make a pass faster here (BENCHMARKS.md)",
     )
     add_json(p)
     p = lake_verb(

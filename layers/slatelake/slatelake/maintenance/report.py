@@ -163,6 +163,9 @@ class PassReport:
     # Seconds the run waited (queued) for another pass's lease before it ran
     # (None: it did not wait).
     queued_s: float | None = None
+    # The table batches a fanned-out pass ran its per-table steps in (None:
+    # one process ran them all; maintenance/fanout.py).
+    batches: int | None = None
 
     def add(
         self,
@@ -247,6 +250,7 @@ class PassReport:
             lease_generation=doc.get("lease_generation"),
             lease_owner=doc.get("lease_owner"),
             queued_s=doc.get("queued_s"),
+            batches=doc.get("batches"),
             steps=[
                 StepReport(
                     s["step"],

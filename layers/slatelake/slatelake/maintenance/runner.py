@@ -39,6 +39,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import duckdb
@@ -93,8 +94,8 @@ def run_pass(
     progress = Progress(options.progress, sink=on_progress)
     stopping = stop or threading.Event()
 
-    def make(lease: PassLease | None) -> _Pass:
-        return _Pass(session, options, trigger, stopping, deadline, progress, lease, scope, by)
+    def make(lease: PassLease | None) -> PassRun:
+        return PassRun(session, options, trigger, stopping, deadline, progress, lease, scope, by)
 
     if dry_run:
         refuse_in_transaction(session)
@@ -177,7 +178,17 @@ def in_explicit_transaction(con: Any) -> bool:
 DELETING_STEPS = ("expire_snapshots", "cleanup_old_files", "delete_orphaned_files")
 
 
-class _Pass:
+@dataclass
+class Flow:
+    """What one step leaves the next: the step (or table batch) that failed,
+    which stops every later DuckLake step, and the tables deferred after
+    conflicts, which hold back cleanup until a complete pass."""
+
+    failed: str | None = None
+    deferred: set[TableName] = field(default_factory=set)
+
+
+class PassRun:
     def __init__(
         self,
         session: Session,
@@ -189,8 +200,10 @@ class _Pass:
         lease: PassLease | None,
         scope: RunScope,
         by: str | None = None,
+        report: PassReport | None = None,
     ) -> None:
-        """``lease`` None: a dry run, which plans instead of running."""
+        """``lease`` None: a dry run, which plans instead of running.
+        ``report``: the run's report so far (a fanned-out pass's finish)."""
         self.session = session
         self.options = options
         self.stop = stop
@@ -198,7 +211,7 @@ class _Pass:
         self.progress = progress
         self.lease = lease
         self.scope = scope
-        self.report = PassReport(
+        self.report = report or PassReport(
             trigger=trigger,
             operations=None if scope.operations is None else list(scope.operations),
             table=scope.table_name,
@@ -211,6 +224,12 @@ class _Pass:
         self.planner = None if plan is None else Planner(session, self.steps, plan)
         self._blocked: tuple[str | None] | None = None  # the fail-safe's answer, once asked
         self._gated: set[str] = set()  # deleting steps a schedule may not run here
+        self.catalog_before: int | None = None  # the catalog's bytes when the pass began
+
+    @property
+    def gated(self) -> set[str]:
+        """Deleting steps a schedule may not run on this lake (no enabled policy)."""
+        return self._gated
 
     def _out_of_time(self) -> str | None:
         """Checked at every step, table and batch boundary."""
@@ -243,20 +262,35 @@ class _Pass:
             self.progress(f"lake policy applies: {shown}")
 
     def run(self) -> PassReport:
-        failed: str | None = None
-        deferred: set[TableName] = set()
-        report = self.report
-        t_pass = time.monotonic()
+        """The whole pass in this process: every step, then its end."""
+        self.begin()
+        self.run_steps(DUCKLAKE_STEPS, Flow())
+        return self.end()
+
+    def begin(self, record: bool = True) -> None:
+        """Say the pass starts, record its run ``running`` (``record``: the
+        first phase of a run only), apply the lake's policy."""
         what = " dry run" if self.planner is not None else ""
         scoped = f", {self._scope_text()}" if self.scope.scoped else ""
-        self.progress(f"pass{what} start ({report.trigger}{scoped})")
-        if self.lease is not None:
-            record_start(self.session, report, self.lease, attempts=STATUS_ATTEMPTS)
+        self.progress(f"pass{what} start ({self.report.trigger}{scoped})")
+        if record and self.lease is not None:
+            record_start(self.session, self.report, self.lease, attempts=STATUS_ATTEMPTS)
+        self.prepare()
+        if self.planner is None and self.catalog_before is None:
+            self.catalog_before = self._catalog_bytes()
+
+    def prepare(self) -> None:
+        """The lake's policy, and whether this pass flushes: what every phase
+        of a pass decides alike before its steps."""
         self._apply_policy()
         flush = self.options.steps["flush_inlined_data"]
         self.steps.may_flush = flush.enabled and self.scope.left_out("flush_inlined_data") is None
-        catalog_before = self._catalog_bytes() if self.planner is None else None
-        for step in DUCKLAKE_STEPS:
+
+    def run_steps(self, steps: tuple[str, ...], flow: Flow) -> None:
+        """Run ``steps`` (DuckLake's, in the RFC's order) or say why not; a
+        failure or a deferred table carries over in ``flow`` to later steps."""
+        report = self.report
+        for step in steps:
             cfg = self.options.steps[step]
             left_out = self.scope.left_out(step)
             if left_out is not None:
@@ -275,8 +309,8 @@ class _Pass:
                     "deletes on such a lake; `slatelake policy set LAKE --enabled` switches it on",
                 )
                 continue
-            if failed is not None:
-                report.add(step, SKIPPED, f"not attempted because {failed} failed")
+            if flow.failed is not None:
+                report.add(step, SKIPPED, f"not attempted because {flow.failed} failed")
                 continue
             reason = self._out_of_time()
             if reason is not None:
@@ -287,43 +321,53 @@ class _Pass:
                 report.add(step, SKIPPED, f"retention fail-safe: {blocked}")
                 report.partial_reason = f"{step} skipped by the retention fail-safe: {blocked}"
                 continue
-            if step in CLEANUP_STEPS and deferred:
-                names = ", ".join(f"{s}.{t}" for s, t in sorted(deferred))
+            if step in CLEANUP_STEPS and flow.deferred:
+                names = ", ".join(f"{s}.{t}" for s, t in sorted(flow.deferred))
                 report.add(step, SKIPPED, f"waits for a complete pass; deferred tables: {names}")
                 report.work_pending = True
                 continue
-            self._at(step)
-            self.progress(f"step {step} start")
-            t0 = time.monotonic()
-            try:
-                if self.planner is not None:
-                    outcome = self.planner(step, cfg)
-                else:
-                    outcome = self._run_step(step, deferred)
-            except StepFailed as exc:
-                report.add(step, FAILED, str(exc))
-                report.work_pending = report.work_pending or exc.pending
-                failed = step
-            except Exception as exc:  # DuckLake rejected it, or the log refused it
-                report.add(step, FAILED, f"{type(exc).__name__}: {exc}")
-                report.work_pending = True
-                failed = step
+            self._one_step(step, flow)
+
+    def _one_step(self, step: str, flow: Flow) -> None:
+        report = self.report
+        cfg = self.options.steps[step]
+        self._at(step)
+        self.progress(f"step {step} start")
+        t0 = time.monotonic()
+        try:
+            if self.planner is not None:
+                outcome = self.planner(step, cfg)
             else:
-                status = FAILED if outcome.failed_tables else RAN
-                report.add(step, status, outcome.detail, outcome.counts, dry_run=outcome.dry_run)
-                report.work_pending = report.work_pending or outcome.pending
-                deferred.update(outcome.failed_tables)
-            report.steps[-1].seconds = round(time.monotonic() - t0, 3)
-            self.progress(
-                f"step {step} end after {time.monotonic() - t0:.2f}s: "
-                f"{report.steps[-1].status} ({report.steps[-1].detail})"
-            )
+                outcome = self._run_step(step, flow.deferred)
+        except StepFailed as exc:
+            report.add(step, FAILED, str(exc))
+            report.work_pending = report.work_pending or exc.pending
+            flow.failed = step
+        except Exception as exc:  # DuckLake rejected it, or the log refused it
+            report.add(step, FAILED, f"{type(exc).__name__}: {exc}")
+            report.work_pending = True
+            flow.failed = step
+        else:
+            status = FAILED if outcome.failed_tables else RAN
+            report.add(step, status, outcome.detail, outcome.counts, dry_run=outcome.dry_run)
+            report.work_pending = report.work_pending or outcome.pending
+            flow.deferred.update(outcome.failed_tables)
+        report.steps[-1].seconds = round(time.monotonic() - t0, 3)
+        self.progress(
+            f"step {step} end after {time.monotonic() - t0:.2f}s: "
+            f"{report.steps[-1].status} ({report.steps[-1].detail})"
+        )
+
+    def end(self) -> PassReport:
+        """The sweeps and the store merge, then the run's record (none for a
+        dry run, nor for a pass that lost its lease)."""
+        report = self.report
         if self.planner is not None:
             self.planner.close()
         self._sweeps_and_store_merge()
         self.progress(f"pass end: work_pending={report.work_pending}")
-        report.seconds = round(time.monotonic() - t_pass, 3)
-        report.rss_hwm_mb = round(self.progress.high_water, 1)
+        report.seconds = round(max(0.0, time.time() - report.started_at / 1e6), 3)
+        report.rss_hwm_mb = round(max(report.rss_hwm_mb, self.progress.high_water), 1)
         if self.lease is None:
             return report  # a dry run records nothing
         if self.lease.lost is not None:
@@ -331,7 +375,7 @@ class _Pass:
             report.work_pending = True
             log.warning("maintenance pass stopped, status not recorded: %s", report.lease_lost)
             return report
-        self._reclaimed(catalog_before)
+        self._reclaimed(self.catalog_before)
         record_pass(self.session, report)
         return report
 

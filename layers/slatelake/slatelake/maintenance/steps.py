@@ -104,6 +104,9 @@ class Steps:
         self.per_table: dict[str, dict[TableName, StepConfig]] = {}
         # The one table a scoped run works on (None: every table).
         self.only: TableName | None = None
+        # The tables one batch of a fanned-out pass works on (None: every
+        # table): per-table calls only, never a lake-wide one.
+        self.batch: frozenset[TableName] | None = None
         # Whether this pass flushes inlined data (a rewrite flushes first: rewrite_guard.py).
         self.may_flush = False
         # The data path's parsed location, kept for its object-store client.
@@ -337,7 +340,9 @@ class Steps:
         guard = RewriteGuard(self, step, skip)
         if guard.left_out or not guard.lake_wide:
             per_table = True  # some tables are left out, or may not be flushed alike
-        if not per_table and not own and self.only is None:
+        if self.batch is not None:
+            guard.left_out &= self.batch  # another batch's tables are its own to report
+        if not per_table and not own and self.only is None and self.batch is None:
             rows = self.with_retry(step, lambda: guard.call(cols, args, None))
             processed = sum(int(r[0]) for r in rows)
             created = sum(int(r[1]) for r in rows)
@@ -475,6 +480,8 @@ class Steps:
         those whose policy leaves it off."""
         own = self.per_table.get(step)
         everything = self.tables() if self.only is None else [self.only]
+        if self.batch is not None:
+            everything = [t for t in everything if t in self.batch]
         tables = [t for t in everything if t not in skip]
         if not own:
             return tables
