@@ -21,11 +21,14 @@ from typing import Any, ClassVar, Self, TypeVar
 from invocation import Invocation, InvocationError, env_options
 
 from slatelake import (
+    BatchOrder,
+    BatchResult,
     CensusRequest,
     FoldRequest,
     MaintenanceConfigError,
     MergeRequest,
     PageRequest,
+    PassPlan,
     PassRequest,
     show_input,
 )
@@ -77,6 +80,88 @@ class PassCall(Invocation):
         )
         wait_s = None if doc.get("wait_s") is None else request.wait_s
         return cls(**_fields(base), request=request, wait_s=wait_s)
+
+
+@dataclass(frozen=True, kw_only=True)
+class PlanCall(PassCall):
+    """The first phase of a fanned-out pass (``pass_plan``): a pass's keys,
+    and ``batch_tables``, the tables per batch (the stack's FanOutBatchTables)."""
+
+    KEYS: ClassVar[tuple[str, ...]] = (*PassCall.KEYS, "batch_tables")
+    batch_tables: int = 20
+
+    @classmethod
+    def from_event(cls, base: Invocation, doc: Mapping[str, Any], env: Mapping[str, str]) -> Self:
+        one = PassCall.from_event(base, doc, env)
+        size = doc.get("batch_tables", 20)
+        if isinstance(size, bool) or not isinstance(size, int) or not 1 <= size <= 1000:
+            raise MaintenanceConfigError(
+                f"batch_tables={show_input(size)}: expected 1 to 1000 tables a batch"
+            )
+        return cls(**_fields(base), request=one.request, wait_s=one.wait_s, batch_tables=size)
+
+
+@dataclass(frozen=True, kw_only=True)
+class BatchCall(Invocation):
+    """One table batch of a planned run (``pass_batch``): the ``order`` the
+    plan answered, for the event's own (allowed) lake only."""
+
+    KEYS: ClassVar[tuple[str, ...]] = ("order",)
+    order: BatchOrder
+
+    @classmethod
+    def from_event(cls, base: Invocation, doc: Mapping[str, Any], env: Mapping[str, str]) -> Self:
+        order = BatchOrder.from_dict(doc.get("order"))
+        _same_lake(order.lake, base.lake, "the batch")
+        return cls(**_fields(base), order=order)
+
+
+@dataclass(frozen=True, kw_only=True)
+class FinishCall(Invocation):
+    """The finish of a planned run (``pass_finish``): the ``plan`` and the
+    Map's ``results``: each a batch's answer, or Step Functions' error
+    object (``{"index": n, "error": {"Error", "Cause"}}``) for a batch
+    whose item failed."""
+
+    KEYS: ClassVar[tuple[str, ...]] = ("plan", "results")
+    plan: PassPlan
+    results: tuple[BatchResult, ...]
+
+    @classmethod
+    def from_event(cls, base: Invocation, doc: Mapping[str, Any], env: Mapping[str, str]) -> Self:
+        plan = PassPlan.from_dict(doc.get("plan"))
+        _same_lake(plan.lake, base.lake, "the plan")
+        raw = doc.get("results")
+        if not isinstance(raw, list) or len(raw) > len(plan.batches):
+            raise InvocationError(
+                f"results: a list of at most {len(plan.batches)} batch answers, one per batch"
+            )
+        orders = {o.index: o for o in plan.batches}
+        return cls(**_fields(base), plan=plan, results=tuple(_result(r, orders) for r in raw))
+
+
+def _result(doc: object, orders: Mapping[int, BatchOrder]) -> BatchResult:
+    """A batch's answer, or the failure Step Functions caught for its item."""
+    if isinstance(doc, Mapping) and isinstance(doc.get("error"), Mapping):
+        index = doc.get("index")
+        order = orders.get(index) if isinstance(index, int) else None
+        if order is None:
+            raise InvocationError(f"a failed batch names no planned batch: {show_input(index)}")
+        error = doc["error"]
+        what = f"{error.get('Error', 'an error')}: {error.get('Cause', '')}"
+        return BatchResult(index=order.index, tables=list(order.tables), error=what[:2000])
+    result = BatchResult.from_dict(doc)
+    if result.index not in orders:
+        raise InvocationError(f"a batch answer names no planned batch: {result.index}")
+    return result
+
+
+def _same_lake(theirs: str, ours: str, what: str) -> None:
+    """A phase's document belongs to the event's lake (the allow-listed one)."""
+    if theirs != ours:
+        raise InvocationError(
+            f"{what} belongs to the lake at {show_input(theirs)}, not the event's {ours}"
+        )
 
 
 @dataclass(frozen=True, kw_only=True)

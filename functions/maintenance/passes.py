@@ -24,7 +24,7 @@ from typing import Any
 from actions import Answer, require_lake
 from aws_lambda_powertools import Logger, Metrics
 from calls import BackupCall, FoldCall, PassCall
-from invocation import Turn
+from invocation import Invocation, Turn
 from telemetry import (
     emit_backlog,
     emit_backup,
@@ -36,7 +36,7 @@ from telemetry import (
 )
 
 import slatelake
-from slatelake import StepStatus, show_input
+from slatelake import PassReport, PassRequest, StepStatus, show_input
 from slatelake.durations import parse_duration
 
 logger = Logger(child=True)
@@ -63,6 +63,9 @@ IMAGE_EVERY_SLOTS = _env_slots("SLATELAKE_IMAGE_EVERY_SLOTS", 50)  # template: I
 IMAGE_MAX_AGE_S = _env_duration("SLATELAKE_IMAGE_MAX_AGE", "600s")
 
 
+Opened = tuple[slatelake.LakeHandle, PassRequest, Any]  # the lake, the request, its options
+
+
 class PassFailedError(slatelake.SlatelakeError):
     """A scheduled pass failed a step or lost its lease (its report says which)."""
 
@@ -79,14 +82,40 @@ def maintain(call: PassCall, turn: Turn) -> Answer:
     """One pass on the warm session. A scheduled tick skips while the switch
     is off, while a lease is held, and until the lake's policy cron is due;
     a manual one is refused while the switch is off, before the lake is touched."""
+    opened = _opened(call, turn)
+    if isinstance(opened, dict):
+        return opened
+    lake, request, options = opened
+    try:
+        report = lake.maintenance.run(
+            dataclasses.replace(request, options=options),
+            session=turn.session(),
+            deadline=turn.seconds_left,
+            on_progress=_progress,
+        )
+    except slatelake.AlreadyRunningError as exc:
+        return _already_running(call, exc)
+    except Exception as exc:
+        if not _refused(exc, call, lake_found=True):
+            emit_crash(metrics, call.lake)  # the alarm sees a pass that died
+        raise
+    return _finished(call, lake, report)
+
+
+def _opened(call: PassCall, turn: Turn) -> Opened | Answer:
+    """The lake, the request a pass (or a fanned-out run's plan) runs and
+    its options bound, or
+    the answer of a tick that skips: the switch is off, another pass holds
+    the lease, or the lake's policy cron is not due. The request's options
+    are checked here (a refused one never reaches the lake); a tick's
+    deletes need the lake's policy enabled too (double opt-in)."""
     switch = slatelake.maintenance_switch()
     if call.scheduled and not switch.enabled:
         return _skip(call, str(switch.reason), "maintenance is switched off")
     if not call.request.dry_run:
         switch.require("a manual maintenance pass")
-    # bound now: a refused option never reaches the lake; a tick's deletes
-    # need the lake's policy enabled too (double opt-in)
-    options = dataclasses.replace(call.request, deletes_need_policy=call.scheduled).bound()
+    request = dataclasses.replace(call.request, deletes_need_policy=call.scheduled)
+    options = request.bound()
     lake = None
     try:
         lake = require_lake(call)
@@ -101,21 +130,28 @@ def maintain(call: PassCall, turn: Turn) -> Answer:
         if not call.scheduled:
             wait_s = MANUAL_WAIT_S if call.wait_s is None else call.wait_s
             wait_s = max(0.0, min(wait_s, turn.seconds_left()))
-        request = dataclasses.replace(call.request, options=options, wait_s=wait_s, by=turn.by)
-        report = lake.maintenance.run(
-            request, session=turn.session(), deadline=turn.seconds_left, on_progress=_progress
-        )
+        return lake, dataclasses.replace(request, wait_s=wait_s, by=turn.by), options
     except slatelake.AlreadyRunningError as exc:
-        emit_skip(metrics, call.lake)
-        if not call.scheduled:
-            raise
-        logger.info("scheduled pass skipped: another pass holds the lease", extra={"why": str(exc)})
-        why = f"a maintenance pass is already running ({exc}); this tick does nothing"
-        return {"skipped": why, "result": None}
+        return _already_running(call, exc)
     except Exception as exc:
         if not _refused(exc, call, lake_found=lake is not None):
-            emit_crash(metrics, call.lake)  # the alarm sees a pass that died
+            emit_crash(metrics, call.lake)
         raise
+
+
+def _already_running(call: PassCall, exc: slatelake.AlreadyRunningError) -> Answer:
+    """A tick that finds a pass running does nothing; a manual call raises."""
+    emit_skip(metrics, call.lake)
+    if not call.scheduled:
+        raise exc
+    logger.info("scheduled pass skipped: another pass holds the lease", extra={"why": str(exc)})
+    why = f"a maintenance pass is already running ({exc}); this tick does nothing"
+    return {"skipped": why, "result": None}
+
+
+def _finished(call: Invocation, lake: slatelake.LakeHandle, report: PassReport) -> Answer:
+    """A finished pass's metrics and answer; a tick (or a call asking it)
+    whose pass failed raises, after the metrics are out."""
     emit_pass(metrics, call.lake, report)
     _publish_backlog(lake)
     logger.info(
@@ -124,7 +160,8 @@ def maintain(call: PassCall, turn: Turn) -> Answer:
     if (call.scheduled or call.raise_on_failure) and report.failed:
         failed = [f"{s.step}: {s.detail}" for s in report.steps if s.status == StepStatus.FAILED]
         lost = [f"lease lost: {report.lease_lost}"] if report.lease_lost else []
-        raise PassFailedError("the pass failed: " + "; ".join(failed + lost))
+        died = [report.failed_reason] if report.failed_reason else []
+        raise PassFailedError("the pass failed: " + "; ".join(failed + lost + died))
     return {"result": report.to_dict()}
 
 

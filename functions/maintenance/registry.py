@@ -17,15 +17,19 @@ from typing import Any, Generic, TypeVar
 
 import actions
 import passes
+import phases
 from calls import (
     AuditCall,
     BackupCall,
+    BatchCall,
     CensusCall,
+    FinishCall,
     FoldCall,
     MergeCall,
     PageCall,
     PassCall,
     PlainCall,
+    PlanCall,
 )
 from invocation import COMMON_KEYS, Invocation, InvocationError, Turn, event_trigger, unwrap
 
@@ -49,6 +53,9 @@ class Action(Generic[C]):
 ACTIONS: dict[str, Action[Any]] = {
     "maintenance": Action(PassCall, passes.maintain, scheduled=True, warm=True),
     "threshold": Action(PlainCall, actions.threshold, scheduled=True, warm=True),
+    "pass_plan": Action(PlanCall, phases.plan, scheduled=True, warm=True),
+    "pass_batch": Action(BatchCall, phases.batch, scheduled=True, warm=True),
+    "pass_finish": Action(FinishCall, phases.finish, scheduled=True, warm=True),
     "fold": Action(FoldCall, passes.fold, scheduled=True),
     "backup": Action(BackupCall, passes.backup, warm=True),
     "compact_store": Action(MergeCall, actions.compact_store),
@@ -95,6 +102,9 @@ def _refuse_keys_of_other_actions(doc: Mapping[str, Any], name: str, action: Act
     given = sorted(k for k in doc if k not in own and doc[k] is not None)
     if given:
         takers = sorted({n for n, a in ACTIONS.items() if set(given) & set(a.model.KEYS)})
+        keys = " and ".join(given)
+        which = ", ".join(takers[:-1]) + f" or {takers[-1]}" if len(takers) > 1 else takers[0]
         raise InvocationError(
-            f"{' and '.join(given)}: for {' or '.join(takers)} only; action {name!r} takes neither"
+            f"{keys}: for {which} only; action {name!r} does not take "
+            + ("them" if len(given) > 1 else "it")
         )

@@ -733,7 +733,7 @@ def test_the_scoped_sample_event_runs_only_its_operations_on_its_table(
         ({"operations": ["flush", ["merge"]]}, "MaintenanceConfigError", "expected a name"),
         ({"operations": ["expire"], "table": "t0"}, "MaintenanceConfigError", "cannot be scoped"),
         ({"table": ["t0"]}, "MaintenanceConfigError", "expected a table name"),
-        ({"action": "status", "table": "t0"}, "InvocationError", "takes neither"),
+        ({"action": "status", "table": "t0"}, "InvocationError", "does not take it"),
     ],
     ids=["unknown", "object", "nested", "lake-wide-on-table", "table-list", "other-action"],
 )

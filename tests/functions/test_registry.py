@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 import slatelake
-from tests.functions.conftest import FUNCTION_DIR
+from tests.functions.conftest import FUNCTION_DIR, powertools_env
 
 pytestmark = pytest.mark.fast
 
@@ -21,6 +21,10 @@ ENV = {"SLATELAKE_LAKE": LAKE, "SLATELAKE_DATA_PATH": DATA}
 
 @pytest.fixture
 def registry(monkeypatch: pytest.MonkeyPatch) -> Iterator[ModuleType]:
+    # the template's Powertools settings: the modules imported here are cached
+    # for the handler's tests, whose loggers must hang under its service
+    for key, value in powertools_env().items():
+        monkeypatch.setenv(key, value)
     monkeypatch.syspath_prepend(str(FUNCTION_DIR))
     yield importlib.import_module("registry")
 
@@ -31,18 +35,19 @@ def _refusal(registry: ModuleType, event: dict[str, Any]) -> str:
     return str(refused.value)
 
 
-def test_only_the_pass_the_threshold_check_and_the_fold_may_be_scheduled(
+def test_only_the_pass_its_phases_the_threshold_check_and_the_fold_may_be_scheduled(
     registry: ModuleType,
 ) -> None:
     scheduled = {name for name, action in registry.ACTIONS.items() if action.scheduled}
-    assert scheduled == {"maintenance", "threshold", "fold"}
+    phases = {"pass_plan", "pass_batch", "pass_finish"}  # a scheduled execution's run
+    assert scheduled == {"maintenance", "threshold", "fold", *phases}
     for name in set(registry.ACTIONS) - scheduled:
         assert f"not {name!r}" in _refusal(registry, {"trigger": "scheduled", "action": name})
 
 
 def test_the_actions_that_open_a_catalog_run_on_the_warm_session(registry: ModuleType) -> None:
     warm = {name for name, action in registry.ACTIONS.items() if action.warm}
-    assert warm == {"maintenance", "threshold", "backup"}
+    assert warm == {"maintenance", "threshold", "backup", "pass_plan", "pass_batch", "pass_finish"}
 
 
 @pytest.mark.parametrize(
@@ -89,8 +94,8 @@ def test_a_scheduled_envelope_reads_the_functions_own_options(registry: ModuleTy
 @pytest.mark.parametrize(
     ("event", "words"),
     [
-        ({"action": "status", "table": "t0"}, "table: for maintenance only"),
-        ({"action": "census", "wait_s": 5}, "wait_s: for backup or maintenance only"),
+        ({"action": "status", "table": "t0"}, "table: for maintenance or pass_plan only"),
+        ({"action": "census", "wait_s": 5}, "wait_s: for backup, maintenance or pass_plan only"),
         ({"action": "health", "options": {"live": True}}, "unknown option(s) 'live'"),
         ({"action": "policy", "options": ["live"]}, "options must be a JSON object"),
         ({"action": "backup", "options": {"META_MAINTENANCE_INTERVAL": "1h"}}, "no meaning"),
