@@ -9,11 +9,12 @@ named, never created.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
-from calls import AuditCall, CensusCall, MergeCall, PageCall
-from invocation import Invocation, Turn
+from calls import AuditCall, CensusCall, FleetCall, MergeCall, PageCall
+from invocation import Invocation, Turn, canonical_lake, registry_lakes
 from telemetry import emit_store_merge, emit_threshold
 
 import slatelake
@@ -125,3 +126,19 @@ def health(call: Invocation, turn: Turn) -> Answer:
 def policy(call: Invocation, turn: Turn) -> Answer:
     """The stored policy rows and every table's resolved policy."""
     return {"result": require_lake(call).policy.show().to_dict()}
+
+
+def fleet_lakes(call: FleetCall, turn: Turn) -> Answer:
+    """The lakes a fleet execution maps over: those its schedule lists and
+    those of the fleet registry (``SLATELAKE_FLEET_REGISTRY``), each once in
+    its canonical spelling. A listed lake that is no lake URL stays as given:
+    its own pass refuses it, alone. Every lake's pass checks the allow-list."""
+    lakes: dict[str, None] = {}
+    for url in call.lakes:
+        try:
+            lakes[canonical_lake(url)] = None
+        except slatelake.MisconfigurationError:
+            lakes[url] = None
+    for url in sorted(registry_lakes(os.environ)):
+        lakes[url] = None
+    return {"result": {"lakes": list(lakes)}}

@@ -165,6 +165,28 @@ def _same_lake(theirs: str, ours: str, what: str) -> None:
 
 
 @dataclass(frozen=True, kw_only=True)
+class FleetCall(Invocation):
+    """The fleet's lakes (``fleet_lakes``): the ``lakes`` the schedule lists
+    (template FleetLakes) and those of the fleet registry, one list."""
+
+    KEYS: ClassVar[tuple[str, ...]] = ("lakes",)
+    lakes: tuple[str, ...] = ()
+
+    @classmethod
+    def from_event(cls, base: Invocation, doc: Mapping[str, Any], env: Mapping[str, str]) -> Self:
+        given = doc.get("lakes") or []
+        if not isinstance(given, list) or len(given) > 1000:
+            raise InvocationError("lakes: a list of at most 1000 lake URLs")
+        lakes = []
+        for url in given:
+            if not isinstance(url, str):
+                raise InvocationError(f"lakes: {show_input(url)} is not a lake URL")
+            if url.strip():
+                lakes.append(url.strip())
+        return cls(**_fields(base), lakes=tuple(lakes))
+
+
+@dataclass(frozen=True, kw_only=True)
 class BackupCall(Invocation):
     """A backup: a pass first when ``options`` are given, waiting ``wait_s``
     (None: the function's) for one already running."""

@@ -42,6 +42,7 @@ from slatelake import MisconfigurationError, Trigger, show_input
 
 ENV_LAKE, ENV_DATA_PATH = "SLATELAKE_LAKE", "SLATELAKE_DATA_PATH"
 ENV_ALLOWED_LAKES = "SLATELAKE_ALLOWED_LAKES"
+ENV_FLEET_REGISTRY = "SLATELAKE_FLEET_REGISTRY"
 ENV_ALLOWED_DATA_PATHS = "SLATELAKE_ALLOWED_DATA_PATHS"
 # The keys every action takes; each action's own are its model's KEYS.
 COMMON_KEYS = ("action", "trigger", "lake", "data_path", "raise_on_failure")
@@ -221,10 +222,24 @@ def stack_lake(env: Mapping[str, str]) -> str | None:
         return None
 
 
+def registry_lakes(env: Mapping[str, str]) -> set[str]:
+    """The lakes of the stack's fleet registry (``SLATELAKE_FLEET_REGISTRY``,
+    template FleetRegistry), canonical; none when it is not set. One LIST and
+    one GET: read only for a lake the configured lists do not name."""
+    raw = env.get(ENV_FLEET_REGISTRY, "").strip()
+    if not raw:
+        return set()
+    try:
+        return {entry.url for entry in slatelake.FleetRegistry(raw).lakes()}
+    except MisconfigurationError as exc:
+        raise InvocationError(f"the function's {ENV_FLEET_REGISTRY} is invalid: {exc}") from None
+
+
 def allowed_lake(lake: str, env: Mapping[str, str]) -> str:
-    """The event's lake, canonical, if the stack maintains it; else refused."""
+    """The event's lake, canonical, if the stack maintains it (its lake, its
+    allow-list, or its fleet registry's lakes); else refused."""
     allowed = _configured(env, ENV_LAKE, ENV_ALLOWED_LAKES, canonical_lake)
-    if not allowed:
+    if not allowed and not env.get(ENV_FLEET_REGISTRY, "").strip():
         raise LakeNotAllowedError(
             f"lake {show_input(lake)} refused: this function has no lake configured; set "
             f"{ENV_LAKE} (the stack's lake) or {ENV_ALLOWED_LAKES}"
@@ -233,11 +248,16 @@ def allowed_lake(lake: str, env: Mapping[str, str]) -> str:
         url = canonical_lake(lake)
     except MisconfigurationError as exc:
         raise InvocationError(f'"lake": {exc}') from None
-    if url not in allowed:
+    if url not in allowed and url not in registry_lakes(env):
+        listed = sorted(allowed) + (
+            [f"the lakes of its fleet registry {env[ENV_FLEET_REGISTRY].strip()}"]
+            if env.get(ENV_FLEET_REGISTRY, "").strip()
+            else []
+        )
         raise LakeNotAllowedError(
             f"lake {show_input(lake)} refused: this function maintains only "
-            f"{', '.join(sorted(allowed))}; deploy a stack for that lake or add it to "
-            f"{ENV_ALLOWED_LAKES}"
+            f"{', '.join(listed)}; deploy a stack for that lake or add it to "
+            f"{ENV_ALLOWED_LAKES} (or to the fleet registry: `slatelake fleet add`)"
         )
     return url
 

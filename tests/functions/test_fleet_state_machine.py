@@ -36,7 +36,8 @@ def fleet(step_functions: StepFunctions) -> tuple[list[str], str]:
     bucket = f"fleet-{uuid.uuid4().hex[:12]}"
     boto3.client("s3").create_bucket(Bucket=bucket)
     lakes = [_lake(bucket, name) for name in ("sales", "ops", "finance")]
-    env = {"SLATELAKE_ALLOWED_LAKES": ",".join(lakes)}
+    # the template sets the stack's own lake on every function (SLATELAKE_LAKE)
+    env = {"SLATELAKE_LAKE": lakes[0], "SLATELAKE_ALLOWED_LAKES": ",".join(lakes)}
     functions = {
         "MaintenanceFunctionArn": step_functions.function(env),
         "FoldFunctionArn": step_functions.function(env),
@@ -81,3 +82,30 @@ def test_at_most_the_fleet_concurrency_of_passes_run_at_once(ran: Execution) -> 
     assert 1 <= ran.most_in_flight() <= 2
     waits = ran.events("WaitStateEntered")
     assert len(waits) == 3  # every lake after the first is staggered
+
+
+def test_the_fleet_registry_adds_lakes_without_a_redeploy(
+    step_functions: StepFunctions, fleet: tuple[list[str], str]
+) -> None:
+    """A lake `slatelake fleet add` put in the registry is mapped over and
+    allowed, though neither FleetLakes nor the allow-list names it."""
+    lakes, _ = fleet
+    bucket = lakes[0].split("/")[2]
+    archive = _lake(bucket, "archive")
+    registry = f"s3://{bucket}/fleet"
+    slatelake.FleetRegistry(registry).add(archive, by="test")
+    env = {
+        "SLATELAKE_LAKE": lakes[0],
+        "SLATELAKE_ALLOWED_LAKES": lakes[0],
+        "SLATELAKE_FLEET_REGISTRY": registry,
+    }
+    functions = {
+        "MaintenanceFunctionArn": step_functions.function(env),
+        "FoldFunctionArn": step_functions.function(env),
+    }
+    machine = step_functions.state_machine(FLEET_ASL, functions)
+    ran = step_functions.run(machine, {"lakes": [], "concurrency": 2, "stagger_s": 0}, 180)
+    assert ran.status == "SUCCEEDED", (ran.error, ran.cause)
+    (only,) = ran.output["results"]
+    assert only["lake"] == archive and only["ok"] is True, only
+    assert slatelake.open(archive).maintenance.status()[0].trigger == "scheduled"

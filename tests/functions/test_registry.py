@@ -35,12 +35,13 @@ def _refusal(registry: ModuleType, event: dict[str, Any]) -> str:
     return str(refused.value)
 
 
-def test_only_the_pass_its_phases_the_threshold_check_and_the_fold_may_be_scheduled(
+def test_only_the_pass_its_phases_the_checks_the_fold_and_the_fleet_may_be_scheduled(
     registry: ModuleType,
 ) -> None:
     scheduled = {name for name, action in registry.ACTIONS.items() if action.scheduled}
     phases = {"pass_plan", "pass_batch", "pass_finish"}  # a scheduled execution's run
-    assert scheduled == {"maintenance", "threshold", "fold", *phases}
+    fleet = "fleet_lakes"  # a fleet execution's first state
+    assert scheduled == {"maintenance", "threshold", "fold", fleet, *phases}
     for name in set(registry.ACTIONS) - scheduled:
         assert f"not {name!r}" in _refusal(registry, {"trigger": "scheduled", "action": name})
 
