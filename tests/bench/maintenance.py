@@ -440,7 +440,9 @@ def _profile_text(prof: cProfile.Profile, key: str, n: int) -> str:
     return "\n".join(lines[max(0, start - 3) :]).rstrip()
 
 
-def child_pass_slate(directory: Path, table_batches: bool, profile: bool) -> dict[str, Any]:
+def child_pass_slate(
+    directory: Path, table_batches: bool, profile: bool, parallel: int | None = None
+) -> dict[str, Any]:
     rss_start = rss_now()
     options = {**OPTIONS, "MAINTENANCE_PROGRESS": "true"}
     if table_batches:
@@ -461,7 +463,13 @@ def child_pass_slate(directory: Path, table_batches: bool, profile: bool) -> dic
         if prof is not None:
             prof.__enter__()
         t0 = time.perf_counter()
-        report = side.session.maintenance()
+        if parallel is None:
+            report = side.session.maintenance()
+        else:  # fanned out: plan, batches in worker processes, finish (maintenance/fanout.py)
+            from slatelake import PassRequest
+            from slatelake.maintenance.fanout_run import run_parallel
+
+            report = run_parallel(side.session, PassRequest(options=options), workers=parallel)
         pass_s = time.perf_counter() - t0
         if prof is not None:
             prof.__exit__(None, None, None)
@@ -648,12 +656,13 @@ def child_main(args: list[str]) -> int:
     ap.add_argument("--table-batches", action="store_true")
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--shape", choices=["calls", "rfc", "rfc-batches"], default="calls")
+    ap.add_argument("--parallel", type=int)
     a = ap.parse_args(args)
     directory = Path(a.dir)
     if a.mode == "build":
         out = child_build(a.side, directory, a.tables, a.commits, a.churn)
     elif a.side == "slate":
-        out = child_pass_slate(directory, a.table_batches, a.profile)
+        out = child_pass_slate(directory, a.table_batches, a.profile, a.parallel)
     else:
         out = child_pass_stock(directory, a.shape)
     print(json.dumps(out, default=str))
@@ -1043,6 +1052,11 @@ def main(argv: list[str] | None = None) -> int:
         "--reps", type=int, default=3, help="passes per side, each on the restored build (median)"
     )
     ap.add_argument("--no-batches", action="store_true", help="skip the TABLE_BATCHES run")
+    ap.add_argument(
+        "--parallel",
+        help="also run the pass fanned out (maintain --parallel N) for each N of this "
+        "comma-separated list, e.g. 1,2; compared with stock's serial pass in the RFC's shape",
+    )
     ap.add_argument("--no-profile", action="store_true", help="skip the profiled run")
     ap.add_argument("--out", help="JSON path (default bench-results/maintenance[-quick].json)")
     ap.add_argument("--tmp", help="directory for the lakes (default: a temp dir)")
@@ -1059,6 +1073,12 @@ def main(argv: list[str] | None = None) -> int:
     commits = args.commits or (4 if args.quick else 6)
     if tables < 1 or commits < 2 or args.reps < 1:
         ap.error("need --tables >= 1, --commits >= 2 and --reps >= 1")
+    try:
+        fanned = [int(n) for n in args.parallel.split(",")] if args.parallel else []
+    except ValueError:
+        ap.error(f"--parallel {args.parallel!r}: expected worker counts, e.g. 1,2")
+    if any(not 1 <= n <= 64 for n in fanned):
+        ap.error("--parallel: worker counts from 1 to 64")
     suffix = ("-quick" if args.quick else "") + ("-single" if args.churn == "single" else "")
     suffix += "-without-pandas" if args.without_pandas else ""
     out_path = Path(args.out or f"bench-results/maintenance{suffix}.json")
@@ -1107,6 +1127,10 @@ def main(argv: list[str] | None = None) -> int:
             passes["stock"].append(pass_once(root, "stock", "stock"))
             passes["stock_rfc"].append(pass_once(root, "stock", "stock", "--shape=rfc"))
             passes["slate"].append(pass_once(root, "slate", "slate"))
+            for n in fanned:
+                passes[f"parallel_{n}"].append(
+                    pass_once(root, "slate", "slate", "--table-batches", f"--parallel={n}")
+                )
             if not args.no_batches:
                 passes["batches"].append(pass_once(root, "slate", "slate", "--table-batches"))
                 passes["stock_rfc_batches"].append(
@@ -1131,6 +1155,11 @@ def main(argv: list[str] | None = None) -> int:
             result["slate_table_batches"] = {
                 "build": "the slatelake build, restored from its pristine copy",
                 "pass": combine(passes["batches"]),
+            }
+        for n in fanned:
+            result[f"slate_parallel_{n}"] = {
+                "build": "the slatelake build, restored from its pristine copy",
+                "pass": combine(passes[f"parallel_{n}"]),
             }
         if not args.no_profile:
             profiled = pass_once(root, "slate", "slate", "--profile")
@@ -1159,6 +1188,15 @@ def main(argv: list[str] | None = None) -> int:
             result["stock_rfc_batches"]["pass"]["state"],
             "batches",
             "stock rfc batches",
+        )
+    for n in fanned:
+        checks[f"after the pass: slatelake --parallel {n} vs stock in the RFC's shape"] = (
+            differences(
+                result[f"slate_parallel_{n}"]["pass"]["state"],
+                result["stock_rfc"]["pass"]["state"],
+                f"parallel {n}",
+                "stock rfc",
+            )
         )
     runs = [("stock", st), ("slatelake", sl)]
     if "slate_table_batches" in result:
@@ -1204,6 +1242,17 @@ def main(argv: list[str] | None = None) -> int:
             s: ratio(sp["steps"].get(s, {}).get("seconds", float("nan")), tp["steps"][s]["seconds"])
             for s in STEPS
         },
+        "parallel": {
+            n: {
+                "pass_s": result[f"slate_parallel_{n}"]["pass"]["pass_s"],
+                "ratio_to_stock_rfc_serial": ratio(
+                    result[f"slate_parallel_{n}"]["pass"]["pass_s"],
+                    result["stock_rfc"]["pass"]["pass_s"],
+                ),
+                "peak_rss_mb": result[f"slate_parallel_{n}"]["pass"]["peak_rss_mb"],
+            }
+            for n in fanned
+        },
         "slate_pass_peak_rss_mb": sp["peak_rss_mb"],
         "stock_pass_peak_rss_mb": tp["peak_rss_mb"],
         "slate_build_peak_rss_mb": result["slate"]["build"]["rss"]["high_water_mb"],
@@ -1219,6 +1268,12 @@ def main(argv: list[str] | None = None) -> int:
     }
     result["wall_s"] = time.perf_counter() - t_start
     print_report(result)
+    for n, fan in result["summary"]["parallel"].items():
+        print(
+            f"fanned out, {n} worker(s): pass {fan['pass_s']:.2f}s = "
+            f"{fan['ratio_to_stock_rfc_serial']:.2f}x stock's serial pass in the RFC's shape "
+            f"(the parent's peak RSS {fan['peak_rss_mb']:.0f} MB; workers not counted)"
+        )
     lib = result["library"]
     lib["source_sha256_at_end"] = library_source()[1]
     lib["changed_during_run"] = lib["source_sha256_at_end"] != lib["source_sha256"]

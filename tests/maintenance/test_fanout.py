@@ -27,7 +27,8 @@ from slatelake.maintenance.shared_lease import SharedLease
 from slatelake.store.location import LakeLocation
 from tests.functions.conftest import churn
 
-TABLES = 40
+TABLES = 40  # the equivalence's lake
+SMALL = 10  # every other test's
 OPTIONS = {
     "MAINTENANCE_EXPIRE_SNAPSHOTS_OLDER_THAN": "1 second",
     "MAINTENANCE_FLUSH_INLINED_DATA": "true",
@@ -40,21 +41,22 @@ OPTIONS = {
 }
 
 
-@pytest.fixture(scope="module")
-def _churned_once(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, list[str]]:
-    """A churned 40-table lake, built once; each test gets it back at the same
-    absolute path (the catalog records its data path)."""
-    work = tmp_path_factory.mktemp("fanout")
-    names = churn((work / "lake").as_uri(), f"{work / 'data'}/", tables=TABLES, rounds=3)
+Built = tuple[Path, Path, list[str]]
+
+
+def _build(tmp_path_factory: pytest.TempPathFactory, tables: int) -> Built:
+    """A churned lake, built once per module; each test gets it back at the
+    same absolute path (the catalog records its data path)."""
+    work = tmp_path_factory.mktemp(f"fanout{tables}")
+    names = churn((work / "lake").as_uri(), f"{work / 'data'}/", tables=tables, rounds=3)
     time.sleep(1.1)  # every churn snapshot older than the 1-second expiry
     pristine = work.with_name(work.name + "-pristine")
     shutil.copytree(work, pristine, symlinks=True)
     return work, pristine, names
 
 
-@pytest.fixture
-def restore(_churned_once: tuple[Path, Path, list[str]]) -> Callable[[], str]:
-    work, pristine, _ = _churned_once
+def _restorer(built: Built) -> Callable[[], str]:
+    work, pristine, _ = built
 
     def again() -> str:
         shutil.rmtree(work)
@@ -62,6 +64,21 @@ def restore(_churned_once: tuple[Path, Path, list[str]]) -> Callable[[], str]:
         return (work / "lake").as_uri()
 
     return again
+
+
+@pytest.fixture(scope="module")
+def _churned_once(tmp_path_factory: pytest.TempPathFactory) -> Built:
+    return _build(tmp_path_factory, TABLES)
+
+
+@pytest.fixture(scope="module")
+def _small_once(tmp_path_factory: pytest.TempPathFactory) -> Built:
+    return _build(tmp_path_factory, SMALL)
+
+
+@pytest.fixture
+def restore(_small_once: Built) -> Callable[[], str]:
+    return _restorer(_small_once)
 
 
 def _end_state(url: str, data: Path, names: list[str]) -> dict[str, Any]:
@@ -102,21 +119,17 @@ def _phases(url: str, batch_tables: int) -> slatelake.PassReport:
     return lake.maintenance.finish(plan, results)
 
 
-def test_a_fanned_out_pass_leaves_the_end_state_of_one_pass(
-    restore: Callable[[], str], _churned_once: tuple[Path, Path, list[str]]
-) -> None:
+def test_a_fanned_out_pass_leaves_the_end_state_of_one_pass(_churned_once: Built) -> None:
+    """On a churned 40-table lake: one pass in one process, then the same
+    lake restored and fanned out (plan, batches in 2 worker processes, finish)."""
     work, _, names = _churned_once
     data = work / "data"
+    restore = _restorer(_churned_once)
     url = restore()
     one = slatelake.open(url).maintenance.run(PassRequest(options=OPTIONS))
     assert one.status == "succeeded", one.to_dict()
     expected = _end_state(url, data, names)
     assert expected["runs"] == ["succeeded"] and expected["status_records"] == 1
-
-    url = restore()
-    phased = _phases(url, batch_tables=7)
-    assert phased.status == "succeeded" and phased.batches == 6, phased.to_dict()
-    assert _end_state(url, data, names) == expected
 
     url = restore()
     parallel = slatelake.open(url).maintenance.run(PassRequest(options=OPTIONS), parallel=2)
@@ -139,15 +152,16 @@ def test_a_deferred_table_holds_cleanup_back_and_leaves_the_other_batches_done(
         return original(self, query, check)
 
     monkeypatch.setattr(Session, "run_maintenance_unless", conflicting)
-    report = _phases(url, batch_tables=10)
+    report = _phases(url, batch_tables=3)
+    assert report.batches == 4
     flush = report.step("flush_inlined_data")
     assert flush.status == FAILED
     assert re.search(
         r"; table batch \d of 4: .*; deferred after 3 conflicts: main\.t3$", flush.detail
     )
-    assert flush.counts["rows_flushed"] == 3 * (TABLES - 1)  # every other table's inlined rows
+    assert flush.counts["rows_flushed"] == 3 * (SMALL - 1)  # every other table's inlined rows
     merge = report.step("merge_adjacent_files")
-    assert merge.status == RAN and f"across {TABLES} tables" in merge.detail
+    assert merge.status == RAN and f"across {SMALL} tables" in merge.detail
     for step in ("cleanup_old_files", "delete_orphaned_files"):
         assert report.step(step).status == SKIPPED
         assert "waits for a complete pass; deferred tables: main.t3" in report.step(step).detail
@@ -160,8 +174,8 @@ def test_a_failed_batch_fails_only_its_tables_and_cleanup_waits(
 ) -> None:
     url = restore()
     lake = slatelake.open(url)
-    plan = lake.maintenance.plan(PassRequest(options=OPTIONS), batch_tables=15)
-    assert len(plan.batches) == 3
+    plan = lake.maintenance.plan(PassRequest(options=OPTIONS), batch_tables=4)
+    assert [len(b.tables) for b in plan.batches] == [4, 4, 2]
     results = [lake.maintenance.batch(plan.batches[0]), lake.maintenance.batch(plan.batches[2])]
     results.append(failed_batch(plan.batches[1], "Sandbox.Timedout: the item ran out of time"))
     report = lake.maintenance.finish(plan, results)
@@ -171,7 +185,7 @@ def test_a_failed_batch_fails_only_its_tables_and_cleanup_waits(
     schema, name = plan.batches[1].tables[-1]
     assert f"{schema}.{name})" in reason  # the failed batch's tables are named
     assert report.step("flush_inlined_data").detail.startswith(
-        "flushed 75 rows across 25 tables in 2 of 3 table batches"
+        "flushed 18 rows across 6 tables in 2 of 3 table batches"
     )
     for step in ("cleanup_old_files", "delete_orphaned_files"):
         detail = report.step(step).detail
@@ -186,7 +200,7 @@ def test_a_failed_batch_fails_only_its_tables_and_cleanup_waits(
     # the lease is given back: the next pass runs at once and completes the work
     again = lake.maintenance.run(PassRequest(options=OPTIONS))
     assert again.status == "succeeded" and again.step("flush_inlined_data").counts == {
-        "rows_flushed": 3 * 15
+        "rows_flushed": 3 * 4
     }
 
 
@@ -199,7 +213,7 @@ def test_a_run_whose_lease_lapsed_acts_no_more_and_is_recorded_failed(
     url = restore()
     monkeypatch.setenv("SLATELAKE_PASS_LEASE_TTL_S", "1")
     lake = slatelake.open(url)
-    plan = lake.maintenance.plan(PassRequest(options=OPTIONS), batch_tables=20)
+    plan = lake.maintenance.plan(PassRequest(options=OPTIONS), batch_tables=5)
     lake.maintenance.batch(plan.batches[0])
     time.sleep(1.2)  # nobody beats: the lease lapses
     again = lake.maintenance.run(PassRequest(options=OPTIONS))
@@ -221,7 +235,7 @@ def test_a_run_whose_lease_lapsed_acts_no_more_and_is_recorded_failed(
 def test_a_second_pass_waits_for_or_skips_a_fanned_out_run(restore: Callable[[], str]) -> None:
     url = restore()
     lake = slatelake.open(url)
-    plan = lake.maintenance.plan(PassRequest(options=OPTIONS), batch_tables=40)
+    plan = lake.maintenance.plan(PassRequest(options=OPTIONS), batch_tables=SMALL)
     with pytest.raises(AlreadyRunningError, match="already running"):
         lake.maintenance.run(PassRequest(options=OPTIONS))
     with pytest.raises(AlreadyRunningError, match="already running"):
@@ -291,7 +305,7 @@ def test_a_batch_naming_tables_the_lake_lacks_works_on_none(restore: Callable[[]
     live tables among them are worked on."""
     url = restore()
     lake = slatelake.open(url)
-    plan = lake.maintenance.plan(PassRequest(options=OPTIONS), batch_tables=40)
+    plan = lake.maintenance.plan(PassRequest(options=OPTIONS), batch_tables=SMALL)
     doc = plan.batches[0].to_dict()
     doc["tables"] = [["main", "t0'); DROP TABLE t1; --"], ["main", "absent"]]
     result = lake.maintenance.batch(BatchOrder.from_dict(doc))
@@ -310,8 +324,8 @@ def test_maintain_parallel_from_the_shell(
     options = [a for k, v in OPTIONS.items() for a in ("--option", f"{k}={v}")]
     assert main(["maintain", url, "--parallel", "2", "--json", *options]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert doc["status"] == "succeeded" and doc["batches"] == 8
-    assert doc["steps"][1]["detail"].startswith("flushed 120 rows across 40 tables")
+    assert doc["status"] == "succeeded" and doc["batches"] == 5  # ceil(10 / (2 workers * 4))
+    assert doc["steps"][1]["detail"].startswith(f"flushed {3 * SMALL} rows across {SMALL} tables")
     for bad in ("0", "65", "two"):
         with pytest.raises(SystemExit) as exit_:
             main(["maintain", url, "--parallel", bad])
