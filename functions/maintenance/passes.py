@@ -19,7 +19,8 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from actions import Answer, require_lake
 from aws_lambda_powertools import Logger, Metrics
@@ -39,6 +40,7 @@ import slatelake
 from slatelake import PassReport, PassRequest, StepStatus, show_input
 from slatelake.durations import parse_duration
 
+R = TypeVar("R")
 logger = Logger(child=True)
 metrics = Metrics()  # Powertools shares one metric set between instances
 
@@ -86,20 +88,30 @@ def maintain(call: PassCall, turn: Turn) -> Answer:
     if isinstance(opened, dict):
         return opened
     lake, request, options = opened
-    try:
-        report = lake.maintenance.run(
+    report = counted(
+        call,
+        lambda: lake.maintenance.run(
             dataclasses.replace(request, options=options),
             session=turn.session(),
             deadline=turn.seconds_left,
             on_progress=_progress,
-        )
+        ),
+    )
+    return report if isinstance(report, dict) else _finished(call, lake, report)
+
+
+def counted(call: PassCall, work: Callable[[], R]) -> R | Answer:
+    """``work()``, counted as a pass is: a pass found running makes a tick's
+    skip (a manual call raises); any other error, unless the caller's own
+    refusal, counts as a pass that died (the alarm sees it) and is raised."""
+    try:
+        return work()
     except slatelake.AlreadyRunningError as exc:
         return _already_running(call, exc)
     except Exception as exc:
         if not _refused(exc, call, lake_found=True):
-            emit_crash(metrics, call.lake)  # the alarm sees a pass that died
+            emit_crash(metrics, call.lake)
         raise
-    return _finished(call, lake, report)
 
 
 def _opened(call: PassCall, turn: Turn) -> Opened | Answer:

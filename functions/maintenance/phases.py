@@ -17,10 +17,8 @@ from __future__ import annotations
 from actions import Answer, require_lake
 from calls import BatchCall, FinishCall, PlanCall
 from invocation import Turn
-from passes import _already_running, _finished, _opened, _progress, _refused, metrics
+from passes import _finished, _opened, _progress, counted, metrics
 from telemetry import emit_crash
-
-import slatelake
 
 
 def plan(call: PlanCall, turn: Turn) -> Answer:
@@ -29,21 +27,17 @@ def plan(call: PlanCall, turn: Turn) -> Answer:
     if isinstance(opened, dict):
         return opened
     lake, request, _options = opened
-    try:
-        planned = lake.maintenance.plan(
+    planned = counted(
+        call,
+        lambda: lake.maintenance.plan(
             request,
             batch_tables=call.batch_tables,
             session=turn.session(),
             deadline=turn.seconds_left,
             on_progress=_progress,
-        )
-    except slatelake.AlreadyRunningError as exc:
-        return _already_running(call, exc)
-    except Exception as exc:
-        if not _refused(exc, call, lake_found=True):
-            emit_crash(metrics, call.lake)
-        raise
-    return {"result": planned.to_dict()}
+        ),
+    )
+    return planned if isinstance(planned, dict) else {"result": planned.to_dict()}
 
 
 def batch(call: BatchCall, turn: Turn) -> Answer:

@@ -16,7 +16,7 @@ import boto3
 import pytest
 
 import slatelake
-from tests.functions.conftest import churn, contents
+from tests.functions.conftest import PristineLake, churn, contents
 from tests.functions.state_machines import Execution, StepFunctions, step_functions
 
 pytestmark = [pytest.mark.s3, pytest.mark.xdist_group("state-machines")]
@@ -182,3 +182,65 @@ def test_an_execution_beside_a_running_pass_skips_or_waits_as_a_single_pass_does
     ran = step_functions.run(machine, _input(lake, data), timeout_s=240)
     assert ran.status == "SUCCEEDED", (ran.error, ran.cause)
     assert [r.status for r in handle.maintenance.runs().items] == ["succeeded", "succeeded"]
+
+
+def _end_state(lake: str, names: list[str]) -> dict[str, Any]:
+    """What a pass must leave alike however it ran: rows, each table's live
+    files (sizes, and whether a delete file rides along), the snapshots'
+    changes, the status records and run history."""
+    handle = slatelake.open(lake)
+    with slatelake.connect(lake, read_only=True) as s:
+        files = {
+            n: sorted(
+                s.sql(
+                    "SELECT data_file_size_bytes, delete_file IS NULL "
+                    f"FROM ducklake_list_files('lake', '{n}')"
+                ).fetchall()
+            )
+            for n in names
+        }
+        changes = sorted(
+            str(r[0]) for r in s.sql("SELECT changes FROM ducklake_snapshots('lake')").fetchall()
+        )
+    return {
+        "rows": contents(lake, names),
+        "files": files,
+        "snapshot_changes": changes,
+        "status_records": len(handle.maintenance.status()),
+        "runs": [r.status for r in handle.maintenance.runs().items],
+    }
+
+
+def test_the_state_machine_leaves_the_end_state_of_one_invocation(
+    step_functions: StepFunctions,
+) -> None:
+    """The same churned lake, restored byte for byte between the two: one
+    `maintenance` invocation of the function, then the state machine."""
+    bucket = f"fanout-eq-{uuid.uuid4().hex[:8]}"
+    s3 = boto3.client("s3")
+    s3.create_bucket(Bucket=bucket)
+    lake, data, names = _lake(bucket)
+    time.sleep(1.1)  # every churn snapshot older than the expiry's second
+    objects = {
+        obj["Key"]: s3.get_object(Bucket=bucket, Key=obj["Key"])["Body"].read()
+        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket)
+        for obj in page.get("Contents", [])
+    }
+    pristine = PristineLake(bucket, lake, data, names, objects)
+    options = {**OPTIONS, "MAINTENANCE_EXPIRE_SNAPSHOTS_OLDER_THAN": "1 second"}
+    function = step_functions.function(
+        {"SLATELAKE_ALLOWED_LAKES": lake, "SLATELAKE_ALLOWED_DATA_PATHS": data}, timeout_s=120
+    )
+    event = {"action": "maintenance", "lake": lake, "options": options, "raise_on_failure": True}
+    answer = step_functions.awslambda.invoke(FunctionName=function, Payload=json.dumps(event))
+    one = json.loads(answer["Payload"].read())
+    assert one["ok"] and one["result"]["status"] == "succeeded", one
+    expected = _end_state(lake, names)
+    assert expected["runs"] == ["succeeded"] and expected["status_records"] == 1
+
+    pristine.restore()
+    machine = step_functions.state_machine(PASS_ASL, {"MaintenanceFunctionArn": function})
+    ran = step_functions.run(machine, {**_input(lake, data), "options": options}, timeout_s=240)
+    assert ran.status == "SUCCEEDED", (ran.error, ran.cause)
+    assert ran.output["result"]["batches"] == 3
+    assert _end_state(lake, names) == expected
