@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 from actions import Answer, require_lake
 from aws_lambda_powertools import Logger, Metrics
 from calls import BackupCall, FoldCall, PassCall
+from handoff import Handoff
 from invocation import Invocation, Turn
 from telemetry import (
     emit_backlog,
@@ -88,6 +89,19 @@ def maintain(call: PassCall, turn: Turn) -> Answer:
     if isinstance(opened, dict):
         return opened
     lake, request, options = opened
+    if call.scheduled and (handoff := Handoff.configured()) is not None:
+        tables = len(turn.session().live_tables())
+        if tables > handoff.above_tables:
+            execution = handoff.start(call.lake, call.data_path, request)
+            logger.info(
+                "scheduled pass handed to the pass state machine",
+                extra={"tables": tables, "execution": execution},
+            )
+            why = (
+                f"{tables} tables, above {handoff.above_tables}: the pass runs fanned out as "
+                f"execution {execution}"
+            )
+            return {"skipped": why, "result": None, "execution": execution}
     report = counted(
         call,
         lambda: lake.maintenance.run(

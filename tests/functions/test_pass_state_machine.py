@@ -244,3 +244,50 @@ def test_the_state_machine_leaves_the_end_state_of_one_invocation(
     assert ran.status == "SUCCEEDED", (ran.error, ran.cause)
     assert ran.output["result"]["batches"] == 3
     assert _end_state(lake, names) == expected
+
+
+def test_a_tick_hands_a_lake_above_the_table_count_to_the_state_machine(
+    step_functions: StepFunctions, bucket: str
+) -> None:
+    """PassShape auto: a scheduled tick on a lake of more tables than
+    SLATELAKE_FANOUT_ABOVE_TABLES starts the pass state machine and answers
+    skipped with its execution; below the count, it runs the pass itself."""
+    lake, data, _ = _lake(bucket)
+    slatelake.open(lake).policy.set({"enabled": "true"})
+    env = {"SLATELAKE_ALLOWED_LAKES": lake, "SLATELAKE_ALLOWED_DATA_PATHS": data}
+    function = step_functions.function(env, timeout_s=120)
+    machine = step_functions.state_machine(PASS_ASL, {"MaintenanceFunctionArn": function})
+    tick = {"trigger": "scheduled", "lake": lake, "data_path": data, "options": OPTIONS}
+
+    def invoke_with(above: int) -> dict[str, Any]:
+        step_functions.awslambda.update_function_configuration(
+            FunctionName=function,
+            Environment={
+                "Variables": {
+                    **step_functions.awslambda.get_function_configuration(FunctionName=function)[
+                        "Environment"
+                    ]["Variables"],
+                    "SLATELAKE_PASS_STATE_MACHINE": machine,
+                    "SLATELAKE_FANOUT_ABOVE_TABLES": str(above),
+                    "SLATELAKE_FANOUT_BATCH_TABLES": "2",
+                    "SLATELAKE_FANOUT_CONCURRENCY": "2",
+                }
+            },
+        )
+        answer = step_functions.awslambda.invoke(FunctionName=function, Payload=json.dumps(tick))
+        return dict(json.loads(answer["Payload"].read()))
+
+    handed = invoke_with(above=TABLES - 1)
+    assert handed["ok"] and handed["result"] is None, handed
+    assert f"{TABLES} tables, above {TABLES - 1}" in handed["skipped"]
+    sfn = step_functions.sfn
+    deadline = time.monotonic() + 240
+    while (done := sfn.describe_execution(executionArn=handed["execution"]))["status"] == "RUNNING":
+        assert time.monotonic() < deadline
+        time.sleep(0.3)
+    assert done["status"] == "SUCCEEDED", done
+    report = json.loads(done["output"])["result"]
+    assert report["trigger"] == "scheduled" and report["batches"] == 3, report
+    ran_itself = invoke_with(above=TABLES)
+    assert ran_itself["ok"] and ran_itself["result"]["batches"] is None, ran_itself
+    assert [r.batches for r in slatelake.open(lake).maintenance.status()] == [None, 3]
