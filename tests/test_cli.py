@@ -15,6 +15,7 @@ from tests.conftest import ClockAhead
 COMMANDS = [
     "init",
     "fleet",
+    "fsck",
     "fold",
     "hold",
     "log",

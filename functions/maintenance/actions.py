@@ -15,7 +15,7 @@ from typing import Any
 from aws_lambda_powertools import Logger, Metrics
 from calls import AuditCall, CensusCall, FleetCall, MergeCall, PageCall
 from invocation import Invocation, Turn, canonical_lake, registry_lakes
-from telemetry import emit_store_merge, emit_threshold
+from telemetry import emit_fsck, emit_store_merge, emit_threshold
 
 import slatelake
 
@@ -142,3 +142,18 @@ def fleet_lakes(call: FleetCall, turn: Turn) -> Answer:
     for url in sorted(registry_lakes(os.environ)):
         lakes[url] = None
     return {"result": {"lakes": list(lakes)}}
+
+
+class FsckFindingsError(slatelake.SlatelakeError):
+    """fsck found problems, raised when the event asks (``raise_on_failure``)."""
+
+
+def fsck(call: Invocation, turn: Turn) -> Answer:
+    """fsck on the warm session (maintenance/fsck.py): ``FsckFindings`` counts
+    what it found; the summary stays on the lake for orphan deletion."""
+    report = require_lake(call).maintenance.fsck(session=turn.session())
+    emit_fsck(metrics, call.lake, sum(report.counts.values()))
+    if not report.ok and call.raise_on_failure:
+        found = ", ".join(f"{n} {kind}" for kind, n in sorted(report.counts.items()))
+        raise FsckFindingsError(f"fsck found {found}")
+    return {"result": report.to_dict()}

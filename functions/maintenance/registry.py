@@ -61,6 +61,7 @@ ACTIONS: dict[str, Action[Any]] = {
     "backup": Action(BackupCall, passes.backup, warm=True),
     "compact_store": Action(MergeCall, actions.compact_store),
     "census": Action(CensusCall, actions.census),
+    "fsck": Action(PlainCall, actions.fsck, warm=True),
     "fleet_lakes": Action(FleetCall, actions.fleet_lakes, scheduled=True),
     "status": Action(PlainCall, actions.status),
     "runs": Action(PageCall, actions.runs),

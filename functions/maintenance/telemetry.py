@@ -34,6 +34,7 @@ CATALOG_BYTES_RECLAIMED = "CatalogBytesReclaimed"
 BYTES_DELETED = "BytesDeleted"
 RSS_HIGH_WATER = "RssHighWater"
 # The threshold action: tables due a run, and the runs made
+FSCK_FINDINGS = "FsckFindings"
 THRESHOLD_DUE = "ThresholdDue"
 THRESHOLD_RUNS = "ThresholdRuns"
 # The compact_store action (merges submitted outside a pass)
@@ -113,6 +114,12 @@ def emit_threshold(metrics: Metrics, lake: str, found: ThresholdReport) -> None:
             for name, value in step.counts.items():
                 dims = {"Lake": lake, "Step": step.step}
                 _single(metrics, metric_name(name), _unit(name), value, dims)
+
+
+def emit_fsck(metrics: Metrics, lake: str, findings: int) -> None:
+    """An fsck: how many findings (0 on a sound lake)."""
+    metrics.add_dimension(name="Lake", value=lake)
+    metrics.add_metric(name=FSCK_FINDINGS, unit=MetricUnit.Count, value=findings)
 
 
 def _unit(count: str) -> MetricUnit:

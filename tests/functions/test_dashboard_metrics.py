@@ -216,6 +216,8 @@ def invocations(pristine_lake: PristineLake) -> Iterator[Invocations]:
             assert failed["ok"] is False and failed["error"]["type"] == "NotFoundError", failed
             backup = invoke("backup", {"action": "backup", "lake": lake}, PASS_FUNCTION)
             assert backup["ok"] is True and backup["result"]["status"] == "succeeded", backup
+            checked = invoke("fsck", {"action": "fsck", "lake": lake}, PASS_FUNCTION)
+            assert checked["ok"] is True, checked
             merge = {"action": "compact_store", "lake": lake, "options": {"timeout": "1s"}}
             assert invoke("compact_store", merge, PASS_FUNCTION)["ok"] is True
             other = {"action": "status", "lake": "s3://another-bucket/lake"}

@@ -835,3 +835,28 @@ def test_history_audit_health_and_policy_answer_from_the_lake(
     for bad in ({"limit": 0}, {"limit": "1e3"}, {"limit": True}, {"before": -1}, {"page": 1}):
         refused = app.handler({"action": "runs", "lake": lake, "options": bad}, FakeContext())
         assert refused["ok"] is False, bad
+
+
+def test_the_fsck_action_counts_its_findings_and_raises_when_asked(
+    app: ModuleType,
+    s3_lake: tuple[str, str, list[str]],
+    env_clean: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import boto3
+
+    lake, _data, _ = s3_lake
+    capsys.readouterr()
+    clean = app.handler({"action": "fsck", "lake": lake}, FakeContext())
+    assert clean["ok"] is True and clean["result"]["ok"] is True, clean
+    assert _emitted(capsys.readouterr().out, "FsckFindings") == [(lake, [0.0])]
+    bucket, prefix = lake.removeprefix("s3://").split("/", 1)[0], "data/sales/"
+    s3 = boto3.client("s3")
+    keys = [o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix=prefix)["Contents"]]
+    s3.delete_object(Bucket=bucket, Key=next(k for k in keys if k.endswith(".parquet")))
+    found = app.handler({"action": "fsck", "lake": lake}, FakeContext())
+    assert found["ok"] is True and found["result"]["counts"] == {"missing_file": 1}, found
+    assert found["result"]["orphans_blocked"] is True
+    with pytest.raises(slatelake.SlatelakeError, match="fsck found 1 missing_file"):
+        app.handler({"action": "fsck", "lake": lake, "raise_on_failure": True}, FakeContext())
+    assert _emitted(capsys.readouterr().out, "FsckFindings") == [(lake, [1.0])] * 2

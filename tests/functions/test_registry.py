@@ -48,7 +48,8 @@ def test_only_the_pass_its_phases_the_checks_the_fold_and_the_fleet_may_be_sched
 
 def test_the_actions_that_open_a_catalog_run_on_the_warm_session(registry: ModuleType) -> None:
     warm = {name for name, action in registry.ACTIONS.items() if action.warm}
-    assert warm == {"maintenance", "threshold", "backup", "pass_plan", "pass_batch", "pass_finish"}
+    phases = {"pass_plan", "pass_batch", "pass_finish"}
+    assert warm == {"maintenance", "threshold", "backup", "fsck", *phases}
 
 
 @pytest.mark.parametrize(

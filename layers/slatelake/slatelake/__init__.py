@@ -120,6 +120,7 @@ _LAZY = {
     "StatusWindow": ("slatelake.maintenance.report", "StatusWindow"),
     "ThresholdReport": ("slatelake.maintenance.threshold", "ThresholdReport"),
     "PassPlan": ("slatelake.maintenance.fanout", "PassPlan"),
+    "FsckReport": ("slatelake.maintenance.fsck", "FsckReport"),
     "BatchOrder": ("slatelake.maintenance.fanout", "BatchOrder"),
     "BatchResult": ("slatelake.maintenance.fanout", "BatchResult"),
     "Page": ("slatelake.maintenance.history", "Page"),

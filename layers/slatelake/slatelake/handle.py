@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from slatelake.maintenance.fanout import BatchOrder, BatchResult, PassPlan
     from slatelake.maintenance.flight import BreakResult, LeaseRecord
     from slatelake.maintenance.fold import FoldRequest, FoldTurn
+    from slatelake.maintenance.fsck import FsckReport
     from slatelake.maintenance.health_report import HealthPolicy, LakeHealth
     from slatelake.maintenance.history import AuditEntry, Page
     from slatelake.maintenance.holds import HoldChange
@@ -154,6 +155,15 @@ class Maintenance:
         return fanout_run.finish(
             self._on(session), plan, list(results), deadline=deadline, on_progress=on_progress
         )
+
+    def fsck(self, *, record: bool = True, session: LakeSession | None = None) -> FsckReport:
+        """Check the catalog against its files and its own records
+        (maintenance/fsck.py); nothing is repaired. ``record`` keeps the
+        summary, which orphan deletion reads (it refuses while referenced
+        files are missing)."""
+        from slatelake.maintenance.fsck import check
+
+        return check(self._on(session), record=record)
 
     def threshold(
         self,

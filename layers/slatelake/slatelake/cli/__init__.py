@@ -24,6 +24,7 @@ from typing import NoReturn
 from slatelake import FencedError, SlatelakeError
 from slatelake.cli import (
     fleet,
+    fsck,
     health,
     history,
     holds,
@@ -72,6 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
         image,
         transfer,
         health,
+        fsck,
         fleet,
     ):
         module.register(sub)

@@ -47,7 +47,7 @@ from slatelake.errors import (
     StoreUnavailableError,
     retry,
 )
-from slatelake.maintenance import flush_rounding, holds, reclaim
+from slatelake.maintenance import flush_rounding, fsck, holds, reclaim
 from slatelake.maintenance.delete_boundary import (
     DeleteBoundary,
     not_deleted,
@@ -406,6 +406,8 @@ class Steps:
         data_path = stored_data_path(self.session.state)
         if data_path is None:
             raise MisconfigurationError(f"{step}: the lake records no data path to delete from")
+        if orphans and not dry and (refused := fsck.orphans_refused(self.session)) is not None:
+            raise StepFailed(f"delete_orphaned_files refused: {refused}")
         if orphans:
             self.data_path_answers(step, ("HEAD",))  # it HEADs file after file, uncut
         lake = self.session.lake
