@@ -55,7 +55,10 @@ VIOLATIONS = (
     "snapshot_refused",
     "snapshot_phantom",
     "conflicts_nonconflicting",
+    "fsck_damage",
 )
+# fsck's kinds that are damage; the others (stranded rows) the next pass sweeps.
+FSCK_DAMAGE = ("missing_file", "size_mismatch", "scheduled_while_referenced", "image_ahead")
 
 
 def load_operations(workdir: Path) -> list[Operation]:
@@ -213,6 +216,9 @@ def run(lake: str, workdir: Path, since: int, allow_conflicts: bool = False) -> 
         result.update(check_snapshots(con, since, names))
         result["head_snapshot"] = session.state.head.snapshot_id
     result.update(tally_conflicts(ops))
+    checked = slatelake.open(lake).maintenance.fsck(record=False)
+    result["fsck"] = {"counts": checked.counts, "files_checked": checked.files_checked}
+    result["fsck_damage"] = sum(checked.counts.get(k, 0) for k in FSCK_DAMAGE)
     allowed = {"conflicts_nonconflicting"} if allow_conflicts else set()
     result["violations"] = {k: result[k] for k in VIOLATIONS if result[k] and k not in allowed}
     result["seconds"] = round(time.monotonic() - t0, 1)

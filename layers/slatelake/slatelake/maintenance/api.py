@@ -8,6 +8,8 @@ and ``break_lease``, and retention holds (``protect``, ``unprotect``,
 options bind against the pinned DuckLake extension before a session opens,
 so a refused option leaves nothing behind. ``status`` reads one sys record
 and loads no catalog; ``census`` and ``compact_store`` open no DuckDB.
+A policy or hold change with no ``by`` is audited as the OS user
+(``history.who``), the name the CLI gives the same change.
 """
 
 from __future__ import annotations
@@ -288,15 +290,17 @@ def protect(
 ) -> HoldChange:
     """Place a retention hold: expiry keeps ``snapshot_id`` until the hold
     ``name`` is removed. Protecting the same snapshot under the same name
-    again changes nothing (``changed`` is False)."""
+    again changes nothing (``changed`` is False). ``by``: who, for the audit
+    log (None: the OS user, ``history.caller``)."""
     with _session(lake) as session:
-        return holds.protect(session, snapshot_id, name, note=note, by=by)
+        return holds.protect(session, snapshot_id, name, note=note, by=history.who(by))
 
 
 def unprotect(lake: str | Session, name: object, *, by: str | None = None) -> HoldChange:
-    """Remove the retention hold ``name``; NotFoundError when there is none."""
+    """Remove the retention hold ``name``; NotFoundError when there is none.
+    ``by``: who, for the audit log (None: the OS user)."""
     with _session(lake) as session:
-        return holds.unprotect(session, name, by=by)
+        return holds.unprotect(session, name, by=history.who(by))
 
 
 def runs(lake: Target, *, limit: object = 20, before: object = None) -> Page[PassReport]:
@@ -358,11 +362,12 @@ def set_policy(
     by: str | None = None,
 ) -> PolicyRow:
     """Set policy ``fields`` for the lake, a schema or a table (``table`` may
-    be ``schema.table``; a bare name means schema ``main``)."""
+    be ``schema.table``; a bare name means schema ``main``). ``by``: who, for
+    the audit log and the row's ``updated_by`` (None: the OS user)."""
     scope = policy.Scope.of(schema, table)
     policy.parse_fields(fields)  # refused before the lake is opened
     with _session(lake) as session:
-        return policy.set_fields(session, scope, fields, by)
+        return policy.set_fields(session, scope, fields, history.who(by))
 
 
 def unset_policy(
@@ -374,10 +379,10 @@ def unset_policy(
     by: str | None = None,
 ) -> PolicyRow:
     """Unset ``fields`` (None: every field) at a scope, so they fall through
-    to the wider scope or the defaults again."""
+    to the wider scope or the defaults again. ``by``: who, as for ``set_policy``."""
     scope = policy.Scope.of(schema, table)
     with _session(lake) as session:
-        return policy.unset_fields(session, scope, fields, by)
+        return policy.unset_fields(session, scope, fields, history.who(by))
 
 
 def policies(lake: str | Session) -> PolicyView:

@@ -6,12 +6,15 @@ and orphan deletion, each called with ``dry_run => true`` on a cursor of the
 session's DuckDB (the session's write path would take the commit lock, a
 slot, for any DuckLake call). The pinned extension has no dry run for flush,
 merge or rewrite (``duckdb_functions()`` lists none), so those come from the
-catalog: inlined rows per table and files whose deleted share reaches the
-threshold (the call's, else the lake's, else DuckLake's 0.95) from
-``maintenance.health``; the files merge would replace, by path, from one
-query making health's merge choice file by file (small files without
-deletes, two or more sharing schema version and partition; a test pins that
-the two agree). ``max_compacted_files`` caps are not modelled.
+catalog: what each table's flush would write, counted as DuckLake's
+``rows_flushed`` counts it (every inlined row, ended ones too; a table whose
+only inlined change is deletions of file rows flushes them as a delete file
+and is planned with zero rows: ``flush_rounding.waiting``); files whose
+deleted share reaches the threshold (the call's, else the lake's, else
+DuckLake's 0.95) from ``maintenance.health``; the files merge would
+replace, by path, from one query making health's merge choice file by file
+(small files without deletes, two or more sharing schema version and
+partition; a test pins that the two agree). ``max_compacted_files`` caps are not modelled.
 
 Cleanup in a real pass also deletes what the pass itself scheduled, when its
 window reaches the moment it ran (``cleanup_all``, an ``older_than`` of zero
@@ -28,8 +31,9 @@ not.
 the first PLAN_LIMIT, ``truncated``, ``details``) with snapshot ids (expiry,
 plus ``kept_by_holds``), file paths (cleanup, plus ``scheduled_by_expiry``
 and ``scheduled_by_merge``; orphans) or per-table entries ({"table",
-"rows"}: flush; {"table", "files"}: rewrite; {"table", "files", "paths"}:
-merge), the per-table steps with their sum (``rows``, ``files``).
+"rows", "deletions"}: flush; {"table", "files"}: rewrite; {"table", "files",
+"paths"}: merge), the per-table steps with their sums (``rows`` and
+``deletions``, ``files``).
 """
 
 from __future__ import annotations
@@ -50,7 +54,7 @@ from slatelake.maintenance.delete_boundary import (
     write_window,
 )
 from slatelake.maintenance.health import (
-    DUCKLAKE_DEFAULT_TARGET_FILE_SIZE,
+    TargetSizes,
     health,
     inlined_counts,
     table_targets_sql,
@@ -106,21 +110,27 @@ class Planner:
         return _dry(f"would expire {len(self.expiring)} snapshots{shown}")
 
     def flush(self, cfg: StepConfig) -> StepOutcome:
-        figures = self._figures(cfg)
+        """What each table's flush would write, counted as the pass counts
+        it (``flush_rounding.waiting``): every inlined row, ended ones too,
+        and the tables whose only inlined change is deletions of file rows."""
+        waiting = flush_rounding.waiting(self.session, self.steps.only)
         kept = flush_rounding.rounded_by_flush(self.session, self.steps.only)
         items: list[dict[str, Any]] = [
-            {"table": _name(t), "rows": figures[t].inlined_rows}
+            {"table": _name(t), "rows": waiting[t].rows, "deletions": waiting[t].deletions}
             for t in self.steps.tables_for("flush_inlined_data", set())
-            if t in figures and figures[t].inlined_rows > 0 and t not in kept
+            if t in waiting and waiting[t].changes and t not in kept
         ]
         rows = sum(i["rows"] for i in items)
         detail = f"would flush {rows} inlined rows from {len(items)} tables"
+        deletions = sum(i["deletions"] for i in items)
+        if deletions:
+            detail += f" and {deletions} inlined deletions (as delete files)"
         extra: dict[str, Any] = {}
         if kept:
             extra["left_inlined"] = [_name(t) for t in sorted(kept)]
             detail += f"; would leave {', '.join(extra['left_inlined'])} inlined: "
             detail += flush_rounding.WHY
-        self.plan["flush_inlined_data"] = bounded(items, rows=rows, **extra)
+        self.plan["flush_inlined_data"] = bounded(items, rows=rows, deletions=deletions, **extra)
         return _dry(detail)
 
     def compact(self, step: str, cfg: StepConfig) -> StepOutcome:
@@ -256,9 +266,8 @@ class Planner:
                target, file_size_bytes, schema_version, partition_id, vals
         FROM files
         """
-        rows = run(
-            self._cursor(), sql, [None, DUCKLAKE_DEFAULT_TARGET_FILE_SIZE, list(inlined_deletes)]
-        ).fetchall()
+        # no target above DuckLake's own: the policy's, when enabled, is the step's max_file_size
+        rows = run(self._cursor(), sql, [*TargetSizes().params(), list(inlined_deletes)]).fetchall()
         groups: dict[tuple[Any, ...], list[str]] = {}
         full = self._paths()
         for schema, table, tid, path, rel, target, nbytes, version, partition, vals in rows:

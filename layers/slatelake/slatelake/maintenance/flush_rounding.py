@@ -9,9 +9,14 @@ value, so its flushes (the flush step's, and the rewrite guard's before a
 rewrite) leave such a table's inlined rows where they are and say so. A
 table whose inlined rows are all gone, or whose 128-bit columns were
 dropped, flushes as any other.
+
+``waiting`` says what a flush would write per table, counted as DuckLake
+counts it, so a dry run's plan matches the pass that follows it.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from slatelake.catalog import registry
 from slatelake.ducklake.session import META_DB, Session
@@ -81,3 +86,71 @@ def reason(session: Session, table: TableName | None) -> str | None:
     """Why a flush of ``table`` (None: every table) must not run now; the
     callers name the tables themselves."""
     return WHY if rounded_by_flush(session, table) else None
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """What a flush of one table would write. ``rows``: every row of its
+    inlined-data tables, ended ones too (the flush writes them, with a
+    delete file, so time travel still reaches them), which is what
+    DuckLake's ``rows_flushed`` counts. ``deletions``: inlined deletions of
+    rows in its data files, which the flush writes as delete files and
+    ``rows_flushed`` does not count."""
+
+    rows: int
+    deletions: int
+
+    @property
+    def changes(self) -> bool:
+        """Whether the flush commits anything (a table with neither commits nothing)."""
+        return self.rows > 0 or self.deletions > 0
+
+
+def waiting(session: Session, only: TableName | None = None) -> dict[TableName, Waiting]:
+    """Each live table (``only``, when given) with anything inlined, in the
+    session's copy of the catalog. No query when no inlined table exists;
+    else one naming the live tables and one counting every inlined table
+    (a UNION ALL), whatever the number of tables."""
+    inline: dict[int, list[tuple[int, str]]] = {}
+    for name in session.state.inline_names():
+        table = registry.inline_table(name)
+        if table is not None and table.row_kind in (
+            registry.INLINE_ROW_KIND,
+            registry.INLINE_DELETE_ROW_KIND,
+        ):
+            inline.setdefault(table.ids[0], []).append((table.row_kind, name))
+    if not inline:
+        return {}
+    con = session.con.cursor()  # a cursor of its own, as rounded_by_flush says
+    try:
+        named = run(
+            con,
+            f"""
+            SELECT t.table_id, s.schema_name, t.table_name
+            FROM {ident(META_DB)}.ducklake_table t
+            JOIN {ident(META_DB)}.ducklake_schema s ON s.schema_id = t.schema_id
+            WHERE t.end_snapshot IS NULL AND s.end_snapshot IS NULL
+              AND list_contains(?, t.table_id)
+            """,
+            [sorted(inline)],
+        ).fetchall()
+        live = {int(i): (str(s), str(t)) for i, s, t in named}
+        live = {i: n for i, n in live.items() if only is None or n == only}
+        parts = [
+            f"SELECT {int(kind)} AS kind, {int(table_id)} AS id, count(*) AS n "
+            f"FROM {ident(META_DB)}.{ident(name)}"
+            for table_id in sorted(live)
+            for kind, name in sorted(inline[table_id])
+        ]
+        counts: dict[int, list[int]] = {}
+        if parts:
+            for kind, table_id, n in con.execute(" UNION ALL ".join(parts)).fetchall():
+                found = counts.setdefault(int(table_id), [0, 0])
+                found[0 if kind == registry.INLINE_ROW_KIND else 1] += int(n)
+    finally:
+        con.close()
+    return {
+        live[i]: Waiting(rows, deletions)
+        for i, (rows, deletions) in counts.items()
+        if rows or deletions
+    }

@@ -269,10 +269,9 @@ def _scheduled(con: Any) -> list[Finding]:
 
 
 def _stranded(con: Any) -> list[Finding]:
-    meta = ident(META_DB)
     stats = con.execute(
-        f"SELECT s.table_id, count(*) FROM {meta}.ducklake_file_column_stats s "
-        f"WHERE NOT EXISTS (SELECT 1 FROM {meta}.ducklake_data_file f "
+        f"SELECT s.table_id, count(*) FROM {ident(META_DB)}.ducklake_file_column_stats s "
+        f"WHERE NOT EXISTS (SELECT 1 FROM {ident(META_DB)}.ducklake_data_file f "
         "WHERE f.data_file_id = s.data_file_id) GROUP BY s.table_id ORDER BY 1"
     ).fetchall()
     out = [
@@ -280,8 +279,8 @@ def _stranded(con: Any) -> list[Finding]:
         for t, n in stats
     ]
     inlined = con.execute(
-        f"SELECT i.table_id, i.table_name FROM {meta}.ducklake_inlined_data_tables i "
-        f"WHERE NOT EXISTS (SELECT 1 FROM {meta}.ducklake_table t "
+        f"SELECT i.table_id, i.table_name FROM {ident(META_DB)}.ducklake_inlined_data_tables i "
+        f"WHERE NOT EXISTS (SELECT 1 FROM {ident(META_DB)}.ducklake_table t "
         "WHERE t.table_id = i.table_id) ORDER BY 1, 2"
     ).fetchall()
     out += [

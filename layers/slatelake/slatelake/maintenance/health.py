@@ -11,8 +11,10 @@ nothing, so a read-only session will do. The report's types are in
 
 The cost is at most four set-based queries whatever the number of tables:
 one lists the inlined tables that exist, one counts them all (a UNION ALL),
-one aggregates every table's files, one the lake-wide figures. Names found
-in the catalog reach SQL only through ``ident``; values are bound.
+one aggregates every table's files, one the lake-wide figures; a fifth
+names the live schemas and tables when a schema or table policy row sets a
+target file size. Names found in the catalog reach SQL only through
+``ident``; values are bound.
 
 Health must load the catalog: its figures are about every live file, so
 every slot past the newest image (or the store's fold cursor) is replayed,
@@ -25,19 +27,26 @@ are made or loaded. Given a session, it queries the session's own copy.
 
 What the catalog cannot say is said, not guessed: DuckLake drops a file's
 size when it schedules the file for deletion (expiry, or a delete file it
-replaces), so scheduled files are counted and their bytes are None. The
-target file size per table is DuckLake's own ``target_file_size`` option
-(table, then schema, then lake scope), else its built-in default; a DuckDB
-``SET ducklake_target_file_size`` on some other connection is invisible here.
+replaces), so scheduled files are counted and their bytes are None.
+
+A file is small under its table's target file size: the ``HealthPolicy``'s
+when it gives one, else the lake policy's ``target_file_size`` for the table
+(``policy.target_file_sizes``, enabled or not, so a policy can be
+previewed before it is switched on; the threshold trigger counts through
+health), else DuckLake's own ``target_file_size`` option (table, then
+schema, then lake scope), else its built-in default. The policy costs no
+query unless a schema or table row sets a size (then one, for the names its
+rows are bound to); a DuckDB ``SET ducklake_target_file_size`` on some other
+connection is invisible here.
 """
 
 from __future__ import annotations
 
 import re
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 import duckdb
@@ -51,6 +60,7 @@ from slatelake.ducklake.opening import open_base, work_dir
 from slatelake.ducklake.session import Session
 from slatelake.ducklake.sql import ident, run
 from slatelake.errors import MisconfigurationError, NotFoundError
+from slatelake.maintenance import policy as lake_policy
 from slatelake.maintenance.health_report import (
     HealthPolicy,
     LakeHealth,
@@ -59,6 +69,7 @@ from slatelake.maintenance.health_report import (
     ratio,
 )
 from slatelake.maintenance.holds import held
+from slatelake.maintenance.policy_keys import LiveNames
 from slatelake.store.db import store_exists
 from slatelake.store.location import LakeLocation
 
@@ -79,7 +90,8 @@ def health(
     opened and closed; NotFoundError names a URL with no lake) or an open
     session, used as is (brought to the head first unless a transaction is
     open). ``now`` (timezone-aware; default the clock) dates the ages and
-    the policy's windows."""
+    the policy's windows. A damaged policy record raises CorruptionError, as
+    it does for a pass: which files are small is not guessed."""
     policy = policy or HealthPolicy()
     if now is None:
         now = datetime.now(UTC)
@@ -91,7 +103,8 @@ def health(
         raise NotFoundError(f"no slatelake lake at {lake}; check the URL")
     with _committed_catalog(lake) as catalog:
         held_ids = sorted(held_snapshots(catalog.lake.read_sys(catalog.state, HOLDS_KEY)))
-        return _report(catalog.con, lake, held_ids, policy, now)
+        rows = lake_policy.decode_rows(catalog.lake.read_sys(catalog.state, lake_policy.POLICY_KEY))
+        return _report(catalog.con, lake, held_ids, policy, now, rows)
 
 
 def _cursor(session: Session) -> duckdb.DuckDBPyConnection:
@@ -149,9 +162,10 @@ def _connection() -> duckdb.DuckDBPyConnection:
 def _health(session: Session, policy: HealthPolicy, now: datetime) -> LakeHealth:
     if not session.in_transaction:
         session.refresh()
+    rows = lake_policy.decode_rows(session.lake.read_sys(session.state, lake_policy.POLICY_KEY))
     con = _cursor(session)
     try:
-        return _report(con, session.url, sorted(held(session)), policy, now)
+        return _report(con, session.url, sorted(held(session)), policy, now, rows)
     finally:
         con.close()
 
@@ -162,10 +176,15 @@ def _report(
     held_ids: list[int],
     policy: HealthPolicy,
     now: datetime,
+    policy_rows: list[lake_policy.PolicyRow],
 ) -> LakeHealth:
-    """The report from the DuckLake tables in ``META_DB`` on ``con``, as of ``now``."""
+    """The report from the DuckLake tables in ``META_DB`` on ``con``, as of
+    ``now``, with the lake's policy ``policy_rows`` as stored."""
     inlined_rows, inlined_deletes = inlined_counts(con)
-    tables = _tables(con, policy, inlined_rows, inlined_deletes)
+    targets = TargetSizes(policy.target_file_size)
+    if policy.target_file_size is None:
+        targets = TargetSizes.of(policy_rows, lambda: live_names(con))
+    tables = _tables(con, policy, targets, inlined_rows, inlined_deletes)
     lake_row = _lake(con, policy, now, held_ids)
     head, snapshots, oldest_epoch, expire, kept_by_holds, hist_files, hist_bytes = lake_row[:7]
     sched, sched_due, frees_files, frees_bytes = lake_row[7:]
@@ -201,11 +220,59 @@ def _report(
     )
 
 
+@dataclass(frozen=True)
+class TargetSizes:
+    """The target file sizes set above DuckLake's own option: ``every`` for
+    all tables (a caller's ``HealthPolicy``, or a policy set on the lake
+    only), else ``by_table`` (table id -> bytes, None for ``auto``: that
+    table falls through to DuckLake's option)."""
+
+    every: int | None = None
+    by_table: dict[int, int | None] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, rows: list[lake_policy.PolicyRow], live: Callable[[], LiveNames]) -> TargetSizes:
+        """What the lake's policy ``rows`` set (``policy.target_file_sizes``);
+        ``live`` is asked only when a schema or table row makes tables differ."""
+        every, by_table = lake_policy.target_file_sizes(rows, live)
+        return cls(every, by_table)
+
+    def params(self) -> list[object]:
+        """The bound parameters of ``table_targets_sql``, in its order."""
+        return [
+            self.every,
+            list(self.by_table),
+            list(self.by_table.values()),
+            DUCKLAKE_DEFAULT_TARGET_FILE_SIZE,
+        ]
+
+
+def live_names(con: duckdb.DuckDBPyConnection) -> LiveNames:
+    """The live schemas and tables in ``META_DB`` on ``con``, by DuckLake id
+    (what ``policy_keys.live_names`` reads from a session), in one query."""
+    rows = run(
+        con,
+        f"""
+        SELECT 0, schema_id, NULL, schema_name FROM {ident(META_DB)}.ducklake_schema
+        WHERE end_snapshot IS NULL
+        UNION ALL
+        SELECT 1, table_id, schema_id, table_name FROM {ident(META_DB)}.ducklake_table
+        WHERE end_snapshot IS NULL
+        """,
+    ).fetchall()
+    return LiveNames(
+        {int(i): str(n) for kind, i, _, n in rows if kind == 0},
+        {int(i): (int(s), str(n)) for kind, i, s, n in rows if kind == 1},
+    )
+
+
 def table_targets_sql() -> str:
-    """The CTEs ``live_tables``, ``opts`` and ``targets``: every live table
-    with its target file size, which is the first bound parameter unless it
-    is NULL, else DuckLake's ``target_file_size`` option (table > schema >
-    lake), else the second bound parameter (DuckLake's default)."""
+    """The CTEs ``live_tables``, ``opts``, ``policy_targets`` and ``targets``:
+    every live table with its target file size, bound by
+    ``TargetSizes.params()``: the size for every table unless NULL, else the
+    table's own (table ids and sizes as two lists; a NULL size or a table
+    not listed falls through), else DuckLake's ``target_file_size`` option
+    (table > schema > lake), else DuckLake's default."""
     return f"""live_tables AS (
         SELECT t.table_id, t.schema_id, s.schema_name, t.table_name
         FROM {ident(META_DB)}.ducklake_table t
@@ -215,9 +282,14 @@ def table_targets_sql() -> str:
     ), opts AS (
         SELECT scope, scope_id, TRY_CAST(value AS BIGINT) AS v
         FROM {ident(META_DB)}.ducklake_metadata WHERE key = 'target_file_size'
+    ), every_target AS (
+        SELECT CAST(? AS BIGINT) AS v
+    ), policy_targets AS (
+        SELECT unnest(CAST(? AS BIGINT[])) AS table_id, unnest(CAST(? AS BIGINT[])) AS v
     ), targets AS (
         SELECT lt.*, COALESCE(
-            CAST(? AS BIGINT),
+            (SELECT v FROM every_target),
+            (SELECT max(v) FROM policy_targets WHERE table_id = lt.table_id),
             (SELECT max(v) FROM opts WHERE scope = 'table' AND scope_id = lt.table_id),
             (SELECT max(v) FROM opts WHERE scope = 'schema' AND scope_id = lt.schema_id),
             (SELECT max(v) FROM opts WHERE scope IS NULL),
@@ -262,6 +334,7 @@ def inlined_counts(con: duckdb.DuckDBPyConnection) -> tuple[dict[int, int], dict
 def _tables(
     con: duckdb.DuckDBPyConnection,
     policy: HealthPolicy,
+    targets: TargetSizes,
     inlined_rows: dict[int, int],
     inlined_deletes: dict[int, int],
 ) -> list[TableHealth]:
@@ -331,8 +404,7 @@ def _tables(
     ORDER BY tg.schema_name, tg.table_name, tg.table_id
     """
     params = [
-        policy.target_file_size,
-        DUCKLAKE_DEFAULT_TARGET_FILE_SIZE,
+        *targets.params(),
         list(inlined_rows),
         list(inlined_rows.values()),
         list(inlined_deletes),

@@ -15,10 +15,13 @@ A pass's entry is written twice under one id: ``running`` when it takes its
 lease, then how it ended (``run_writes`` rewrites an id still in the index).
 Every finished run is audited as ``run.<trigger>`` with its counters
 (``run_audit_writes``), in the change set that records how it ended.
+A policy or hold change whose caller names no one is audited as made by
+the OS user (``caller``), as the CLI records it, never as nobody.
 """
 
 from __future__ import annotations
 
+import getpass
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -40,6 +43,22 @@ KEEP_AUDIT = 1000
 MAX_PAGE = 1000
 T = TypeVar("T")
 Read = Callable[[bytes], bytes | None]
+
+
+def caller() -> str | None:
+    """Who is calling, for the audit log: the OS user (``getpass.getuser``,
+    as the CLI's ``caller`` reads it), or None when the uid has no name (a
+    bare container)."""
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no name for this uid
+        return None
+
+
+def who(by: str | None) -> str | None:
+    """``by`` when the caller names someone, else ``caller()``: a change made
+    from Python is audited under the same name the CLI would give it."""
+    return by if by is not None else caller()
 
 
 def run_key(run_id: int) -> bytes:

@@ -401,6 +401,43 @@ def resolve(
     return Policy(values_, sources)
 
 
+def target_file_size(policy: Policy) -> int | None:
+    """The target file size ``policy`` sets, in bytes; None for ``auto``
+    (DuckLake's own ``target_file_size`` for the table, else its default)."""
+    size = policy["target_file_size"]
+    if size == AUTO:
+        return None
+    if isinstance(size, bool) or not isinstance(size, int):
+        raise TypeError(f"target_file_size {size!r}: expected bytes or {AUTO!r}")
+    return size
+
+
+def target_file_sizes(
+    rows: Iterable[PolicyRow], live: Callable[[], LiveNames]
+) -> tuple[int | None, dict[int, int | None]]:
+    """The target file size each live table's policy sets, enabled or not:
+    the one definition of it, which ``health`` counts small files against
+    (and the threshold trigger through health). As (the size for
+    every table, by table id) so a lake-only policy costs no catalog read:
+    ``(size, {})`` when only the lake's row sets one, else ``(None,
+    {table id: size or None for auto})`` from the rows bound to ``live()``
+    (asked only then)."""
+    rows = list(rows)
+    setting = [r for r in rows if "target_file_size" in r.fields]
+    if not setting:
+        return None, {}
+    if all(r.scope.kind == LAKE for r in setting):  # every table falls through to it
+        return target_file_size(resolve(rows)), {}
+    names = live()
+    bound = current(rows, names)
+    sizes: dict[int, int | None] = {}
+    for table_id in names.tables:
+        found = names.table_names(table_id)
+        if found is not None:
+            sizes[table_id] = target_file_size(resolve(bound, found[1], found[2]))
+    return None, sizes
+
+
 def resolve_lake_enabled(by_scope: Mapping[tuple[str, str | None, str | None], PolicyRow]) -> bool:
     row = by_scope.get((LAKE, None, None))
     return bool(row is not None and row.fields.get("enabled", FIELDS["enabled"].default))

@@ -5,7 +5,7 @@ set-based queries) finds the tables of a lake with an enabled policy that
 hold at least their policy's ``small_file_min_count`` files under the target
 size, with compaction on for them. Each gets a run scoped to itself of
 flush, merge and rewrite only: a threshold run never expires or deletes
-anything lake-wide. The target size is the lake policy's (else DuckLake's
+anything lake-wide. The target size is each table's policy's (else DuckLake's
 own setting per table); the count is each table's own.
 """
 
@@ -18,9 +18,8 @@ from typing import Any
 
 from slatelake.ducklake.session import Session
 from slatelake.maintenance.health import health
-from slatelake.maintenance.health_report import HealthPolicy
 from slatelake.maintenance.options import bind
-from slatelake.maintenance.policy import AUTO, lake_enabled, resolve, rows_at_head
+from slatelake.maintenance.policy import lake_enabled, resolve, rows_at_head
 from slatelake.maintenance.progress import Sink
 from slatelake.maintenance.report import PassReport
 from slatelake.maintenance.runner import run_pass
@@ -52,12 +51,7 @@ def due_tables(session: Session) -> list[DueTable]:
     rows = rows_at_head(session)
     if not lake_enabled(rows):
         return []
-    lake = resolve(rows)
-    target = lake["target_file_size"]
-    size = None if target == AUTO or isinstance(target, bool) else target
-    if size is not None and not isinstance(size, int):
-        raise TypeError(f"target_file_size {size!r}: expected bytes or {AUTO!r}")
-    report = health(session, HealthPolicy(target_file_size=size))
+    report = health(session)  # each table's target: policy.target_file_sizes
     due = []
     for table in report.tables:
         policy = resolve(rows, table.schema, table.table)
