@@ -29,6 +29,7 @@ from tests.functions.conftest import churn
 
 TABLES = 40  # the equivalence's lake
 SMALL = 10  # every other test's
+ROUNDS = 2  # each table: a Parquet and an inlined insert a round
 OPTIONS = {
     "MAINTENANCE_EXPIRE_SNAPSHOTS_OLDER_THAN": "1 second",
     "MAINTENANCE_FLUSH_INLINED_DATA": "true",
@@ -48,7 +49,7 @@ def _build(tmp_path_factory: pytest.TempPathFactory, tables: int) -> Built:
     """A churned lake, built once per module; each test gets it back at the
     same absolute path (the catalog records its data path)."""
     work = tmp_path_factory.mktemp(f"fanout{tables}")
-    names = churn((work / "lake").as_uri(), f"{work / 'data'}/", tables=tables, rounds=3)
+    names = churn((work / "lake").as_uri(), f"{work / 'data'}/", tables=tables, rounds=ROUNDS)
     time.sleep(1.1)  # every churn snapshot older than the 1-second expiry
     pristine = work.with_name(work.name + "-pristine")
     shutil.copytree(work, pristine, symlinks=True)
@@ -111,6 +112,11 @@ def _end_state(url: str, data: Path, names: list[str]) -> dict[str, Any]:
     }
 
 
+def _file_count(session: Any, table: str) -> int:
+    files = f"SELECT count(*) FROM ducklake_list_files('lake', '{table}')"
+    return int(session.sql(files).fetchone()[0])
+
+
 def _phases(url: str, batch_tables: int) -> slatelake.PassReport:
     """The state machine's shape in one process: plan, each batch, finish."""
     lake = slatelake.open(url)
@@ -159,7 +165,7 @@ def test_a_deferred_table_holds_cleanup_back_and_leaves_the_other_batches_done(
     assert re.search(
         r"; table batch \d of 4: .*; deferred after 3 conflicts: main\.t3$", flush.detail
     )
-    assert flush.counts["rows_flushed"] == 3 * (SMALL - 1)  # every other table's inlined rows
+    assert flush.counts["rows_flushed"] == ROUNDS * (SMALL - 1)  # every other table's inlined rows
     merge = report.step("merge_adjacent_files")
     assert merge.status == RAN and f"across {SMALL} tables" in merge.detail
     for step in ("cleanup_old_files", "delete_orphaned_files"):
@@ -185,22 +191,18 @@ def test_a_failed_batch_fails_only_its_tables_and_cleanup_waits(
     schema, name = plan.batches[1].tables[-1]
     assert f"{schema}.{name})" in reason  # the failed batch's tables are named
     assert report.step("flush_inlined_data").detail.startswith(
-        "flushed 18 rows across 6 tables in 2 of 3 table batches"
+        f"flushed {ROUNDS * 6} rows across 6 tables in 2 of 3 table batches"
     )
     for step in ("cleanup_old_files", "delete_orphaned_files"):
         detail = report.step(step).detail
         assert detail == "not attempted because table batch 2 of 3 failed", detail
+    done = plan.batches[0].tables[1][1]  # an odd table: no deletes, its files merge
     with slatelake.connect(url, read_only=True) as s:  # the failed batch's files stay unmerged
-        files = f"SELECT count(*) FROM ducklake_list_files('lake', '{name}')"
-        assert s.sql(files).fetchone() == (3,)
-        done = plan.batches[0].tables[0][1]
-        assert s.sql(f"SELECT count(*) FROM ducklake_list_files('lake', '{done}')").fetchone() == (
-            1,
-        )
+        assert _file_count(s, name) == ROUNDS and _file_count(s, done) == 1
     # the lease is given back: the next pass runs at once and completes the work
     again = lake.maintenance.run(PassRequest(options=OPTIONS))
     assert again.status == "succeeded" and again.step("flush_inlined_data").counts == {
-        "rows_flushed": 3 * 4
+        "rows_flushed": ROUNDS * 4
     }
 
 
@@ -325,7 +327,8 @@ def test_maintain_parallel_from_the_shell(
     assert main(["maintain", url, "--parallel", "2", "--json", *options]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["status"] == "succeeded" and doc["batches"] == 5  # ceil(10 / (2 workers * 4))
-    assert doc["steps"][1]["detail"].startswith(f"flushed {3 * SMALL} rows across {SMALL} tables")
+    flushed = f"flushed {ROUNDS * SMALL} rows across {SMALL} tables"
+    assert doc["steps"][1]["detail"].startswith(flushed)
     for bad in ("0", "65", "two"):
         with pytest.raises(SystemExit) as exit_:
             main(["maintain", url, "--parallel", bad])
