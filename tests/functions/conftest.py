@@ -128,6 +128,34 @@ def churn(lake: str, data_path: str, tables: int = 4, rounds: int = 3) -> list[s
     return names
 
 
+def end_state(lake: str, names: list[str]) -> dict[str, Any]:
+    """What a pass must leave alike however it ran (one process, fanned out):
+    rows, each table's live files (sizes, and whether a delete file rides
+    along), the snapshots' changes, the status records and the run history."""
+    handle = slatelake.open(lake)
+    with slatelake.connect(lake, read_only=True) as s:
+        rows = {n: sorted(s.sql(f"SELECT * FROM {n}").fetchall()) for n in names}
+        files = {
+            n: sorted(
+                s.sql(
+                    "SELECT data_file_size_bytes, delete_file IS NULL "
+                    f"FROM ducklake_list_files('lake', '{n}')"
+                ).fetchall()
+            )
+            for n in names
+        }
+        changes = sorted(
+            str(r[0]) for r in s.sql("SELECT changes FROM ducklake_snapshots('lake')").fetchall()
+        )
+    return {
+        "rows": rows,
+        "files": files,
+        "snapshot_changes": changes,
+        "status_records": len(handle.maintenance.status()),
+        "runs": [r.status for r in handle.maintenance.runs().items],
+    }
+
+
 def contents(lake: str, names: list[str]) -> dict[str, list[tuple[Any, ...]]]:
     with slatelake.connect(lake, read_only=True) as s:
         return {n: sorted(s.sql(f"SELECT * FROM {n}").fetchall()) for n in names}

@@ -16,7 +16,7 @@ import boto3
 import pytest
 
 import slatelake
-from tests.functions.conftest import PristineLake, churn, contents
+from tests.functions.conftest import PristineLake, churn, contents, end_state
 from tests.functions.state_machines import Execution, StepFunctions, step_functions
 
 pytestmark = [pytest.mark.s3, pytest.mark.xdist_group("state-machines")]
@@ -163,33 +163,6 @@ def test_an_execution_beside_a_running_pass_skips_or_waits_as_a_single_pass_does
     assert handle.maintenance.lease().state == "released"  # type: ignore[union-attr]
 
 
-def _end_state(lake: str, names: list[str]) -> dict[str, Any]:
-    """What a pass must leave alike however it ran: rows, each table's live
-    files (sizes, and whether a delete file rides along), the snapshots'
-    changes, the status records and run history."""
-    handle = slatelake.open(lake)
-    with slatelake.connect(lake, read_only=True) as s:
-        files = {
-            n: sorted(
-                s.sql(
-                    "SELECT data_file_size_bytes, delete_file IS NULL "
-                    f"FROM ducklake_list_files('lake', '{n}')"
-                ).fetchall()
-            )
-            for n in names
-        }
-        changes = sorted(
-            str(r[0]) for r in s.sql("SELECT changes FROM ducklake_snapshots('lake')").fetchall()
-        )
-    return {
-        "rows": contents(lake, names),
-        "files": files,
-        "snapshot_changes": changes,
-        "status_records": len(handle.maintenance.status()),
-        "runs": [r.status for r in handle.maintenance.runs().items],
-    }
-
-
 def test_the_state_machine_leaves_the_end_state_of_one_invocation(
     step_functions: StepFunctions,
 ) -> None:
@@ -214,7 +187,7 @@ def test_the_state_machine_leaves_the_end_state_of_one_invocation(
     answer = step_functions.awslambda.invoke(FunctionName=function, Payload=json.dumps(event))
     one = json.loads(answer["Payload"].read())
     assert one["ok"] and one["result"]["status"] == "succeeded", one
-    expected = _end_state(lake, names)
+    expected = end_state(lake, names)
     assert expected["runs"] == ["succeeded"] and expected["status_records"] == 1
 
     pristine.restore()
@@ -226,7 +199,7 @@ def test_the_state_machine_leaves_the_end_state_of_one_invocation(
     assert len(_batch_invocations(ran)) == 3 and 1 <= ran.most_in_flight() <= 2
     flush = next(s for s in report["steps"] if s["step"] == "flush_inlined_data")
     assert flush["detail"].startswith(f"flushed {2 * TABLES} rows across {TABLES} tables")
-    assert _end_state(lake, names) == expected  # one status record, one run entry among it
+    assert end_state(lake, names) == expected  # one status record, one run entry among it
     (recorded,) = slatelake.open(lake).maintenance.status()
     assert recorded.run_id == report["run_id"] and recorded.batches == 3
     assert slatelake.open(lake).maintenance.lease().state == "released"  # type: ignore[union-attr]

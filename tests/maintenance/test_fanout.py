@@ -25,7 +25,7 @@ from slatelake.maintenance.flight import PassLease
 from slatelake.maintenance.report import FAILED, RAN, SKIPPED
 from slatelake.maintenance.shared_lease import SharedLease
 from slatelake.store.location import LakeLocation
-from tests.functions.conftest import churn
+from tests.functions.conftest import churn, end_state
 
 TABLES = 40  # the equivalence's lake
 SMALL = 10  # every other test's
@@ -83,33 +83,9 @@ def restore(_small_once: Built) -> Callable[[], str]:
 
 
 def _end_state(url: str, data: Path, names: list[str]) -> dict[str, Any]:
-    """What a pass must leave alike however it ran: rows, live files per table
-    (their record counts and sizes), snapshots, files on disk, records."""
-    lake = slatelake.open(url)
-    with slatelake.connect(url, read_only=True) as s:
-        rows = {n: sorted(s.sql(f"SELECT * FROM {n}").fetchall()) for n in names}
-        files = {
-            n: sorted(
-                s.sql(
-                    "SELECT data_file_size_bytes, delete_file IS NULL "
-                    f"FROM ducklake_list_files('lake', '{n}')"
-                ).fetchall()
-            )
-            for n in names
-        }
-        changes = sorted(
-            str(r[0]) for r in s.sql("SELECT changes FROM ducklake_snapshots('lake')").fetchall()
-        )
+    """The pass's end state (tests/functions/conftest.py), and the files on disk."""
     on_disk = sum(1 for p in data.rglob("*") if p.is_file())
-    runs = lake.maintenance.runs().items
-    return {
-        "rows": rows,
-        "files": files,
-        "snapshot_changes": changes,
-        "files_on_disk": on_disk,
-        "status_records": len(lake.maintenance.status()),
-        "runs": [r.status for r in runs],
-    }
+    return {**end_state(url, names), "files_on_disk": on_disk}
 
 
 def _file_count(session: Any, table: str) -> int:

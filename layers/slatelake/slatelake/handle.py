@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from slatelake.maintenance.backup import BackupReport
     from slatelake.maintenance.borrowed import BorrowedRelease
     from slatelake.maintenance.cadence import CadenceCheck
-    from slatelake.maintenance.fanout import BatchOrder, BatchResult, PassPlan
+    from slatelake.maintenance.fanout_records import BatchOrder, BatchResult, PassPlan
     from slatelake.maintenance.flight import BreakResult, LeaseRecord
     from slatelake.maintenance.fold import FoldRequest, FoldTurn
     from slatelake.maintenance.fsck import FsckReport

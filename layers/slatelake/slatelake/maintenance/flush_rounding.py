@@ -17,6 +17,9 @@ counts it, so a dry run's plan matches the pass that follows it.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
+
+import duckdb
 
 from slatelake.catalog import registry
 from slatelake.ducklake.session import META_DB, Session
@@ -56,17 +59,7 @@ def rounded_by_flush(session: Session, only: TableName | None = None) -> set[Tab
         ids = sorted({int(r[0]) for r in wide} & set(inline))
         if not ids:
             return set()
-        named = run(
-            con,
-            f"""
-            SELECT t.table_id, s.schema_name, t.table_name
-            FROM {ident(META_DB)}.ducklake_table t
-            JOIN {ident(META_DB)}.ducklake_schema s ON s.schema_id = t.schema_id
-            WHERE t.end_snapshot IS NULL AND s.end_snapshot IS NULL
-              AND list_contains(?, t.table_id)
-            """,
-            [ids],
-        ).fetchall()
+        named = _live_names(con, ids)
         out: set[TableName] = set()
         for table_id, schema, table in named:
             found = (str(schema), str(table))
@@ -123,17 +116,7 @@ def waiting(session: Session, only: TableName | None = None) -> dict[TableName, 
         return {}
     con = session.con.cursor()  # a cursor of its own, as rounded_by_flush says
     try:
-        named = run(
-            con,
-            f"""
-            SELECT t.table_id, s.schema_name, t.table_name
-            FROM {ident(META_DB)}.ducklake_table t
-            JOIN {ident(META_DB)}.ducklake_schema s ON s.schema_id = t.schema_id
-            WHERE t.end_snapshot IS NULL AND s.end_snapshot IS NULL
-              AND list_contains(?, t.table_id)
-            """,
-            [sorted(inline)],
-        ).fetchall()
+        named = _live_names(con, sorted(inline))
         live = {int(i): (str(s), str(t)) for i, s, t in named}
         live = {i: n for i, n in live.items() if only is None or n == only}
         parts = [
@@ -154,3 +137,18 @@ def waiting(session: Session, only: TableName | None = None) -> dict[TableName, 
         for i, (rows, deletions) in counts.items()
         if rows or deletions
     }
+
+
+def _live_names(con: duckdb.DuckDBPyConnection, ids: list[int]) -> list[tuple[Any, ...]]:
+    """(table_id, schema, table) of the live tables among ``ids``."""
+    return run(
+        con,
+        f"""
+        SELECT t.table_id, s.schema_name, t.table_name
+        FROM {ident(META_DB)}.ducklake_table t
+        JOIN {ident(META_DB)}.ducklake_schema s ON s.schema_id = t.schema_id
+        WHERE t.end_snapshot IS NULL AND s.end_snapshot IS NULL
+          AND list_contains(?, t.table_id)
+        """,
+        [ids],
+    ).fetchall()
