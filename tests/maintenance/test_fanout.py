@@ -312,3 +312,15 @@ def test_maintain_parallel_from_the_shell(
         assert "expected 1 to 64 worker processes" in capsys.readouterr().err
     assert main(["maintain", url, "--parallel", "2", "--threshold"]) == 2
     assert "--parallel fans out one pass" in capsys.readouterr().err
+
+
+def test_a_fanned_out_pass_refuses_options_its_batches_could_not_read(
+    restore: Callable[[], str],
+) -> None:
+    """Bound options have no spelling to hand a batch: refused before the
+    lease is taken, rather than batches running with other options."""
+    url = restore()
+    bound = PassRequest(options=OPTIONS).bound()
+    with pytest.raises(MaintenanceConfigError, match="hands its options to its batches"):
+        slatelake.open(url).maintenance.plan(PassRequest(options=bound))
+    assert PassLease(LakeLocation.parse(url)).current() is None  # no lease was taken

@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from slatelake.ducklake.session import Session
 from slatelake.errors import (
@@ -90,6 +90,11 @@ def plan_pass(
     if request.dry_run:
         raise MaintenanceConfigError(
             "a dry run is not fanned out: it writes nothing and runs in one process"
+        )
+    if request.options is not None and not isinstance(request.options, Mapping):
+        raise MaintenanceConfigError(
+            "a fanned-out pass hands its options to its batches as spelled: give the "
+            "MAINTENANCE_* mapping, not bound options"
         )
     if isinstance(batch_tables, bool) or not 1 <= batch_tables <= MAX_BATCH_TABLES:
         raise MaintenanceConfigError(
