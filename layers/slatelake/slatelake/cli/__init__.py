@@ -60,6 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
         "file:///abs/path, memory://name or s3://bucket/prefix (S3 reads AWS_REGION, "
         "credentials and AWS_ENDPOINT_URL from the environment).",
     )
+    parser.add_argument("--version", action="version", version=_version())
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in (
         lake,
@@ -80,6 +81,22 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _version() -> str:
+    """slatelake's version and the engines it is pinned to, read from the
+    installed packages' metadata (nothing imported)."""
+    from importlib import metadata
+
+    from slatelake import __version__
+
+    pinned = []
+    for package in ("duckdb", "slatedb"):
+        try:
+            pinned.append(f"{package} {metadata.version(package)}")
+        except metadata.PackageNotFoundError:
+            pinned.append(f"{package} not installed")
+    return f"slatelake {__version__} ({', '.join(pinned)})"
+
+
 def run() -> NoReturn:
     """The ``slatelake`` command: ``main()``, then leave without native teardown.
 
@@ -94,6 +111,12 @@ def run() -> NoReturn:
         code: object = main()
     except SystemExit as exc:  # argparse: --help, usage errors
         code = exc.code
+    except BrokenPipeError:
+        # the reader went away (`slatelake status --json | head`): what is left
+        # to write goes nowhere, and the exit status is a SIGPIPE death's
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = 128 + 13
     if code is None:
         status = 0
     elif isinstance(code, int):

@@ -84,6 +84,8 @@ def attach(newest: Any) -> None:
 
 def log_summary(shown: Any) -> None:
     for key, value in documents.log_summary(shown).items():
+        if key == "head":  # the --json document's {snapshot_id, batch_seq}, in words
+            value = f"snapshot {value['snapshot_id']}, slot {value['batch_seq']}"
         print(f"{key:>16}: {value}")
 
 
