@@ -56,3 +56,22 @@ def test_log_shows_the_head_in_words(lake: str, capsys: pytest.CaptureFixture[st
     assert main(["log", lake]) == 0
     out = capsys.readouterr().out
     assert "head: snapshot 0, slot 1" in out and "{" not in out, out
+
+
+def test_policy_unset_takes_its_fields_after_its_options(
+    lake: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`policy unset LAKE --table t retention`, as people type it; an unknown
+    option after the fields is still refused."""
+    with slatelake.connect(lake) as s:
+        s.sql("CREATE TABLE t (i INTEGER)")
+    assert main(["policy", "set", lake, "--table", "t", "--retention", "7d"]) == 0
+    assert main(["policy", "unset", lake, "--table", "t", "retention"]) == 0
+    assert "no policy left for the table main.t" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as exit_:
+        main(["policy", "unset", lake, "--table", "t", "retention", "--bogus"])
+    assert exit_.value.code == 2
+    assert "unrecognized arguments: retention --bogus" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["status", lake, "stray"])
+    assert "unrecognized arguments: stray" in capsys.readouterr().err

@@ -136,7 +136,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     from slatelake import MaintenanceConfigError
 
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        # argparse ends a trailing ``nargs="*"`` positional at the first option,
+        # so `policy unset LAKE --table s.t retention` left "retention" over:
+        # words after the options still belong to it (options stay refused)
+        if isinstance(getattr(args, "fields", None), list) and not any(
+            word.startswith("-") for word in extra
+        ):
+            args.fields += extra
+        else:
+            parser.error(f"unrecognized arguments: {' '.join(extra)}")
     try:
         return args.func(args)
     except MaintenanceConfigError as exc:
