@@ -161,9 +161,9 @@ class Maintenance:
         (maintenance/fsck.py); nothing is repaired. ``record`` keeps the
         summary, which orphan deletion reads (it refuses while referenced
         files are missing)."""
-        from slatelake.maintenance.fsck import check
+        from slatelake.maintenance.api import fsck
 
-        return check(self._on(session), record=record)
+        return fsck(self._on(session), record=record)
 
     def threshold(
         self,

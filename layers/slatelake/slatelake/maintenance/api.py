@@ -32,6 +32,8 @@ from slatelake.maintenance import cadence, flight, history, holds, policy, thres
 from slatelake.maintenance import report as rpt
 from slatelake.maintenance.cadence import CadenceCheck
 from slatelake.maintenance.flight import BreakResult, LeaseRecord, PassLease
+from slatelake.maintenance.fsck import FsckReport
+from slatelake.maintenance.fsck import fsck as fsck_check
 from slatelake.maintenance.history import AuditEntry, Page
 from slatelake.maintenance.holds import HoldChange
 from slatelake.maintenance.options import MaintenanceOptions
@@ -164,10 +166,18 @@ def run_threshold(
     without an enabled policy has none due. Refused, before anything is
     opened, while ``SLATELAKE_MAINTENANCE_ENABLED`` is false."""
     cadence.require_enabled("the threshold trigger")
-    with _session(lake) as session:
+    with opened_session(lake) as session:
         return threshold.run_due(
             session, wait_s=wait_s, deadline=deadline, stop=stop, on_progress=on_progress, by=by
         )
+
+
+def fsck(lake: str | Session, *, record: bool = True) -> FsckReport:
+    """Check the catalog against its files and its own records
+    (maintenance/fsck.py) on the caller's session or one opened on the
+    existing lake; ``record`` keeps the summary orphan deletion reads."""
+    with opened_session(lake) as session:
+        return fsck_check(session, record=record)
 
 
 def status(lake: Target) -> StatusWindow:
@@ -292,14 +302,14 @@ def protect(
     ``name`` is removed. Protecting the same snapshot under the same name
     again changes nothing (``changed`` is False). ``by``: who, for the audit
     log (None: the OS user, ``history.caller``)."""
-    with _session(lake) as session:
+    with opened_session(lake) as session:
         return holds.protect(session, snapshot_id, name, note=note, by=history.who(by))
 
 
 def unprotect(lake: str | Session, name: object, *, by: str | None = None) -> HoldChange:
     """Remove the retention hold ``name``; NotFoundError when there is none.
     ``by``: who, for the audit log (None: the OS user)."""
-    with _session(lake) as session:
+    with opened_session(lake) as session:
         return holds.unprotect(session, name, by=history.who(by))
 
 
@@ -366,7 +376,7 @@ def set_policy(
     the audit log and the row's ``updated_by`` (None: the OS user)."""
     scope = policy.Scope.of(schema, table)
     policy.parse_fields(fields)  # refused before the lake is opened
-    with _session(lake) as session:
+    with opened_session(lake) as session:
         return policy.set_fields(session, scope, fields, history.who(by))
 
 
@@ -381,13 +391,13 @@ def unset_policy(
     """Unset ``fields`` (None: every field) at a scope, so they fall through
     to the wider scope or the defaults again. ``by``: who, as for ``set_policy``."""
     scope = policy.Scope.of(schema, table)
-    with _session(lake) as session:
+    with opened_session(lake) as session:
         return policy.unset_fields(session, scope, fields, history.who(by))
 
 
 def policies(lake: str | Session) -> PolicyView:
     """The policy rows and their resolution for the lake and every live table."""
-    with _session(lake, read_only=True) as session:
+    with opened_session(lake, read_only=True) as session:
         session.refresh()
         rows = policy.rows_at_head(session)
         tables = {t: policy.resolve(rows, *t) for t in session.live_tables()}
@@ -395,7 +405,7 @@ def policies(lake: str | Session) -> PolicyView:
 
 
 @contextmanager
-def _session(lake: str | Session, read_only: bool = False) -> Iterator[Session]:
+def opened_session(lake: str | Session, read_only: bool = False) -> Iterator[Session]:
     """The caller's session as is, or one opened on an existing lake and closed after."""
     if isinstance(lake, Session):
         yield lake

@@ -26,8 +26,9 @@ from contextlib import contextmanager
 from typing import Any
 
 from slatelake.ducklake.session import Session
-from slatelake.errors import MaintenanceConfigError, NotFoundError
+from slatelake.errors import MaintenanceConfigError
 from slatelake.maintenance import cadence
+from slatelake.maintenance.api import opened_session
 from slatelake.maintenance.fanout import (
     DEFAULT_BATCH_TABLES,
     TABLE_STEPS,
@@ -43,8 +44,6 @@ from slatelake.maintenance.options import MaintenanceOptions
 from slatelake.maintenance.progress import Sink
 from slatelake.maintenance.report import SKIPPED, PassReport, StepReport
 from slatelake.maintenance.request import PassRequest
-from slatelake.store.db import store_exists
-from slatelake.store.location import location_of
 
 MAX_WORKERS = 64
 # A local fan-out cuts the tables into this many batches per worker, so a
@@ -66,7 +65,7 @@ def plan(
     """The plan phase (fanout.plan_pass). Refused, before the lake is
     touched, while SLATELAKE_MAINTENANCE_ENABLED is false."""
     cadence.require_enabled(f"a {request.trigger} maintenance pass", dry_run_allowed=True)
-    with _opened(lake, data_path, create=True) as session:
+    with _opened(lake, data_path) as session:
         return plan_pass(
             session,
             request,
@@ -88,7 +87,7 @@ def batch(
 ) -> BatchResult:
     """One table batch of a planned run (fanout.run_batch)."""
     request = PassRequest.from_mapping(order.request)
-    with _opened(lake, None, create=False) as session:
+    with opened_session(lake) as session:
         options = _bound(request, session)
         return run_batch(
             session, order, options, deadline=deadline, stop=stop, on_progress=on_progress
@@ -106,7 +105,7 @@ def finish(
 ) -> PassReport:
     """The finish phase of a planned run (fanout.finish_pass)."""
     request = planned.pass_request()
-    with _opened(lake, None, create=False) as session:
+    with opened_session(lake) as session:
         options = _bound(request, session)
         return finish_pass(
             session,
@@ -146,7 +145,7 @@ def run_parallel(
         )
     cadence.require_enabled(f"a {request.trigger} maintenance pass", dry_run_allowed=True)
     stopping = stop or threading.Event()
-    with _opened(lake, data_path, create=True) as session:
+    with _opened(lake, data_path) as session:
         options = _bound(request, session)
         tables = len(session.live_tables()) if request.scope.table is None else 1
         size = max(1, math.ceil(tables / (workers * BATCHES_PER_WORKER)))
@@ -244,13 +243,13 @@ def _work(order: dict[str, Any], ends: float | None) -> dict[str, Any]:
 
 # -- plumbing ---------------------------------------------------------------------
 @contextmanager
-def _opened(lake: str | Session, data_path: str | None, create: bool) -> Iterator[Session]:
+def _opened(lake: str | Session, data_path: str | None) -> Iterator[Session]:
+    """The caller's session, or one on ``lake`` (a data path makes an empty
+    root a new lake, as ``run_request`` does) closed after."""
     if isinstance(lake, Session):
         yield lake
         return
-    if not create and not store_exists(location_of(lake)):
-        raise NotFoundError(f"no slatelake lake at {location_of(lake).url}; check the URL")
-    with Session(lake, data_path=data_path if create else None) as session:
+    with Session(lake, data_path=data_path) as session:
         yield session
 
 

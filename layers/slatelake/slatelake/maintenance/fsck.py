@@ -37,14 +37,13 @@ from slatelake.ducklake.commit_flow import META_DB
 from slatelake.ducklake.guard import data_location
 from slatelake.ducklake.session import Session
 from slatelake.ducklake.sql import ident
-from slatelake.errors import CorruptionError, NotFoundError, SlatelakeError
+from slatelake.errors import CorruptionError, SlatelakeError
 from slatelake.log.changeset import ChangeSet
 from slatelake.log.images import ImageBook
 from slatelake.maintenance import reclaim
 from slatelake.maintenance.catalog_files import path_resolver
-from slatelake.store.db import store_exists
 from slatelake.store.keys import Subspace, encode_key
-from slatelake.store.location import LakeLocation, location_of
+from slatelake.store.location import LakeLocation
 from slatelake.store.objects import ObjectClient, object_url
 
 FSCK_KEY = encode_key(Subspace.SYS, 0x21)
@@ -118,17 +117,6 @@ class FsckReport:
         return doc
 
 
-def check(lake: str | Session, record: bool = True) -> FsckReport:
-    """``fsck`` on an open session, or on one opened on the existing lake at
-    a URL and closed after (NotFoundError when there is none)."""
-    if isinstance(lake, Session):
-        return fsck(lake, record=record)
-    if not store_exists(location_of(lake)):
-        raise NotFoundError(f"no slatelake lake at {location_of(lake).url}; check the URL")
-    with Session(lake) as session:
-        return fsck(session, record=record)
-
-
 def fsck(session: Session, record: bool = True) -> FsckReport:
     """Check the lake at the session's head; ``record``: keep the summary in
     ``sys/fsck`` (a read-only session records nothing)."""
@@ -138,8 +126,10 @@ def fsck(session: Session, record: bool = True) -> FsckReport:
     found: list[Finding] = []
     con = session.con.cursor()
     try:
-        found += _files(session, con, report)
-        found += _scheduled(con)
+        recorded = _referenced(con)
+        report.files_checked = len(recorded)
+        found += _files(session, con, recorded)
+        found += _scheduled(con, set(recorded))
         found += _stranded(con)
     finally:
         con.close()
@@ -184,7 +174,9 @@ def orphans_refused(session: Session) -> str | None:
 
 
 # -- the checks ----------------------------------------------------------------------
-def _files(session: Session, con: Any, report: FsckReport) -> list[Finding]:
+def _referenced(con: Any) -> dict[str, int]:
+    """Every data and delete file the catalog references, by full path, with
+    the size it recorded."""
     full = path_resolver(con)
     recorded: dict[str, int] = {}
     for table in ("ducklake_data_file", "ducklake_delete_file"):
@@ -194,7 +186,10 @@ def _files(session: Session, con: Any, report: FsckReport) -> list[Finding]:
         ).fetchall()
         for table_id, path, relative, size in rows:
             recorded[full(table_id, path, relative)] = int(size or 0)
-    report.files_checked = len(recorded)
+    return recorded
+
+
+def _files(session: Session, con: Any, recorded: dict[str, int]) -> list[Finding]:
     sizes = _sizes(session, con, recorded)
     out = []
     for path, size in sorted(recorded.items()):
@@ -240,7 +235,7 @@ def _spelled(where: LakeLocation, path: str) -> str:
     return str(PurePosixPath("/", path)) if where.scheme == "file" else object_url(where, path)
 
 
-def _scheduled(con: Any) -> list[Finding]:
+def _scheduled(con: Any, referenced: set[str]) -> list[Finding]:
     (root,) = con.execute(
         f"SELECT value FROM {ident(META_DB)}.ducklake_metadata "
         "WHERE key = 'data_path' AND scope IS NULL"
@@ -249,13 +244,6 @@ def _scheduled(con: Any) -> list[Finding]:
         f"SELECT path, path_is_relative FROM {ident(META_DB)}.ducklake_files_scheduled_for_deletion"
     ).fetchall()
     scheduled = Counter(f"{root}{p}" if rel else str(p) for p, rel in rows)
-    full = path_resolver(con)
-    referenced: set[str] = set()
-    for table in ("ducklake_data_file", "ducklake_delete_file"):
-        rows = con.execute(
-            f"SELECT table_id, path, path_is_relative FROM {ident(META_DB)}.{ident(table)}"
-        ).fetchall()
-        referenced.update(full(*r) for r in rows)
     out = [
         Finding("scheduled_twice", p, f"scheduled for deletion {n} times")
         for p, n in sorted(scheduled.items())
