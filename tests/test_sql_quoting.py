@@ -62,6 +62,8 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("slatelake/cli/sql_run.py", "where"): "a file name or -c",
     ("slatelake/cli/sql_run.py", "statement.line"): "an int",
     ("slatelake/cli/sql_run.py", "statement.first_line"): "printed to stderr, never run",
+    # the pricing model's count of ended inlined rows: each part int() and ident() above
+    ("slatelake/maintenance/step_costs.py", "ended"): "parts of int() ids and ident() names",
     # a write's result (results.py): the caller's own statement, run as they sent
     # it; casts to DuckDB-reported plain type names (_scalar_type) over ident() names
     ("slatelake/ducklake/results.py", "query"): "the caller's own statement",

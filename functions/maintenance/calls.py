@@ -20,6 +20,7 @@ from typing import Any, ClassVar, Self, TypeVar
 
 from invocation import Invocation, InvocationError, env_options
 
+import slatelake
 from slatelake import (
     BatchOrder,
     BatchResult,
@@ -32,6 +33,7 @@ from slatelake import (
     PassRequest,
     show_input,
 )
+from slatelake.durations import parse_duration
 
 R = TypeVar("R")
 
@@ -189,11 +191,13 @@ class FleetCall(Invocation):
 @dataclass(frozen=True, kw_only=True)
 class BackupCall(Invocation):
     """A backup: a pass first when ``options`` are given, waiting ``wait_s``
-    (None: the function's) for one already running."""
+    (None: the function's) for one already running; then, with
+    ``restore_point``, a restore point of the lake as backed up."""
 
-    KEYS: ClassVar[tuple[str, ...]] = ("options", "wait_s")
+    KEYS: ClassVar[tuple[str, ...]] = ("options", "wait_s", "restore_point")
     options: dict[str, object] | None = None
     wait_s: float | None = None
+    restore_point: RestorePointAsk | None = None
 
     @classmethod
     def from_event(cls, base: Invocation, doc: Mapping[str, Any], env: Mapping[str, str]) -> Self:
@@ -202,7 +206,35 @@ class BackupCall(Invocation):
             refuse_interval(options)
         request = _read(PassRequest.from_mapping, {"options": options, "wait_s": doc.get("wait_s")})
         wait_s = None if doc.get("wait_s") is None else request.wait_s
-        return cls(**_fields(base), options=options, wait_s=wait_s)
+        point = RestorePointAsk.from_event(base.lake, doc.get("restore_point"))
+        return cls(**_fields(base), options=options, wait_s=wait_s, restore_point=point)
+
+
+@dataclass(frozen=True)
+class RestorePointAsk:
+    """A backup's ``restore_point``: ``true`` (named for the time, kept until
+    deleted) or ``{"name": ..., "ttl": "30d"}``, each key optional; checked
+    by the library's own name check and the duration grammar."""
+
+    name: str | None = None
+    ttl_s: float | None = None
+
+    @classmethod
+    def from_event(cls, lake: str, raw: object) -> RestorePointAsk | None:
+        if raw is None or raw is False:
+            return None
+        if raw is True:
+            return cls()
+        if not isinstance(raw, dict) or set(raw) - {"name", "ttl"}:
+            raise InvocationError(
+                f"restore_point {show_input(raw)}: send true, or an object with name and ttl "
+                '(e.g. {"name": "nightly", "ttl": "30d"})'
+            )
+        name, ttl = raw.get("name"), raw.get("ttl")
+        if name is not None:
+            name = slatelake.open(lake).restore_points.check_name(name)
+        seconds = None if ttl is None else parse_duration("restore_point.ttl", ttl)
+        return cls(name, seconds)
 
 
 @dataclass(frozen=True, kw_only=True)

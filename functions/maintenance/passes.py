@@ -268,4 +268,11 @@ def backup(call: BackupCall, turn: Turn) -> Answer:
         emit_backlog(metrics, call.lake, report.fold.backlog)
     if report.failed and call.raise_on_failure:
         raise BackupFailedError(f"the backup failed: {report.reason}")
-    return {"result": report.to_dict()}
+    answer: dict[str, Any] = {"result": report.to_dict()}
+    ask = call.restore_point
+    if ask is not None and not report.failed:  # the lake as backed up, kept whole
+        change = lake.restore_points.create(
+            ask.name, ttl=ask.ttl_s, by=turn.by, wait_s=max(0.0, min(wait_s, turn.seconds_left()))
+        )
+        answer["restore_point"] = change.to_dict()
+    return answer

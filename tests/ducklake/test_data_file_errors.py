@@ -14,6 +14,7 @@ import time
 import uuid
 from collections.abc import Iterator
 
+import duckdb
 import pytest
 
 from slatelake.ducklake.session import Session, connect
@@ -24,6 +25,16 @@ from tests.store.test_store_errors import assert_one_readable_line
 
 INSERT = "INSERT INTO t SELECT i FROM range(50000) r(i)"  # one Parquet file
 DEADLINE_S = 4
+
+
+def _exactly(error: BaseException, cls: type) -> bool:
+    """``cls`` itself (not a narrower error), as a session raises it: its
+    DuckDB twin, which is also a duckdb.IOException."""
+    return (
+        isinstance(error, cls)
+        and type(error).__name__ == cls.__name__
+        and isinstance(error, duckdb.IOException)
+    )
 
 
 @pytest.fixture
@@ -69,7 +80,7 @@ def test_a_refused_data_file_write_is_permission_denied_naming_the_file_on_s3(
     prefix = data.split("/", 3)[3]
     proxy.add(FaultRule(method="PUT", prefix=prefix, kind="403", times=None))
     error = _failure(session, INSERT)
-    assert type(error) is PermissionDeniedError, error
+    assert _exactly(error, PermissionDeniedError), error
     assert_one_readable_line(error, "INSERT", data, ".parquet", "HTTP 403")
     _still_usable(session, proxy, 0)
 
@@ -82,7 +93,7 @@ def test_a_data_path_that_keeps_failing_is_store_unavailable_naming_the_file_on_
     session, data = s3_session
     proxy.add(FaultRule(method="PUT", prefix=data.split("/", 3)[3], kind=kind, times=None))
     error = _failure(session, INSERT)
-    assert type(error) is StoreUnavailableError and error.retryable, error
+    assert _exactly(error, StoreUnavailableError) and error.retryable, error
     assert_one_readable_line(error, "INSERT", data, ".parquet", "no usable answer")
     _still_usable(session, proxy, 0)
 
@@ -102,7 +113,7 @@ def test_a_data_file_write_the_store_holds_fails_at_the_store_deadline_on_s3(
     started = time.monotonic()
     error = _failure(session, INSERT)
     took = time.monotonic() - started
-    assert type(error) is StoreUnavailableError, error
+    assert _exactly(error, StoreUnavailableError), error
     assert_one_readable_line(error, "INSERT", data, ".parquet")
     assert took < 3 * DEADLINE_S, f"the held write took {took:.1f} s, past the deadline"
     _still_usable(session, proxy, 0)
@@ -126,7 +137,7 @@ def test_a_refused_delete_of_an_old_file_is_permission_denied_and_keeps_it_sched
     assert session.sql(scheduled).fetchall() == [(1,)]
     proxy.add(FaultRule(method="POST", prefix=data.split("/", 3)[3], kind="403", times=None))
     error = _failure(session, "CALL ducklake_cleanup_old_files('lake', cleanup_all => true)")
-    assert type(error) is PermissionDeniedError, error
+    assert _exactly(error, PermissionDeniedError), error
     assert_one_readable_line(error, "deleting", "HTTP 403", "credentials")
     assert session.sql(scheduled).fetchall() == [(1,)]
     proxy.clear()

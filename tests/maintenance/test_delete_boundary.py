@@ -65,7 +65,12 @@ def test_cleanup_spares_a_scheduled_file_the_catalog_still_reads(tmp_path: Path)
         _schedule(s, file_id, f"main/t/{path}", relative=True)
     report = maintenance.run(url, CLEANUP_NOW, operations="cleanup")
     step = report.step("cleanup_old_files")
-    assert step.counts == {"files_deleted": 0, "files_spared": 1, "bytes_deleted": 0}
+    assert step.counts == {
+        "files_deleted": 0,
+        "files_spared": 1,
+        "files_kept_by_pins": 0,
+        "bytes_deleted": 0,
+    }
     assert "named by the catalog" in step.detail
     with slatelake.connect(url) as s:
         assert s.sql("SELECT count(*), sum(i) FROM t").fetchone() == (6830, sum(range(6830)))

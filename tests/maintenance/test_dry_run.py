@@ -138,7 +138,9 @@ def test_the_plan_is_what_the_following_pass_does_and_making_it_writes_nothing(
     assert sorted(expired) == plan["expire_snapshots"].items
     assert held not in expired and real.step("expire_snapshots").counts == {
         "snapshots_expired": len(expired),
+        "snapshots_kept_by_thinning": 0,
         "snapshots_kept_by_holds": 1,
+        "snapshots_kept_by_pins": 0,
     }
     deleted = set(data_before) - set(_listing(data))
     planned = {*plan["cleanup_old_files"].items, *plan["delete_orphaned_files"].items}

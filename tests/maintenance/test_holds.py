@@ -113,7 +113,9 @@ def test_removing_the_hold_lets_the_next_pass_expire_the_snapshot(tmp_path: Path
     report = maintenance.run(url, EXPIRE_ALL)
     assert report.step("expire_snapshots").counts == {
         "snapshots_expired": 1,
+        "snapshots_kept_by_thinning": 0,
         "snapshots_kept_by_holds": 0,
+        "snapshots_kept_by_pins": 0,
     }
     assert _snapshots(url) == [newest]
 
@@ -143,7 +145,9 @@ def test_explicit_versions_leave_the_held_ones_out(tmp_path: Path) -> None:
     report = maintenance.run(url, options)
     assert report.step("expire_snapshots").counts == {
         "snapshots_expired": 1,
+        "snapshots_kept_by_thinning": 0,
         "snapshots_kept_by_holds": 1,
+        "snapshots_kept_by_pins": 0,
     }
     assert first in _snapshots(url) and second not in _snapshots(url)
 

@@ -136,7 +136,12 @@ def test_configured_pass_reports_in_order_and_leaves_contents_unchanged(aged) ->
         expired = len(snapshots) - 1  # all but the latest: the churn is older than a second
         expire = report.step("expire_snapshots")
         assert expire.detail == f"expired {expired} snapshots in 1 batches"
-        assert expire.counts == {"snapshots_expired": expired, "snapshots_kept_by_holds": 0}
+        assert expire.counts == {
+            "snapshots_expired": expired,
+            "snapshots_kept_by_thinning": 0,
+            "snapshots_kept_by_holds": 0,
+            "snapshots_kept_by_pins": 0,
+        }
         assert _snapshot_ids(s) & snapshots == {max(snapshots)}  # later steps add their own
         assert "files" in report.step("cleanup_old_files").detail
         assert not report.work_pending
@@ -512,7 +517,11 @@ def test_a_cleanup_dry_run_reports_what_it_would_delete_and_deletes_nothing(
         assert sorted(s.sql("SELECT * FROM t").fetchall()) == rows
     assert report.step("cleanup_old_files").counts["files_deleted"] == 3
     assert report.step("cleanup_old_files").counts["bytes_deleted"] > 0
-    assert report.step("delete_orphaned_files").counts == {"files_deleted": 1, "files_spared": 0}
+    assert report.step("delete_orphaned_files").counts == {
+        "files_deleted": 1,
+        "files_spared": 0,
+        "files_kept_by_pins": 0,
+    }
     assert len(_data_files(data)) == len(files) - 4
 
 

@@ -35,6 +35,7 @@ SPELLED: dict[str, tuple[str, str, str]] = {
     "orphan_age_floor_override": ("true", "false", "true"),
     # set on the lake's row only (set_fields refuses it below); resolve is generic
     "cron": ("0 3 * * *", "*/15 * * * *", "0 0 1 * *"),
+    "keep": ("daily:30", "hourly:24,daily:7", "monthly:12"),
 }
 
 

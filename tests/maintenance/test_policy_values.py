@@ -28,6 +28,7 @@ from slatelake.maintenance.policy import (
     parse_fields,
 )
 from slatelake.maintenance.policy_plan import plan
+from slatelake.maintenance.thinning import parse_keep
 
 HOSTILE: list[object] = [
     "9" * 40,
@@ -80,6 +81,8 @@ def _in_range(name: str, value: object) -> bool:
         return value == AUTO or (type(value) is int and 1 <= value < 2**63)
     if name == "cron":  # the five fields as the one cron parser reads them back
         return type(value) is str and parse_cron(value).text == value
+    if name == "keep":  # none, or thinning rules as the one parser spells them back
+        return type(value) is str and (value == "" or parse_keep("keep", value).text == value)
     return type(value) is float and 0.0 <= value <= 365 * 86400 and math.copysign(1, value) > 0
 
 

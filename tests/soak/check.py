@@ -23,6 +23,15 @@ commit that did not delete from its table, so each is a finding), with
 samples of their messages; ``conflicts_ducklake_rule``, appends DuckLake
 itself refused over such a delete (counted, as stock refuses them too).
 
+Pinned readers (``workers.pinner``, what became of each in
+``pins-plan.json``): every pin that ended before the soak did (closed, or
+killed and its lease lapsed) must have been reclaimed by the passes after it
+(``check_pins``): its snapshot gone from the catalog's snapshots, and every
+file it read that no snapshot still in the catalog reads gone from storage
+(one scheduled for deletion within the last few passes before the stop is
+``pending``, not a finding). ``pins_missing``: a pinned reader that never
+pinned, or died without being killed.
+
 ``violations`` names every non-zero finding; ``allow_conflicts`` reports
 conflicts on non-conflicting work without making them one.
 """
@@ -37,6 +46,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from slatelake.ducklake.catalog_files import files_at
+from slatelake.ducklake.commit_flow import META_DB
 from slatelake.ducklake.sql import ident
 from tests.soak.journal import AMBIGUOUS, Operation, lake_tables, read_journal, tally_conflicts
 
@@ -56,6 +67,8 @@ VIOLATIONS = (
     "snapshot_phantom",
     "conflicts_nonconflicting",
     "fsck_damage",
+    "pins_unreclaimed",
+    "pins_missing",
 )
 # fsck's kinds that are damage; the others (stranded rows) the next pass sweeps.
 FSCK_DAMAGE = ("missing_file", "size_mismatch", "scheduled_while_referenced", "image_ahead")
@@ -198,6 +211,131 @@ def check_snapshots(con: Any, since: int, tables: list[str]) -> dict[str, Any]:
     return found
 
 
+def _scheduled(con: Any) -> dict[str, float]:
+    """Files scheduled for deletion, by path (spelled as ``files_at`` does),
+    with when (epoch seconds)."""
+    (root,) = con.execute(
+        f"SELECT value FROM {ident(META_DB)}.ducklake_metadata "
+        "WHERE key = 'data_path' AND scope IS NULL"
+    ).fetchone() or ("",)
+    rows = con.execute(
+        f"SELECT path, path_is_relative, epoch(schedule_start) "
+        f"FROM {ident(META_DB)}.ducklake_files_scheduled_for_deletion"
+    ).fetchall()
+    return {(f"{root}{p}" if rel else str(p)): float(at) for p, rel, at in rows}
+
+
+def _present(paths: set[str]) -> set[str]:
+    """Those of ``paths`` that exist on storage (local paths, or s3:// URLs
+    read with boto3 at the environment's endpoint)."""
+    local = {p for p in paths if not p.startswith("s3://")}
+    out = {p for p in local if Path(p.removeprefix("file://")).exists()}
+    buckets: dict[str, set[str]] = {}
+    for p in paths - local:
+        bucket, _, key = p.removeprefix("s3://").partition("/")
+        buckets.setdefault(bucket, set()).add(key)
+    if buckets:
+        import boto3
+
+        s3 = boto3.client("s3")
+        for bucket, keys in buckets.items():
+            listed: set[str] = set()
+            for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket):
+                listed.update(o["Key"] for o in page.get("Contents", []))
+            out.update(f"s3://{bucket}/{k}" for k in keys & listed)
+    return out
+
+
+def check_pins(con: Any, lake: str, workdir: Path) -> dict[str, Any]:
+    """Each pinned reader's pin held to its end: a pin that ended (closed, or
+    killed) must have been reclaimed by the passes after it."""
+    from slatelake.maintenance.pins import reader_pins
+    from slatelake.store.location import LakeLocation
+
+    found: dict[str, Any] = {
+        "pins_ended": 0,
+        "pins_reclaimed": 0,
+        "pins_unreclaimed": 0,
+        "pins_missing": 0,
+        "pin_files_exclusive": 0,
+        "pin_files_reclaimed": 0,
+        "pin_files_pending": 0,
+        "pin_reclaim": [],
+    }
+    plan_path = workdir / "pins-plan.json"
+    plan = json.loads(plan_path.read_text()) if plan_path.exists() else {"pinners": {}}
+    if not plan["pinners"]:
+        return found
+    snaps = [r[0] for r in con.execute("SELECT snapshot_id FROM lake.snapshots()").fetchall()]
+    keep: set[str] = set()
+    for snap in snaps:  # what the head, the pins still held and every retained snapshot read
+        keep.update(files_at(con, snap))
+    scheduled = _scheduled(con)
+    # a file scheduled this recently before the stop may wait for a pass's cleanup still
+    grace = plan["cleanup_s"] + 3 * plan["pass_interval_s"] + 10.0
+    live = {p.reader_id for p in reader_pins(LakeLocation.parse(lake))}
+    records = {
+        i: json.loads(path.read_text())
+        for i in plan["pinners"]
+        if (path := workdir / f"pinned-{i}.json").exists()
+    }
+    held = {r.get("snapshot") for i, r in records.items() if plan["pinners"][i]["mode"] == "held"}
+    for index, event in sorted(plan["pinners"].items(), key=lambda kv: int(kv[0])):
+        record = records.get(index, {})
+        snap = record.get("snapshot")
+        if snap is None or event["mode"] == "died":
+            found["pins_missing"] += 1
+            found["pin_reclaim"].append(
+                {"index": int(index), "mode": event["mode"], "pinned": snap}
+            )
+            continue
+        if event["mode"] == "held":  # released at the stop, after the last pass
+            continue
+        if snap in held:  # a reader that read to the end pins it too: nothing to reclaim
+            found["pin_reclaim"].append(
+                {
+                    "index": int(index),
+                    "mode": event["mode"],
+                    "snapshot": snap,
+                    "kept_by_a_held_pin": True,
+                }
+            )
+            continue
+        files = set(json.loads((workdir / f"pinfiles-{index}.json").read_text()))
+        exclusive = files - keep
+        present = _present(exclusive)
+        pending = {p for p in present if scheduled.get(p, 0.0) > plan["stopped_at"] - grace}
+        unreclaimed = sorted(present - pending)
+        gone = snap not in snaps
+        reclaimed = gone and not unreclaimed
+        found["pins_ended"] += 1
+        found["pins_reclaimed"] += reclaimed
+        found["pins_unreclaimed"] += not reclaimed
+        found["pin_files_exclusive"] += len(exclusive)
+        found["pin_files_reclaimed"] += len(exclusive - present)
+        found["pin_files_pending"] += len(pending)
+        found["pin_reclaim"].append(
+            {
+                "index": int(index),
+                "mode": event["mode"],
+                "snapshot": snap,
+                "ended_s_before_stop": round(plan["stopped_at"] - event["at"], 1),
+                "snapshot_gone": gone,
+                "lease_live": record.get("reader_id") in live,
+                "files": len(files),
+                "files_exclusive": len(exclusive),
+                "files_reclaimed": len(exclusive - present),
+                "files_pending": len(pending),
+                "files_unreclaimed": len(unreclaimed),
+                "unreclaimed_samples": [
+                    f"{p} ({'scheduled' if p in scheduled else 'not scheduled'})"
+                    for p in unreclaimed[:SAMPLES]
+                ],
+            }
+        )
+    return found
+
+
 def run(lake: str, workdir: Path, since: int, allow_conflicts: bool = False) -> dict[str, Any]:
     """The verdict; ``violations`` maps each non-zero finding to its count
     (conflicts on non-conflicting work left out when ``allow_conflicts``)."""
@@ -215,6 +353,8 @@ def run(lake: str, workdir: Path, since: int, allow_conflicts: bool = False) -> 
             result[key] = sum(t[key] for t in tables.values())
         result.update(check_snapshots(con, since, names))
         result["head_snapshot"] = session.state.head.snapshot_id
+        with session.con.cursor() as cur:
+            result.update(check_pins(cur, lake, workdir))
     result.update(tally_conflicts(ops))
     checked = slatelake.open(lake).maintenance.fsck(record=False)
     result["fsck"] = {"counts": checked.counts, "files_checked": checked.files_checked}

@@ -1,15 +1,35 @@
 """The soak: concurrent committers, a holder, passes and readers, then the oracle.
 
 ``bash scripts/soak [--minutes M] [--writers N] [--readers R] [--s3]
-[--fault-rate F] [--seed S] [--pass-interval SEC] [--allow-conflicts]
-[--dir DIR] [--keep]``
+[--fault-rate F] [--seed S] [--pass-interval SEC] [--retention SEC]
+[--pinned-readers K] [--pin-check] [--allow-conflicts] [--dir DIR] [--keep]``
 
 For M minutes: N writer processes commit (``workers.writer``), each to a
 table of its own and to one table all share, a holder (``slatelake hold``)
 folds and truncates, the maintenance Lambda's handler runs a pass every 30 s
 in a process of its own (expiry, flush of inlined data, merge, rewrite of
 deletes, cleanup of old files and orphans, the sweep and the store merge),
-and R readers read retained snapshots with time travel. With ``--s3`` the
+and R readers read retained snapshots with time travel. ``--retention SEC``
+sets the passes' windows: snapshots expire SEC seconds old and their files go
+SEC seconds after (default: two intervals, and one).
+
+K pinned readers (``--pinned-readers``, ``workers.pinner``) each pin the head
+S once writes have landed (``connect(..., snapshot_version=S, pin=True)``),
+record what S reads (each table's count and checksum) and the files S reads
+(``catalog_files.files_at``), and re-read S for the whole soak, counting
+mismatches and errors. Pinned reader 0 runs with a 5-second reader lease
+(``SLATELAKE_READER_LEASE_TTL``) and is killed with SIGKILL partway
+(``PIN_KILL_AT`` of the run, earlier when the run is short, so passes have
+time to reclaim after its lease lapses); pinned reader 1 closes cleanly later
+(``PIN_CLOSE_AT``); the others read until the end. The oracle then holds
+every pin that ended to its reclaim: S gone from the catalog's snapshots and
+every file S read that no snapshot still in the catalog reads gone from
+storage (``check.check_pins``). ``--pinned-via con`` has them read through
+the session's DuckDB connection instead of ``session.sql`` (the catalog copy
+of the session's last statement, as a long statement or a lazy relation
+reads). ``--pin-check`` is the issue-46 set-up:
+``--pinned-readers 2 --pass-interval 3 --retention 1`` (each unless given).
+With ``--s3`` the
 lake is on moto's S3 server (started here, on loopback) and every role
 reaches it through the fault proxy (``tests/faults/proxy.py``) failing a
 fraction F of requests (500, 503, a connection dropped before or after
@@ -58,6 +78,14 @@ FAULT_KINDS = ("500", "503", "drop_before", "drop_after", "delay")
 STOP_GRACE_S = {"writer": 120.0, "reader": 60.0, "maintainer": 600.0}
 HOLDER_RESTART_S = 2.0
 READY_TIMEOUT_S = 300.0
+STOP_GRACE_S["pinner"] = 60.0
+# Pinned readers: reader 0 is killed at this fraction of the run, with this
+# reader lease life; reader 1 closes at this fraction (both earlier when the
+# run is too short for the passes to reclaim after them).
+PIN_KILL_AT, PIN_CLOSE_AT = 0.35, 0.5
+PIN_KILLED_TTL = "5s"
+PIN_KILLED_TTL_S = 5.0
+PIN_CHECK = {"pinned_readers": 2, "pass_interval": 3.0, "retention": 1.0}
 
 
 @dataclass(frozen=True)
@@ -72,6 +100,27 @@ class Settings:
     workdir: Path
     keep: bool
     allow_conflicts: bool = False
+    pinned_readers: int = 0
+    retention: float | None = None  # seconds; None: two intervals (files: one)
+    pinned_via: str = "sql"  # how pinned readers read their session: workers.read_pinned
+
+    def pin_mode(self, index: int) -> str:
+        """What becomes of pinned reader ``index``: killed, closed or held."""
+        return {0: "killed", 1: "closed"}.get(index, "held")
+
+    def reclaim_s(self) -> float:
+        """How long passes get to reclaim an ended pin: its snapshot expires
+        at the first pass after, its files go at a pass after that (the
+        cleanup window past), with a pass's own time and a spare one."""
+        cleanup = self.retention if self.retention is not None else self.pass_interval
+        return 4 * self.pass_interval + cleanup + 5.0
+
+    def pin_schedule(self) -> dict[str, float]:
+        """Seconds into the run at which pinned reader 0 is killed and 1 closes."""
+        run = self.minutes * 60
+        kill = max(0.0, min(PIN_KILL_AT * run, run - PIN_KILLED_TTL_S - self.reclaim_s()))
+        close = max(0.0, min(PIN_CLOSE_AT * run, run - self.reclaim_s()))
+        return {"kill": kill, "close": close}
 
     def maintenance_options(self) -> dict[str, str]:
         """Every step on, with windows that make each do work within a few
@@ -86,12 +135,14 @@ class Settings:
         long as its write runs, and only the writers' lease marks keep it
         (maintenance/delete_boundary.py)."""
         s = self.pass_interval
+        expire = self.retention if self.retention is not None else 2 * s
+        cleanup = self.retention if self.retention is not None else s
         return {
-            "MAINTENANCE_EXPIRE_SNAPSHOTS_OLDER_THAN": f"{2 * s:g} seconds",
+            "MAINTENANCE_EXPIRE_SNAPSHOTS_OLDER_THAN": f"{expire:g} seconds",
             "MAINTENANCE_FLUSH_INLINED_DATA": "true",
             "MAINTENANCE_MERGE_ADJACENT_FILES": "true",
             "MAINTENANCE_REWRITE_DATA_FILES_DELETE_THRESHOLD": "0.1",
-            "MAINTENANCE_CLEANUP_OLD_FILES_OLDER_THAN": f"{s:g} seconds",
+            "MAINTENANCE_CLEANUP_OLD_FILES_OLDER_THAN": f"{cleanup:g} seconds",
             "MAINTENANCE_DELETE_ORPHANED_FILES_OLDER_THAN": "5 seconds",
             "MAINTENANCE_ORPHAN_AGE_FLOOR_OVERRIDE": "true",
             "MAINTENANCE_TABLE_BATCHES": "true",
@@ -131,6 +182,8 @@ class Run:
     children: list[Child] = field(default_factory=list)
     holder_restarts: int = 0
     holder_exits: list[int] = field(default_factory=list)
+    # pinned reader index -> what became of it ("killed"/"closed"/"held") and when (wall clock)
+    pin_events: dict[int, dict[str, Any]] = field(default_factory=dict)
     peaks: dict[str, float] = field(default_factory=dict)
     phases: dict[str, float] = field(default_factory=dict)
     _mark: float = field(default_factory=time.monotonic)
@@ -145,8 +198,11 @@ class Run:
         self.children.append(child)
         return child
 
-    def worker(self, role: str, name: str, *args: object) -> Child:
-        return self.spawn(role, name, ["-m", "tests.soak.workers", role, *map(str, args)], self.env)
+    def worker(
+        self, role: str, name: str, *args: object, env: dict[str, str] | None = None
+    ) -> Child:
+        argv = ["-m", "tests.soak.workers", role, *map(str, args)]
+        return self.spawn(role, name, argv, {**self.env, **(env or {})})
 
     def holder(self) -> Child:
         args = ["-m", "slatelake.cli", "hold", self.lake, "--poll", "1"]
@@ -222,6 +278,22 @@ def _soak(run: Run, stop_file: Path) -> None:
         )
         for i in range(s.readers)
     ]
+    pinners = [
+        run.worker(
+            "pinner",
+            f"pinned-{i}",
+            run.lake,
+            s.workdir / f"pinned-{i}.json",
+            stop_file,
+            run.since,
+            i,
+            s.pinned_via,
+            env={"SLATELAKE_READER_LEASE_TTL": PIN_KILLED_TTL}
+            if s.pin_mode(i) == "killed"
+            else None,
+        )
+        for i in range(s.pinned_readers)
+    ]
     options = json.dumps(s.maintenance_options())
     maintainer = run.worker(
         "maintainer",
@@ -234,12 +306,15 @@ def _soak(run: Run, stop_file: Path) -> None:
         options,
     )
     run.phase("setup")
-    _wait_ready(run, [*writers, *readers, maintainer], stop_file.parent)
+    _wait_ready(run, [*writers, *readers, *pinners, maintainer], stop_file.parent)
     run.phase("start")
-    end = time.monotonic() + s.minutes * 60
+    start = time.monotonic()
+    end = start + s.minutes * 60
+    schedule = s.pin_schedule()
     while time.monotonic() < end:
         time.sleep(1.0)
         run.sample()
+        _end_pins(run, pinners, time.monotonic() - start, schedule, stop_file.parent)
         if holder.proc.poll() is not None:
             run.holder_exits.append(holder.proc.returncode)
             time.sleep(HOLDER_RESTART_S)
@@ -247,12 +322,51 @@ def _soak(run: Run, stop_file: Path) -> None:
             holder = run.holder()
     run.phase("run")
     stop_file.touch()
-    for child in [*writers, *readers, maintainer]:
+    for i, child in enumerate(pinners):
+        if i not in run.pin_events and child.proc.poll() is not None:
+            # it left before STOP without being told to: a crash, not a pin that ended
+            run.pin_events[i] = {"mode": "died", "at": time.time(), "exit": child.proc.returncode}
+    for child in [*writers, *readers, *pinners, maintainer]:
         _stop(child, STOP_GRACE_S[child.role])
         run.sample()
     run.sample()
     _stop(holder, 0.0)  # the holder stops on SIGTERM, even mid-fold
+    for i in range(s.pinned_readers):
+        run.pin_events.setdefault(i, {"mode": "held", "at": None})
+    plan = {
+        "pass_interval_s": s.pass_interval,
+        "cleanup_s": s.retention if s.retention is not None else s.pass_interval,
+        "killed_ttl_s": PIN_KILLED_TTL_S,
+        "stopped_at": time.time(),
+        "pinners": {str(i): e for i, e in sorted(run.pin_events.items())},
+    }
+    (s.workdir / "pins-plan.json").write_text(json.dumps(plan))
     run.phase("stop")
+
+
+def _end_pins(
+    run: Run, pinners: list[Child], t: float, schedule: dict[str, float], where: Path
+) -> None:
+    """Kill pinned reader 0 (SIGKILL, no goodbye: its lease lapses at its TTL)
+    and ask pinned reader 1 to close, each at its time into the run."""
+    for i, child in enumerate(pinners):
+        mode = run.settings.pin_mode(i)
+        if i in run.pin_events or mode == "held":
+            continue
+        if mode == "killed" and t >= schedule["kill"]:
+            if child.proc.poll() is None:
+                child.proc.send_signal(signal.SIGKILL)
+                child.proc.wait()
+                run.pin_events[i] = {"mode": "killed", "at": time.time()}
+            else:
+                run.pin_events[i] = {
+                    "mode": "died",
+                    "at": time.time(),
+                    "exit": child.proc.returncode,
+                }
+        elif mode == "closed" and t >= schedule["close"]:
+            (where / f"close-pinned-{i}").touch()
+            run.pin_events[i] = {"mode": "closed", "at": time.time()}
 
 
 def _wait_ready(run: Run, roles: list[Child], where: Path) -> None:
@@ -361,6 +475,11 @@ def _figures(run: Run, verdict: dict[str, Any] | None, seconds: float) -> dict[s
         out.update(lost=None, doubled=None, violations=None)
     out.update(figures.passes(s.workdir, peaks))
     out.update(figures.reads(s.workdir, peaks))
+    out.update(figures.pinned(s.workdir, peaks))
+    if out.get("violations") is not None:
+        for key in ("pinned_mismatches", "pinned_errors"):
+            if out[key]:  # a pinned snapshot read otherwise, or not at all: the pin failed
+                out["violations"][key] = out[key]
     if out["reads_doubled"] and out.get("violations") is not None:
         out["violations"]["reads_doubled"] = out["reads_doubled"]  # a wrong answer, however brief
     if out["twin_delete_file_samples"] and out.get("violations") is not None:
@@ -379,6 +498,9 @@ def _figures(run: Run, verdict: dict[str, Any] | None, seconds: float) -> dict[s
         fault_rate=s.fault_rate,
         seed=s.seed,
         pass_interval_s=s.pass_interval,
+        retention_s=s.retention,
+        pinned_readers=s.pinned_readers,
+        pinned_via=s.pinned_via,
         allow_conflicts=s.allow_conflicts,
         seconds=round(seconds, 1),
     )
@@ -399,7 +521,34 @@ def parse_args(argv: list[str]) -> Settings:
     )
     p.add_argument("--seed", type=int, default=None, help="random seed (default: random)")
     p.add_argument(
-        "--pass-interval", type=float, default=30.0, help="seconds between passes (default 30)"
+        "--pass-interval", type=float, default=None, help="seconds between passes (default 30)"
+    )
+    p.add_argument(
+        "--retention",
+        type=_seconds,
+        default=None,
+        help="seconds a snapshot is kept before a pass expires it, and its files after "
+        "(e.g. 1 or 1s; default: two pass intervals, and one)",
+    )
+    p.add_argument(
+        "--pinned-readers",
+        type=int,
+        default=None,
+        help="readers that pin the head once writes landed and re-read it all the soak; "
+        "the first is killed partway (5 s lease), the second closes partway (default 0)",
+    )
+    p.add_argument(
+        "--pinned-via",
+        choices=("sql", "con"),
+        default="sql",
+        help="pinned readers read through session.sql (default), or through session.con, "
+        "DuckDB's connection, with the catalog copy of the session's last statement",
+    )
+    p.add_argument(
+        "--pin-check",
+        action="store_true",
+        help="issue 46's check: --pinned-readers 2 --pass-interval 3 --retention 1 "
+        "(each unless given)",
     )
     p.add_argument(
         "--allow-conflicts",
@@ -409,6 +558,10 @@ def parse_args(argv: list[str]) -> Settings:
     p.add_argument("--dir", type=Path, default=None, help="work directory (default: a new one)")
     p.add_argument("--keep", action="store_true", help="keep the work directory on success")
     a = p.parse_args(argv)
+    for key, value in PIN_CHECK.items():
+        if getattr(a, key) is None:
+            setattr(a, key, value if a.pin_check else {"pass_interval": 30.0}.get(key))
+    a.pinned_readers = a.pinned_readers or 0
     if a.fault_rate is not None and a.fault_rate > 0 and not a.s3:
         p.error("--fault-rate needs --s3: the fault proxy stands in front of S3")
     rate = a.fault_rate if a.fault_rate is not None else (0.01 if a.s3 else 0.0)
@@ -416,6 +569,8 @@ def parse_args(argv: list[str]) -> Settings:
         p.error("--fault-rate is in [0, 1]; --minutes > 0; --writers >= 1; --readers >= 0")
     if a.pass_interval <= 0:
         p.error("--pass-interval must be more than 0 seconds")
+    if a.pinned_readers < 0 or (a.retention is not None and a.retention < 0):
+        p.error("--pinned-readers >= 0; --retention >= 0 seconds")
     workdir = a.dir if a.dir is not None else Path(tempfile.mkdtemp(prefix="slatelake-soak-"))
     workdir.mkdir(parents=True, exist_ok=True)
     if any(workdir.iterdir()):
@@ -432,7 +587,18 @@ def parse_args(argv: list[str]) -> Settings:
         workdir.resolve(),
         a.keep,
         a.allow_conflicts,
+        a.pinned_readers,
+        a.retention,
+        a.pinned_via,
     )
+
+
+def _seconds(text: str) -> float:
+    """A number of seconds, with or without an ``s``: ``1``, ``1s``, ``0.5s``."""
+    try:
+        return float(text.strip().removesuffix("s"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected seconds, e.g. 1 or 1s") from None
 
 
 def main(argv: list[str]) -> int:

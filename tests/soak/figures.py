@@ -4,7 +4,8 @@ Writers' journals (commits, conflicts — those on non-conflicting work apart
 —, refusals, ambiguous outcomes, rows), the maintainer's pass log (each
 Lambda answer: passes run, deferred — left work pending —, failed, skipped,
 per-step outcomes and what each step did: snapshots expired, rows flushed,
-files merged and deleted), the readers' counters,
+files merged and deleted, snapshots kept by reader pins), the readers' and
+the pinned readers' counters,
 and each role's own peak RSS (merged into ``peaks``, which the driver also
 fills from /proc while the roles run).
 """
@@ -170,6 +171,65 @@ def reads(workdir: Path, peaks: dict[str, float]) -> dict[str, Any]:
     }
 
 
+def pinned(workdir: Path, peaks: dict[str, float]) -> dict[str, Any]:
+    """The pinned readers' counters: reads of their snapshot compared with
+    what it read at pin time, mismatches and errors (a file gone is an IO
+    error), with samples, and each reader's own line."""
+    totals: Counter[str] = Counter()
+    samples: list[str] = []
+    each: list[dict[str, Any]] = []
+    kept: list[int] = []
+    for line in _pass_lines(workdir):
+        for step in (line.get("answer", {}).get("result") or {}).get("steps", []):
+            if step["step"] == "expire_snapshots":
+                kept.append(int((step.get("counts") or {}).get("snapshots_kept_by_pins", 0)))
+    paths = sorted(workdir.glob("pinned-*.json"), key=lambda p: int(p.stem.split("-")[1]))
+    for path in paths:
+        doc = json.loads(path.read_text())
+        for key in ("reads", "fresh_reads", "mismatches", "errors", "fresh_open_retries"):
+            totals[key] += doc[key]
+        samples.extend(f"pinned {doc['index']}: {s}" for s in doc["samples"])
+        peak(peaks, "pinner", doc["rss_mb"])
+        each.append(
+            {
+                k: doc[k]
+                for k in (
+                    "index",
+                    "snapshot",
+                    "files",
+                    "reads",
+                    "fresh_reads",
+                    "mismatches",
+                    "errors",
+                    "listed",
+                    "pinned_at",
+                    "last_read_at",
+                    "closed_at",
+                    "lease_gone_after_close",
+                )
+            }
+            | {"diagnosis": doc.get("diagnosis")}
+        )
+    return {
+        "pinned_readers_started": len(paths),
+        "pinned_reads": totals["reads"],
+        "pinned_fresh_reads": totals["fresh_reads"],
+        "pinned_mismatches": totals["mismatches"],
+        "pinned_errors": totals["errors"],
+        "pinned_fresh_open_retries": totals["fresh_open_retries"],
+        "pinned_error_samples": samples[:SAMPLES],
+        "pinned_by_reader": each,
+        "snapshots_kept_by_pins_max": max(kept, default=0),
+        "passes_keeping_pins": sum(n > 0 for n in kept),
+    }
+
+
+def _pass_lines(workdir: Path) -> list[dict[str, Any]]:
+    path = workdir / "passes.jsonl"
+    lines = path.read_text().splitlines() if path.exists() else []
+    return [doc for doc in map(json.loads, lines) if doc.get("t") == "pass"]
+
+
 def human_line(f: dict[str, Any]) -> str:
     """The figures in one line, for people (the JSON line follows it)."""
     rss = ", ".join(f"{role} {mb:g}" for role, mb in f.get("peak_rss_mb", {}).items())
@@ -192,6 +252,19 @@ def human_line(f: dict[str, Any]) -> str:
         f"and rewrote {rewritten} files, deleted {deleted} old and {orphans} orphaned files); "
         f"{f['reads']} reads ({f['read_failures']} failed, {f.get('reads_doubled', 0)} saw an "
         "id twice); "
-        f"{f.get('snapshots_checked', 0)} snapshots checked; holder restarts "
+        f"{f.get('snapshots_checked', 0)} snapshots checked; "
+        f"{_pins_line(f)}holder restarts "
         f"{f['holder_restarts']}; violations {f.get('violations')}; peak RSS MB: {rss}"
+    )
+
+
+def _pins_line(f: dict[str, Any]) -> str:
+    if not f.get("pinned_readers"):
+        return ""
+    return (
+        f"{f['pinned_readers']} pinned readers: {f.get('pinned_reads', 0)} reads of their "
+        f"snapshots ({f.get('pinned_mismatches', 0)} mismatched, {f.get('pinned_errors', 0)} "
+        f"failed), at most {f.get('snapshots_kept_by_pins_max', 0)} snapshots kept by pins in "
+        f"a pass, {f.get('pins_reclaimed', 0)} of {f.get('pins_ended', 0)} ended pins "
+        "reclaimed; "
     )

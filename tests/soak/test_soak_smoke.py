@@ -3,7 +3,8 @@ nothing; and the oracle itself, on a lake that disagrees with its journal.
 
 The short soak (12 s: 2 writers, each on its own table and the shared one, a
 reader, the holder, a pass every 4 s) is run the way ``scripts/soak`` runs
-it; its last stdout line is the JSON verdict. It runs with
+it; its last stdout line is the JSON verdict. So is one with two pinned
+readers (``--pinned-readers``) under passes with a 1-second retention. It runs with
 ``--allow-conflicts``: what it pins is the oracle's verdict on rows, and the
 count of conflicts on non-conflicting work is measured by the 10-minute
 soak (BENCHMARKS.md), not by 12 s on a CI machine; the tests below pin that
@@ -67,6 +68,48 @@ def test_a_short_soak_on_local_files_commits_and_loses_or_doubles_no_row(tmp_pat
     assert sorted(figures["tables"]) == ["own_0", "own_1", "shared"]
     assert figures["passes_run"] + figures["passes_failed"] > 0
     assert figures["snapshots_checked"] > 0
+
+
+def test_a_short_soak_with_pinned_readers_reads_them_alike_and_reclaims_ended_pins(
+    tmp_path: Path,
+) -> None:
+    """Issue 46 in brief (about 20 s of run on local files): two pinned
+    readers re-read their snapshot while passes with a 1-second retention
+    run every 2 s; the first is killed (5 s lease), the second closes; every
+    read of a pinned snapshot matched, and after both pins ended a pass
+    expired their snapshots and deleted the files only they read."""
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tests.soak.driver",
+            *("--minutes", "0.35", "--writers", "2", "--readers", "0"),
+            *("--pinned-readers", "2", "--pass-interval", "2", "--retention", "1s"),
+            *("--allow-conflicts", "--dir", str(tmp_path / "soak")),
+        ],
+        cwd=ROOT,
+        env=subprocess_env(),
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    figures = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert proc.returncode == 0, (proc.stdout[-3000:], proc.stderr[-3000:])
+    assert figures["violations"] == {} and figures["lost"] == 0 and figures["doubled"] == 0
+    assert figures["pinned_readers"] == 2 and figures["pinned_readers_started"] == 2
+    assert figures["pinned_reads"] > 0 and figures["pinned_fresh_reads"] > 0
+    assert figures["pinned_mismatches"] == 0 and figures["pinned_errors"] == 0
+    assert figures["snapshots_kept_by_pins_max"] >= 1  # a pass left a pinned snapshot out
+    modes = sorted(p["mode"] for p in figures["pin_reclaim"])
+    assert modes == ["closed", "killed"], figures["pin_reclaim"]
+    assert figures["pins_ended"] == 2 and figures["pins_reclaimed"] == 2, figures["pin_reclaim"]
+    assert figures["pins_unreclaimed"] == 0 and figures["pins_missing"] == 0
+    assert all(p["snapshot_gone"] for p in figures["pin_reclaim"])
+    assert figures["pin_files_exclusive"] > 0
+    assert (
+        figures["pin_files_reclaimed"] + figures["pin_files_pending"]
+        == (figures["pin_files_exclusive"])
+    )
 
 
 def test_the_oracle_counts_each_kind_of_wrong_row_against_the_journal(tmp_path: Path) -> None:

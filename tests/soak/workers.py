@@ -13,7 +13,13 @@
   snapshots (read-only), counting rows and distinct ids;
 - ``maintainer LAKE DATA OUT STOP INTERVAL OPTIONS``: the maintenance Lambda's
   handler, invoked in this process as EventBridge's rule would, every
-  INTERVAL seconds.
+  INTERVAL seconds;
+- ``pinner LAKE OUT STOP SINCE INDEX [VIA]``: a pinned reader (``pinner``): once
+  writes have landed, connects with ``pin=True`` at the head S, records what
+  S reads (every table's row count and checksum) and the files S reads, then
+  re-reads S (VIA ``sql``, the default, or ``con``: ``read_pinned``)
+  until STOP, or until the driver asks it to close (a file
+  ``close-OUT-stem`` beside STOP), or is killed by the driver.
 
 Every role stops when STOP exists or when the driver that started it is gone,
 and reports its own peak RSS. Nothing here catches more than it records: an
@@ -387,7 +393,7 @@ def _classify_failure(
         stats.samples.append(f"snapshot {snap}: {_error(exc)}")
 
 
-def _dump(out: Path, stats: ReaderStats) -> None:
+def _dump(out: Path, stats: ReaderStats | PinnedStats) -> None:
     stats.rss_mb = peak_rss_mb()
     tmp = out.with_suffix(".tmp")
     tmp.write_text(json.dumps(asdict(stats)))
@@ -437,6 +443,262 @@ def maintainer(
         out.write(json.dumps({"t": "exit", "rss_mb": peak_rss_mb()}) + "\n")
 
 
+# -- pinned reader ---------------------------------------------------------------
+
+# A pinned reader pins once the head is this many snapshots past SINCE (the
+# writers' first commits have landed), then re-reads its snapshot every
+# PIN_PAUSE_S (a random part of it), opening a fresh session on it (the
+# catalog at the head must still have it) every PIN_FRESH_EVERY reads.
+PIN_AFTER_SNAPSHOTS = 8
+PIN_STAGGER = 6  # and reader i waits i * PIN_STAGGER more, so readers pin apart
+PIN_PAUSE_S = (0.2, 0.6)
+PIN_FRESH_EVERY = 5
+PIN_ATTEMPTS = 20
+
+
+@dataclass
+class PinnedStats:
+    index: int
+    pid: int
+    snapshot: int | None = None  # S, once pinned
+    reader_id: str = ""
+    pinned_at: float = 0.0  # wall clock (time.time())
+    pin_attempts: int = 0
+    listed: bool = False  # reader_pins() showed the pin right after pinning
+    files: int = 0  # data and delete files S reads (the list: pinfiles-INDEX.json)
+    expected: dict[str, list[Any]] = field(default_factory=dict)  # table -> [count, checksum]
+    reads: int = 0  # reads of S compared with what it read at pin time
+    fresh_reads: int = 0  # of which through a fresh session opened at S
+    mismatches: int = 0
+    errors: int = 0
+    fresh_open_retries: int = 0  # a fresh open failed on store trouble (not S gone); retried
+    samples: list[str] = field(default_factory=list)  # first mismatches and errors, verbatim
+    # at the first failed read: what the catalog at the head says of S and the
+    # failing file, and what the pinned session's own copy reads (``_diagnose``)
+    diagnosis: dict[str, Any] | None = None
+    last_read_at: float = 0.0
+    closed_at: float | None = None  # closed cleanly when the driver asked
+    lease_gone_after_close: bool | None = None
+    rss_mb: float = 0.0
+
+
+def read_pinned(
+    session: Any, tables: list[str], at: int | None = None, via: str = "sql"
+) -> dict[str, list[Any]]:
+    """Every table's row count and a checksum of its rows (at ``at`` with
+    time travel, else as the session reads it). ``via`` ``sql``: through
+    ``session.sql``, which brings the session's copy of the catalog up to
+    date before each statement; ``con``: through ``session.con``, DuckDB's
+    own connection, which reads the files the copy named at the session's
+    last ``sql`` statement (as a statement, or a lazy relation, that runs
+    long does): a pass's merge may have replaced S's files since by merged
+    ones that serve S, and its cleanup deleted them."""
+    from slatelake.ducklake.sql import ident
+
+    run = session.sql if via == "sql" else session.con.execute
+
+    travel = "" if at is None else f" AT (VERSION => {int(at)})"
+    out: dict[str, list[Any]] = {}
+    for table in tables:
+        n, digest = run(
+            f"SELECT count(*), coalesce(sum(hash(id, writer, op, payload)), 0)::VARCHAR "
+            f"FROM lake.{ident(table)}{travel}"
+        ).fetchone()
+        out[table] = [int(n), str(digest)]
+    return out
+
+
+def _pin_head(lake: str, stop: Stop, since: int, stats: PinnedStats) -> Any | None:
+    """Once the head is PIN_AFTER_SNAPSHOTS past ``since``: a session at the
+    head S with ``pin=True``. A head expired between the look and the pin
+    (a 1-second retention does that) is looked up again."""
+    import slatelake
+    from slatelake.errors import NotFoundError
+
+    probe = _open(lake, stop, read_only=True)
+    if probe is None:
+        return None
+    try:
+        while not stop():
+            try:
+                probe.refresh()
+                head = probe.state.head.snapshot_id
+            except Exception as exc:
+                print(f"probe failed: {_error(exc)}", file=sys.stderr, flush=True)
+                stop.wait(1.0)
+                continue
+            if head < since + PIN_AFTER_SNAPSHOTS + PIN_STAGGER * stats.index:
+                stop.wait(0.5)
+                continue
+            stats.pin_attempts += 1
+            try:
+                return slatelake.connect(lake, snapshot_version=head, pin=True)
+            except NotFoundError as exc:  # expired between the look and the pin
+                print(f"pin of {head} refused: {_error(exc)}", file=sys.stderr, flush=True)
+            except Exception as exc:
+                print(f"pin of {head} failed: {_error(exc)}", file=sys.stderr, flush=True)
+            if stats.pin_attempts >= PIN_ATTEMPTS:
+                raise RuntimeError(f"no pin after {stats.pin_attempts} attempts (see the log)")
+            stop.wait(0.5)
+    finally:
+        _close(probe)
+    return None
+
+
+def _fresh_read(lake: str, snap: int, tables: list[str], stats: PinnedStats) -> Any:
+    """S read through a new session opened at it (no pin of its own): the
+    catalog at the head must still have S. A store failure to open is
+    retried (counted); S not found is an error (raised)."""
+    import slatelake
+    from slatelake.errors import NotFoundError
+
+    for attempt in range(5):
+        try:
+            fresh = slatelake.connect(lake, snapshot_version=snap)
+        except NotFoundError:
+            raise
+        except Exception as exc:
+            stats.fresh_open_retries += 1
+            if attempt == 4:
+                raise
+            print(f"fresh open failed: {_error(exc)}", file=sys.stderr, flush=True)
+            time.sleep(1.0)
+            continue
+        try:
+            return read_pinned(fresh, tables)
+        finally:
+            _close(fresh)
+    raise AssertionError("unreachable")
+
+
+def _diagnose(
+    lake: str, snap: int, session: Any, files: list[str], tables: list[str], exc: Exception
+) -> dict[str, Any]:
+    """What is known at a pinned read's first failure: the file it names,
+    whether S reads it at pin time, now in the pinned session's own copy and
+    in the catalog at the head (a fresh session), whether S is still in the
+    catalog, what a fresh read of S gives, and the live pins."""
+    import slatelake
+    from slatelake.ducklake.catalog_files import files_at
+    from slatelake.maintenance.pins import reader_pins
+    from slatelake.store.location import LakeLocation
+
+    out: dict[str, Any] = {"at": time.time(), "error": _error(exc)}
+    named = re.search(r'"([^"]+\.parquet)"', str(exc))
+    path = named.group(1) if named else None
+    out["file"] = path
+    out["file_in_pin_time_files"] = path in files if path else None
+    out["file_exists"] = Path(path).exists() if path and not path.startswith("s3://") else None
+    try:
+        with session.con.cursor() as con:
+            own = files_at(con, snap)
+        out["session_copy_files_at_S"] = len(own)
+        out["file_in_session_copy"] = path in own if path else None
+        out["session_copy_equals_pin_time"] = own == files
+    except Exception as e:  # noqa: BLE001 - a diagnostic
+        out["session_copy"] = _error(e)
+    try:
+        with slatelake.connect(lake, read_only=True) as head:
+            with head.con.cursor() as con:
+                now = files_at(con, snap)
+                snaps = {
+                    r[0] for r in con.execute("SELECT snapshot_id FROM lake.snapshots()").fetchall()
+                }
+            out["head_snapshot"] = head.state.head.snapshot_id
+            out["S_in_catalog"] = snap in snaps
+            out["head_files_at_S"] = len(now)
+            out["file_in_head_files_at_S"] = path in now if path else None
+            out["head_files_at_S_missing"] = [
+                f for f in now if not f.startswith("s3://") and not Path(f).exists()
+            ][:5]
+            try:
+                out["fresh_read"] = read_pinned(head, tables, at=snap)
+            except Exception as e:  # noqa: BLE001
+                out["fresh_read"] = _error(e)
+    except Exception as e:  # noqa: BLE001
+        out["head"] = _error(e)
+    try:
+        out["live_pins"] = [p.to_dict() for p in reader_pins(LakeLocation.parse(lake))]
+    except Exception as e:  # noqa: BLE001
+        out["live_pins"] = _error(e)
+    return out
+
+
+def pinner(
+    lake: str, out_path: str, stop_path: str, since: int, index: int, via: str = "sql"
+) -> None:
+    from slatelake.ducklake.catalog_files import files_at
+    from slatelake.maintenance.pins import reader_pins
+    from slatelake.store.location import LakeLocation
+
+    stop = Stop(stop_path)
+    out = Path(out_path)
+    close_file = stop.path.parent / f"close-{out.stem}"
+    rng = random.Random(index)
+    stats = PinnedStats(index, os.getpid())
+    session = _pin_head(lake, stop, since, stats)
+    if session is None:
+        _dump(out, stats)
+        return
+    snap = session.pins[0].snapshot_id
+    stats.snapshot, stats.reader_id, stats.pinned_at = (
+        snap,
+        session.lake.lease.reader_id,
+        time.time(),
+    )
+    tables = lake_tables(session.con)
+    with session.con.cursor() as con:
+        files = files_at(con, snap)
+    stats.files = len(files)
+    out.with_name(f"pinfiles-{index}.json").write_text(json.dumps(files))
+    stats.expected = read_pinned(session, tables)
+    stats.listed = any(
+        p.reader_id == stats.reader_id and p.snapshot_id == snap
+        for p in reader_pins(LakeLocation.parse(lake))
+    )
+    _dump(out, stats)
+    print(f"pinned snapshot {snap} ({len(files)} files): {stats.expected}", flush=True)
+    stop.ready()
+    attempt = 0
+    while not stop() and not close_file.exists():
+        attempt += 1
+        fresh = attempt % PIN_FRESH_EVERY == 0
+        try:
+            if fresh:
+                got = _fresh_read(lake, snap, tables, stats)
+            else:
+                got = read_pinned(session, tables, via=via)
+            stats.reads += 1
+            stats.fresh_reads += fresh
+            if got != stats.expected:
+                stats.mismatches += 1
+                if len(stats.samples) < 5:
+                    stats.samples.append(f"{'fresh' if fresh else 'pinned'} read of {snap}: {got}")
+        except Exception as exc:
+            stats.errors += 1
+            if len(stats.samples) < 5:
+                stats.samples.append(
+                    f"{'fresh' if fresh else 'pinned'} read of {snap}: {_error(exc)}"
+                )
+            print(f"read of {snap} failed: {_error(exc)}", file=sys.stderr, flush=True)
+            if stats.diagnosis is None:
+                stats.diagnosis = _diagnose(lake, snap, session, files, tables, exc)
+                print(f"diagnosis: {json.dumps(stats.diagnosis)}", file=sys.stderr, flush=True)
+        stats.last_read_at = time.time()
+        _dump(out, stats)
+        stop.wait(rng.uniform(*PIN_PAUSE_S))
+    if close_file.exists():
+        _close(session)
+        stats.closed_at = time.time()
+        stats.lease_gone_after_close = not any(
+            p.reader_id == stats.reader_id for p in reader_pins(LakeLocation.parse(lake))
+        )
+        print(f"closed; pin gone from the leases: {stats.lease_gone_after_close}", flush=True)
+    else:
+        _close(session)
+    _dump(out, stats)
+
+
 def main(argv: list[str]) -> None:
     role, args = argv[0], argv[1:]
     if role == "setup":
@@ -447,6 +709,8 @@ def main(argv: list[str]) -> None:
         reader(args[0], args[1], args[2], int(args[3]), int(args[4]))
     elif role == "maintainer":
         maintainer(args[0], args[1], args[2], args[3], float(args[4]), args[5])
+    elif role == "pinner":
+        pinner(args[0], args[1], args[2], int(args[3]), int(args[4]), *args[5:6])
     else:
         raise SystemExit(f"unknown role {role!r}")
 

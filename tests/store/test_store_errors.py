@@ -39,6 +39,12 @@ from tests.store.faulty_s3 import s3_endpoint
 FOREIGN_NOISE = ("\n", "Debug source", "<?xml", "<Error>", "http://", "message='", "RetryError")
 
 
+def _kind(error: BaseException) -> type:
+    """The error's slatelake class: a session raises it as its DuckDB twin
+    (ducklake/duck_errors.py), which names the class it twins."""
+    return getattr(type(error), "_twin_of", (type(error),))[0]
+
+
 def assert_one_readable_line(error: BaseException, *names: str) -> None:
     text = str(error)
     for noise in FOREIGN_NOISE:
@@ -85,7 +91,7 @@ def test_a_403_is_a_terminal_permission_error_naming_the_operation_and_the_objec
         "LIST": lambda: list(client.list(s3_lake.path("commits") + "/")),
     }[method]
     error = _error(call)
-    assert type(error) is PermissionDeniedError, error
+    assert _kind(error) is PermissionDeniedError, error
     assert not error.retryable
     obj = f"s3://{s3_lake.bucket}/{key}" if method != "LIST" else f"{s3_lake.url}/commits/"
     assert_one_readable_line(
@@ -107,7 +113,7 @@ def test_a_missing_bucket_is_not_found_naming_the_bucket_and_the_object(
         "LIST": lambda: list(client.list(loc.path("commits") + "/")),
     }[method]
     error = _error(call)
-    assert type(error) is NotFoundError, error
+    assert _kind(error) is NotFoundError, error
     assert_one_readable_line(error, method, f"s3://{loc.bucket}/lake/commits", "does not exist")
 
 
@@ -127,7 +133,7 @@ def test_a_put_without_a_usable_answer_is_ambiguous_in_one_line(
     proxy.add(FaultRule(method="PUT", prefix="commits/", kind=kind, times=None))
     key = s3_lake.path("commits", "00000000000000000001")
     error = _error(lambda: ObjectClient(s3_lake).put_if_absent(key, b"slot"))
-    assert type(error) is AmbiguousWriteError, error
+    assert _kind(error) is AmbiguousWriteError, error
     assert error.retryable
     expected = ("HTTP 503", "SlowDown") if kind == "503" else ("connection",)
     assert_one_readable_line(error, f"PUT s3://{s3_lake.bucket}/{key}", "unknown", *expected)
@@ -151,7 +157,7 @@ def test_a_delete_whose_connection_dropped_is_sent_again_and_the_object_goes(
     proxy.add(FaultRule(method="POST", prefix="commits/", kind=kind, times=None))
     assert client.put_if_absent(key, b"slot")
     error = _error(lambda: client.delete(key))  # a store that keeps dropping it: typed
-    assert type(error) is StoreUnavailableError, error
+    assert _kind(error) is StoreUnavailableError, error
     assert_one_readable_line(error, f"DELETE s3://{s3_lake.bucket}/{key}", "connection")
 
 
@@ -170,7 +176,7 @@ def test_a_403_on_a_slot_put_is_a_definite_refusal_naming_the_slot_and_nothing_l
         before = [s.seq for s in log.list_after(0)]
         rule = proxy.add(FaultRule(method="PUT", prefix="commits/", kind="403", times=None))
         error = _error(lambda: session.sql("INSERT INTO t VALUES (1)"))
-        assert type(error) is PermissionDeniedError, error
+        assert _kind(error) is PermissionDeniedError, error
         slot = f"{s3_lake.url}/commits/{before[-1] + 1:020d}"
         assert_one_readable_line(error, f"PUT {slot}", "HTTP 403", "credentials")
         assert rule.fired == 1, "a refusal is neither retried nor re-read as ambiguous"
@@ -189,7 +195,7 @@ def test_a_slatedb_refusal_names_the_request_it_refused(
 ) -> None:
     proxy.add(FaultRule(method="LIST", prefix="store/", kind="403", times=None))
     error = _error(lambda: open_reader(s3_lake))
-    assert type(error) is PermissionDeniedError, error
+    assert _kind(error) is PermissionDeniedError, error
     assert_one_readable_line(
         error,
         f"open store reader {s3_lake.url}",
@@ -206,7 +212,7 @@ def test_a_write_refusal_slatedb_reports_as_unavailable_is_found_and_named(
     the store is asked once, and the refusal is what the caller gets."""
     proxy.add(FaultRule(method="PUT", prefix="store/wal/", kind="403", times=None))
     error = _error(lambda: open_writer(s3_lake))
-    assert type(error) is PermissionDeniedError and not error.retryable, error
+    assert _kind(error) is PermissionDeniedError and not error.retryable, error
     assert_one_readable_line(
         error, f"open store writer {s3_lake.url}", f"PUT {s3_lake.url}/store/wal/", "HTTP 403"
     )
@@ -248,7 +254,7 @@ def test_a_data_path_that_holds_every_request_fails_the_probe_within_its_bound_a
     proxy.add(FaultRule(method="HEAD", prefix="data/", kind="delay", delay_s=5.0, times=None))
     started = time.monotonic()
     error = _error(lambda: require_answers(data, ("HEAD",), before="delete_orphaned_files"))
-    assert type(error) is StoreUnavailableError and error.retryable, error
+    assert _kind(error) is StoreUnavailableError and error.retryable, error
     assert time.monotonic() - started < 2 * 2.0 + 1.5  # two tries of the 2 s bound
     assert_one_readable_line(error, "delete_orphaned_files: not started", f"HEAD {data.url}/")
     assert list(ObjectClient(s3_lake).list(f"{s3_lake.root}/")) == []
@@ -272,7 +278,7 @@ def test_a_local_file_system_refusal_is_terminal_and_never_ambiguous(
 ) -> None:
     key = blocked_lake.path("commits", "00000000000000000001")
     error = _error(lambda: ObjectClient(blocked_lake).put_if_absent(key, b"slot"))
-    assert type(error) is StoreError, error
+    assert _kind(error) is StoreError, error
     assert not error.retryable
     assert_one_readable_line(error, f"PUT {blocked_lake.url}/commits/", "Not a directory")
 
@@ -312,14 +318,14 @@ def test_a_refused_data_file_read_is_a_typed_error_naming_the_file_on_s3(
     try:
         proxy.add(FaultRule(method="GET", prefix=f"data-{tag}/", kind="403", times=None))
         error = _error(lambda: session.lookup("t", "a", 5))
-        assert type(error) is PermissionDeniedError, error
+        assert _kind(error) is PermissionDeniedError, error
         assert_one_readable_line(
             error, "lookup t.a", f"s3://{s3_bucket}/data-{tag}/", ".parquet", "HTTP 403"
         )
         proxy.clear()
         proxy.add(FaultRule(method="GET", prefix=f"data-{tag}/", kind="500", times=None))
         error = _error(lambda: session.lookup("t", "a", 5))
-        assert type(error) is StoreUnavailableError and error.retryable, error
+        assert _kind(error) is StoreUnavailableError and error.retryable, error
         proxy.clear()
         assert [r[0] for r in session.lookup("t", "a", 5)] == [5]
     finally:
@@ -335,7 +341,7 @@ def test_a_data_file_missing_locally_is_not_found_naming_the_file(tmp_path: Path
         for file in files:
             file.unlink()
         error = _error(lambda: session.lookup("t", "a", 5))
-        assert type(error) is NotFoundError, error
+        assert _kind(error) is NotFoundError, error
         assert_one_readable_line(error, "lookup t.a", str(files[0]), "removed outside DuckLake")
     finally:
         session.close()

@@ -37,6 +37,7 @@ from slatelake.errors import (
     NotFoundError,
     OperationLimitError,
     PermissionDeniedError,
+    PinnedSnapshotError,
     ReadOnlyError,
     SlatelakeError,
     StaleViewError,
@@ -68,6 +69,7 @@ def connect(
     connection: duckdb.DuckDBPyConnection | None = None,
     snapshot_version: int | None = None,
     snapshot_time: datetime | str | None = None,
+    pin: bool = False,
 ) -> Session:
     """Open a session on the lake at ``lake_url`` (``s3://bucket/prefix``,
     ``file:///path`` or a local path), attached as DuckLake catalog ``alias``
@@ -77,7 +79,9 @@ def connect(
     ``session.maintenance()`` runs a pass with them. ``connection``: your own
     DuckDB connection to attach the lake to (the session then owns and closes
     it). ``snapshot_version``/``snapshot_time``: a read-only session at that
-    snapshot, as DuckLake's ATTACH options."""
+    snapshot, as DuckLake's ATTACH options. ``pin``: pin the snapshot the
+    session reads at open (``session.pin()``), so expiry and cleanup keep it
+    while the session lives."""
     from slatelake.maintenance.session import LakeSession
 
     return LakeSession(
@@ -90,6 +94,7 @@ def connect(
         connection=connection,
         snapshot_version=snapshot_version,
         snapshot_time=snapshot_time,
+        pin=pin,
     )
 
 
@@ -172,6 +177,7 @@ __all__ = [
     "FencedError",
     "FormatError",
     "HeldSnapshotError",
+    "PinnedSnapshotError",
     "LeaseLiveError",
     "LeaseLostError",
     "MaintenanceConfigError",

@@ -135,6 +135,14 @@ class HeldSnapshotError(SlatelakeError):
     retryable = False
 
 
+class PinnedSnapshotError(HeldSnapshotError):
+    """A commit would expire a snapshot a live reader pins; nothing was
+    committed. Leave it out; the pin ends when its reader closes or its
+    lease lapses."""
+
+    retryable = False
+
+
 class UnsupportedError(SlatelakeError):
     """The request is valid but this build cannot serve it."""
 

@@ -2,7 +2,8 @@
 
 ``slatelake.open(url)`` returns a ``LakeHandle``; its namespaces hold the
 verbs (``lake.maintenance.run(request)``, ``lake.holds.protect(...)``,
-``lake.policy.set(...)``, ``lake.store.census()``, ``lake.images.write()``)
+``lake.policy.set(...)``, ``lake.store.census()``, ``lake.images.write()``,
+``lake.restore_points.create(...)``)
 and ``lake.connect()`` opens a session. The CLI and the Lambda call only
 this and the facade's types, so every surface reaches the lake one way. A
 handle holds no connection and no store: each verb opens what it needs
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
     from slatelake.catalog.lake import LogSummary
     from slatelake.ducklake.image_writer import ImageWrite
     from slatelake.ducklake.transfer import ExportReport
+    from slatelake.log.restore_points import RestorePoint
     from slatelake.maintenance.api import PolicyView
     from slatelake.maintenance.backlog import Backlog
     from slatelake.maintenance.backup import BackupReport
@@ -40,10 +42,12 @@ if TYPE_CHECKING:
     from slatelake.maintenance.health_report import HealthPolicy, LakeHealth
     from slatelake.maintenance.history import AuditEntry, Page
     from slatelake.maintenance.holds import HoldChange
+    from slatelake.maintenance.pins import ReaderPin
     from slatelake.maintenance.policy import PolicyRow
     from slatelake.maintenance.progress import Sink
     from slatelake.maintenance.report import PassReport, StatusWindow
     from slatelake.maintenance.request import PassRequest
+    from slatelake.maintenance.restore_points import PointChange, RestoreReport
     from slatelake.maintenance.session import LakeSession
     from slatelake.maintenance.threshold import ThresholdReport
     from slatelake.store.census import StoreCensus
@@ -278,6 +282,12 @@ class Maintenance:
 
         return pass_lease(self.lake.url)
 
+    def pins(self) -> list[ReaderPin]:
+        """Live readers' snapshot pins (their leases only; nothing written)."""
+        from slatelake.maintenance.api import reader_pins
+
+        return reader_pins(self.lake.url)
+
     def break_lease(self) -> BreakResult:
         """End a pass lease whose owner stopped beating; LeaseLiveError if it beats."""
         from slatelake.maintenance.api import break_lease
@@ -307,6 +317,74 @@ class Holds:
         from slatelake.maintenance.api import retention_holds
 
         return retention_holds(self.lake.url)
+
+
+@dataclass(frozen=True)
+class RestorePoints:
+    """Restore points: the lake as it was at one moment (every snapshot, every
+    row), kept with every file it reads until deleted or its TTL lapses;
+    ``restore`` lays it down as a new lake (maintenance/restore_points.py)."""
+
+    lake: LakeHandle
+
+    def create(
+        self,
+        name: object = None,
+        *,
+        ttl: object = None,
+        by: str | None = None,
+        wait_s: float | None = None,
+    ) -> PointChange:
+        """Make a restore point of the lake's head named ``name`` (default:
+        ``rp-<UTC time>``), kept for ``ttl`` (a duration such as ``30d``;
+        None: until deleted). Waits up to ``wait_s`` (default 60 s) for a
+        running pass to end."""
+        from slatelake.maintenance import restore_points
+
+        return restore_points.create(
+            self.lake.url,
+            name,
+            ttl,
+            by=by,
+            wait_s=restore_points.DEFAULT_WAIT_S if wait_s is None else wait_s,
+        )
+
+    def check_name(self, name: object) -> str:
+        """``name`` as given when it can name a restore point, else
+        MisconfigurationError saying why (nothing is read)."""
+        from slatelake.log.restore_points import check_name
+
+        return check_name(name)
+
+    def check_ttl(self, ttl: object) -> float | None:
+        """``ttl`` in seconds when it can be a restore point's TTL (a duration,
+        at most ten years; None: none), else MisconfigurationError."""
+        from slatelake.maintenance.restore_points import parse_ttl
+
+        return parse_ttl(ttl)
+
+    def list(self) -> builtins.list[RestorePoint]:
+        """Every restore point, oldest first, lapsed ones included."""
+        from slatelake.maintenance.restore_points import points
+
+        return points(self.lake.url)
+
+    def delete(self, name: object) -> PointChange:
+        """Delete a restore point: the next passes reclaim what only it kept."""
+        from slatelake.maintenance.restore_points import delete
+
+        return delete(self.lake.url, name)
+
+    def restore(
+        self, name: object, to: str, *, copy_data: str | None = None, share_data: bool = False
+    ) -> RestoreReport:
+        """Lay down a new lake at ``to`` (which must be empty) from restore
+        point ``name``; ``copy_data``: an empty data path to copy its files
+        to, or ``share_data=True``: borrow them where they are (safe only
+        while one of the two lakes writes). One of the two is required."""
+        from slatelake.maintenance.restore_points import restore
+
+        return restore(self.lake.url, name, to, copy_data=copy_data, share_data=share_data)
 
 
 @dataclass(frozen=True)
@@ -434,6 +512,7 @@ class LakeHandle:
         self.data_path = data_path
         self.maintenance = Maintenance(self)
         self.holds = Holds(self)
+        self.restore_points = RestorePoints(self)
         self.policy = Policy(self)
         self.store = Store(self)
         self.borrowed = Borrowed(self)
@@ -472,11 +551,12 @@ class LakeHandle:
         connection: duckdb.DuckDBPyConnection | None = None,
         snapshot_version: int | None = None,
         snapshot_time: datetime | str | None = None,
+        pin: bool = False,
     ) -> LakeSession:
         """A session on the lake, attached as DuckLake catalog ``alias``;
         ``options`` the ``MAINTENANCE_*`` settings its scheduler and
         ``session.maintenance()`` run with, ``on_pass`` called with each
-        scheduled pass's report."""
+        scheduled pass's report; ``pin``: keep the snapshot it reads at open."""
         from slatelake import connect
 
         return connect(
@@ -489,6 +569,7 @@ class LakeHandle:
             connection=connection,
             snapshot_version=snapshot_version,
             snapshot_time=snapshot_time,
+            pin=pin,
         )
 
     def log_summary(self) -> LogSummary:

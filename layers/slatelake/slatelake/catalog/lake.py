@@ -39,6 +39,7 @@ from slatelake.catalog.state import (
     encode_fold,
     encode_format,
 )
+from slatelake.durations import env_duration
 from slatelake.errors import (
     CorruptionError,
     MisconfigurationError,
@@ -50,7 +51,7 @@ from slatelake.errors import (
 )
 from slatelake.log.changeset import ChangeSet, Head, KeySelection
 from slatelake.log.committer import Committed, Committer
-from slatelake.log.leases import LeaseBook, ReaderLease
+from slatelake.log.leases import DEFAULT_TTL_S, LeaseBook, ReaderLease
 from slatelake.log.replay import Tail, read_key_tail, read_tail
 from slatelake.log.seen import SeenSlots
 from slatelake.log.slots import SlotLog, slot_digest
@@ -59,6 +60,7 @@ from slatelake.store.keys import Subspace
 from slatelake.store.location import LakeLocation
 
 STALE_VIEW_RETRIES = 3
+READER_LEASE_TTL_ENV = "SLATELAKE_READER_LEASE_TTL"
 # A won slot is vouched for by the reader lease only this soon after the look
 # it was absent at: well inside the folder's default truncation margin (30 s),
 # so a folder would have to ignore that too to truncate it.
@@ -81,6 +83,12 @@ class LogSummary:
         return self.last_slot - self.fold_cursor
 
 
+def reader_lease_ttl() -> float:
+    """A reader lease's life (``SLATELAKE_READER_LEASE_TTL``, default 10
+    minutes): how long a killed reader's slots and pins outlive it."""
+    return env_duration(READER_LEASE_TTL_ENV, DEFAULT_TTL_S, maximum=86400.0) or DEFAULT_TTL_S
+
+
 class Lake:
     def __init__(
         self,
@@ -92,7 +100,7 @@ class Lake:
         self.read_only = read_only
         self.log = SlotLog(location)
         self.committer = Committer(self.log, max_operations)
-        self.lease = ReaderLease(LeaseBook(location, self.log.client))
+        self.lease = ReaderLease(LeaseBook(location, self.log.client), reader_lease_ttl())
         self._lease_refused = False  # a read-only role that may not write readers/
         self._reader: StoreReader | None = None
         # (seq, monotonic time): the log was seen to end at seq then (no slot after it)

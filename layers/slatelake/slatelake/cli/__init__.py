@@ -23,6 +23,7 @@ from typing import NoReturn
 
 from slatelake import FencedError, SlatelakeError
 from slatelake.cli import (
+    checkpoint,
     fleet,
     fsck,
     health,
@@ -68,6 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
         history,
         policy,
         holds,
+        checkpoint,
         store,
         index,
         lease,

@@ -1,8 +1,10 @@
-"""``protect``, ``unprotect`` and ``protected``: retention holds from a shell.
+"""``protect``, ``unprotect`` and ``protected``: retention holds from a
+shell; ``pins``: the snapshots live readers pin.
 
 A hold keeps one snapshot through every expiry, whoever runs it, until it
 is removed; ``hold`` is another verb (the folding process), so these are
-named apart from it. Each is one call on ``lake.holds``.
+named apart from it. Each is one call on ``lake.holds``. A pin is a
+reader's (``session.pin()``) and ends with it; ``pins`` only lists them.
 """
 
 from __future__ import annotations
@@ -13,6 +15,29 @@ from typing import Any
 from slatelake.cli import output
 from slatelake.cli.arguments import add_json, catalog_text, lake_verb, open_lake, snapshot_id
 from slatelake.cli.common import caller
+from slatelake.cli.text import age, print_table, when
+
+
+def _pins_text(shown: output.AtLake) -> None:
+    if not shown.report:
+        print("no reader pins")
+        return
+    rows = [
+        (
+            f"{p.snapshot_id} onward" if p.onward else p.snapshot_id,
+            p.owner,
+            age(p.age_s()),
+            when(p.lease_expires_at_us, zone=True),
+            p.reader_id,
+        )
+        for p in shown.report
+    ]
+    print_table(("snapshot", "owner", "age", "lease until", "reader"), rows)
+
+
+PINS = output.View(
+    _pins_text, lambda shown: {"lake": shown.lake, "pins": [p.to_dict() for p in shown.report]}
+)
 
 
 def _cmd_protect(args: argparse.Namespace) -> int:
@@ -30,6 +55,12 @@ def _cmd_unprotect(args: argparse.Namespace) -> int:
 def _cmd_protected(args: argparse.Namespace) -> int:
     found = open_lake(args).holds.list()
     output.emit(output.HOLDS, output.AtLake(args.lake, found), args.json)
+    return 0
+
+
+def _cmd_pins(args: argparse.Namespace) -> int:
+    found = open_lake(args).maintenance.pins()
+    output.emit(PINS, output.AtLake(args.lake, found), args.json)
     return 0
 
 
@@ -56,3 +87,11 @@ def register(sub: Any) -> None:
     add_json(p, "print the removed hold as JSON")
     p = lake_verb(sub, "protected", _cmd_protected, "List the retention holds.")
     add_json(p, "print the holds as JSON")
+    p = lake_verb(sub, "pins", _cmd_pins, "List the snapshots live readers pin.")
+    p.description = (
+        "List reader pins: snapshots a live session pinned (slatelake.connect(..., pin=True), "
+        "session.pin()), which expiry leaves and cleanup keeps while the reader's lease lives; "
+        "with owner, age and when the lease lapses if the reader stops renewing it. Reads "
+        "the readers' leases only; writes nothing."
+    )
+    add_json(p, "print the pins as JSON")

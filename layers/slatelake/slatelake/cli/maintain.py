@@ -12,7 +12,9 @@ be read and a warning on stderr, and the next pass rewrites the record.
 steps and one table (only flush, merge and rewrite take a table);
 ``maintain --dry-run`` prints the plan a pass would carry out and writes
 nothing (text: up to 20 entries a step; ``--json``: the report with its
-``plan``, up to 1000 entries a step and their totals).
+``plan``, up to 1000 entries a step and their totals), each step priced:
+object-store requests by kind, bytes, files to delete and USD, at list
+prices or a ``--prices`` file's (maintenance/pricing.py).
 
 Each is a call on the lake handle (``lake.maintenance``), as the Lambda's
 are, and ``maintain`` builds its ``PassRequest`` with ``from_mapping``, the
@@ -80,6 +82,8 @@ def _maintain(args: argparse.Namespace, signalled: SignalStop) -> int:
         if args.parallel is not None:
             raise MaintenanceConfigError("--parallel fans out one pass; --threshold runs many")
         return _threshold(args, signalled)
+    if args.prices is not None and not args.dry_run:
+        raise MaintenanceConfigError("--prices prices a dry run's plan; add --dry-run")
     # the Lambda's parser: a value one surface refuses, the other refuses alike
     request = PassRequest.from_mapping(
         {
@@ -90,6 +94,7 @@ def _maintain(args: argparse.Namespace, signalled: SignalStop) -> int:
             "wait_s": args.wait,
             "dry_run": args.dry_run,
             "by": caller(),
+            "prices": args.prices,
         }
     )
     lake = open_lake(args, args.data_path)
@@ -130,6 +135,7 @@ def _threshold(args: argparse.Namespace, signalled: SignalStop) -> int:
             ("--table", args.table),
             ("--schema", args.schema),
             ("--dry-run", args.dry_run),
+            ("--prices", args.prices),
         )
         if value
     ]
@@ -229,7 +235,15 @@ def register(sub: Any) -> None:
         "--dry-run",
         action="store_true",
         help="print the plan the pass would carry out (snapshots to expire and those kept by "
-        "holds, files to merge, rewrite and delete, orphans) and write nothing",
+        "holds, files to merge, rewrite and delete, orphans), each step's estimated "
+        "object-store requests, bytes and cost, and write nothing",
+    )
+    p.add_argument(
+        "--prices",
+        metavar="FILE",
+        help="with --dry-run: price the plan at this JSON file's prices instead of the "
+        "list prices (any of list_per_1000, get_per_1000, put_per_1000, delete_per_1000, "
+        "lambda_gb_second, lambda_memory_mb, as_of); a bad key or value is refused (exit 2)",
     )
     p.add_argument(
         "--threshold",

@@ -41,6 +41,11 @@ _VALUES = {
         "DURATION",
         "delete orphaned files older than this (1 day; at least 1h without the override)",
     ),
+    "keep": (
+        "RULES",
+        "lake only: thinning beside retention, the newest snapshot kept per hour, day, week, "
+        "month or year, e.g. hourly:24,daily:30,monthly:12 (holds and pins still win); none: off",
+    ),
     "cron": (
         "CRON",
         "lake only: scheduled passes run only at these times, five cron fields in UTC "

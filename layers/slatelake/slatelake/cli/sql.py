@@ -10,16 +10,18 @@ first line), the exit status is 1, and what ran before it stays committed and
 was printed. The shell reports a failure and reads on (exit 1 at the end).
 
 What prints: DuckDB renders every value. By default the relation as DuckDB's
-Python prints it (box); ``--csv`` is DuckDB's CSV writer; ``--json`` one line
+Python prints it (DuckDB's duckbox); ``--csv`` is DuckDB's CSV writer; ``--json`` one line
 per statement, an array of row objects made by DuckDB's ``to_json``;
 ``--markdown`` a pipe table of DuckDB's text casts. A statement with no rows
 of its own (SET, BEGIN; CREATE or DROP, whose result is DuckDB's empty
 "Count" or "Success") prints nothing; INSERT, UPDATE and DELETE print DuckDB's
-row count. duckdb is imported only when the verb runs.
+row count. The shell's ``.mode`` offers DuckDB's other shell modes too.
+duckdb is imported only when the verb runs.
 
 This module is the verb (its arguments, reading scripts, opening the lake);
 the statements are split in ``sql_split``, run in ``sql_run``, printed in
-``sql_output``, and read interactively in ``sql_shell``.
+``sql_output`` (``sql_render``), and read interactively in ``sql_shell``
+(``sql_dot``, ``sql_history``, ``sql_complete``).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from slatelake.cli.arguments import add_lake, catalog_text
-from slatelake.cli.sql_output import Output
+from slatelake.cli.sql_output import DEFAULT_MODE, Output
 from slatelake.cli.sql_run import COMMAND, STDIN, Script, run_scripts
 from slatelake.cli.sql_shell import shell
 
@@ -82,9 +84,14 @@ DESCRIPTION = (
     "none), and stop at the first that fails: exit 1, one line on stderr naming it "
     "(number, where it starts, first line); what ran before stays committed. With "
     "neither, an interactive shell: statements end with ';', line editing and history "
-    "(~/.slatelake_history) where Python has readline, dot-commands .tables .mode .help "
-    ".quit; exit 1 if any statement failed. Results print as DuckDB's Python prints "
-    "a relation (a box), or in the format asked for; INSERT, UPDATE and DELETE print "
+    "(~/.slatelake_history, a statement per entry) and Tab completion of keywords, "
+    "tables and columns where Python has readline, a banner naming the lake and its head "
+    "snapshot on a terminal, and DuckDB's dot commands .schema .tables .databases .mode "
+    ".maxrows .maxwidth .headers .nullvalue .timer .output .once .read .help .quit .exit; "
+    "errors in DuckDB's words, and the shell reads on; exit 1 if any statement failed. "
+    "Results print as "
+    "DuckDB's Python prints a relation (DuckDB's duckbox), or in the format asked for; "
+    "INSERT, UPDATE and DELETE print "
     "DuckDB's row count (Count); SET, BEGIN, CREATE and DROP print nothing."
 )
 
@@ -122,7 +129,7 @@ def register(sub: Any) -> None:
         "--read-only", action="store_true", help="refuse writes; never writes a commit-log slot"
     )
     mode = p.add_mutually_exclusive_group()
-    p.set_defaults(mode="box")
+    p.set_defaults(mode=DEFAULT_MODE)
     mode.add_argument(
         "--csv",
         dest="mode",
@@ -150,13 +157,13 @@ def register(sub: Any) -> None:
         "--max-rows",
         type=_positive,
         metavar="N",
-        help="default (box) output: show at most N rows, DuckDB eliding the middle ones "
+        help="default (duckbox) output: show at most N rows, DuckDB eliding the middle ones "
         "(default: DuckDB's, 20 in DuckDB 1.5)",
     )
     p.add_argument(
         "--max-width",
         type=_positive,
         metavar="COLS",
-        help="default (box) output: at most COLS characters wide, DuckDB eliding columns "
+        help="default (duckbox) output: at most COLS characters wide, DuckDB eliding columns "
         "(default: DuckDB's: the terminal's width on a terminal)",
     )

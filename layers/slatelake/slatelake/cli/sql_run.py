@@ -2,12 +2,14 @@
 
 Each statement runs by itself through ``Session.sql`` (so each autocommits)
 and prints through ``Output``; a failure becomes one line naming the
-statement (``run_scripts``) or the error alone (the shell). duckdb is
+statement (``run_scripts``) or the error as DuckDB's shell prints it
+(``sql_shell``). duckdb is
 imported only when a function runs.
 """
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -29,26 +31,33 @@ class Script:
     text: str
 
 
-def run_statement(session: Any, statement: Statement, output: Output) -> None:
+def run_statement(session: Any, statement: Statement, output: Output, params: Any = None) -> None:
     """Run one statement and print its result (a lazy read runs as it prints)."""
-    result = session.sql(statement.text)
+    result = session.sql(statement.text, params)
     if result is not None and not _nothing_to_show(statement, result):
         output.show(result)
 
 
-def ran(session: Any, statement: Statement, output: Output, failed: Callable[[str], str]) -> bool:
-    """Run one statement; a DuckDB or slatelake error is printed as one line
-    on stderr (``failed`` words it from ``one_line``) and False returned. A
-    fenced store ends the whole run: raised."""
+def ran(
+    session: Any,
+    statement: Statement,
+    output: Output,
+    failed: Callable[[BaseException], str],
+    params: Any = None,
+) -> bool:
+    """Run one statement; a DuckDB or slatelake error is printed on stderr as
+    ``failed`` words it and False returned. A fenced store ends the whole
+    run: raised."""
     import duckdb
 
     try:
-        run_statement(session, statement, output)
+        run_statement(session, statement, output, params)
     except FencedError:
         raise
     except (duckdb.Error, SlatelakeError) as exc:
         sys.stdout.flush()
-        print(failed(one_line(exc)), file=sys.stderr, flush=True)
+        output.out.flush()
+        print(failed(exc), file=sys.stderr, flush=True)
         return False
     return True
 
@@ -76,7 +85,12 @@ def one_line(exc: BaseException) -> str:
         if line.strip():
             kept.append(line.strip())
     text = " ".join(kept) or type(exc).__name__
-    return text if isinstance(exc, duckdb.Error) else f"{type(exc).__name__}: {text}"
+    plain = isinstance(exc, duckdb.Error) and not isinstance(exc, SlatelakeError)
+    return text if plain else f"{type(exc).__name__}: {text}"
+
+
+def _named(said: str, exc: BaseException) -> str:
+    return said + one_line(exc)
 
 
 def run_scripts(session: Any, scripts: Sequence[Script], output: Output) -> int:
@@ -94,6 +108,6 @@ def run_scripts(session: Any, scripts: Sequence[Script], output: Output) -> int:
                 f"slatelake sql: statement {number} at {where} line {statement.line} "
                 f'("{statement.first_line}") failed: '
             )
-            if not ran(session, statement, output, lambda error, said=said: said + error):
+            if not ran(session, statement, output, functools.partial(_named, said)):
                 return EXIT_ERROR
     return 0

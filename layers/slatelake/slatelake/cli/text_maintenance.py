@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from slatelake.cli.text import more, print_table, when
+from slatelake.cli.text import more, print_table, size, when
 
 SHOWN = 20  # plan entries printed per step (--json: all the report kept)
 
@@ -32,6 +32,31 @@ def pass_report(report: Any) -> None:
         print(f"partial: {report.partial_reason}")
     if report.plan is not None:
         _plan(report.plan)
+    if report.plan is not None and report.estimate:
+        _estimate(report.plan, report.estimate)
+
+
+def _estimate(plan: Any, estimate: dict[str, Any]) -> None:
+    """A dry run's price: a line per planned step, the pass's fixed costs, the total."""
+    prices = estimate["prices"]
+    where = (
+        "list prices" if prices.get("source") == "default" else f"prices from {prices['source']}"
+    )
+    print(f"estimate (S3 requests and Lambda GB-seconds, {where} as of {prices['as_of']}):")
+    for step, found in plan.items():
+        if "estimate" in found.details:
+            print(f"  {step:<22} {_priced(found.details['estimate'])}")
+    print(f"  {'fixed (open, leases)':<22} {_priced(estimate['fixed'])}")
+    print(f"  {'total':<22} {_priced(estimate['total'])}")
+
+
+def _priced(doc: dict[str, Any]) -> str:
+    """One estimate on one line: requests by kind, bytes, deletions, USD."""
+    kinds = " ".join(f"{kind} {n}" for kind, n in doc["requests"].items())
+    line = f"{kinds}; read {size(doc['bytes_read'])}, written {size(doc['bytes_written'])}"
+    if doc["files_to_delete"]:
+        line += f"; delete {doc['files_to_delete']} files ({size(doc['bytes_to_delete'])})"
+    return f"{line}; ${doc['usd']:.6f}"
 
 
 def _plan(plan: Any) -> None:

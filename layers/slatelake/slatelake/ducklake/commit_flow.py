@@ -38,9 +38,15 @@ from slatelake.ducklake.refused_commit import remove_new_files, unsafe_rebase
 from slatelake.ducklake.sql import ident
 from slatelake.ducklake.txn_state import Txn
 from slatelake.ducklake.write_log import WriteLog
-from slatelake.errors import ConflictError, HeldSnapshotError, ReadOnlyError
+from slatelake.errors import (
+    ConflictError,
+    HeldSnapshotError,
+    PinnedSnapshotError,
+    ReadOnlyError,
+)
 from slatelake.log.changeset import ChangeSet
 from slatelake.log.committer import Committed
+from slatelake.log.leases import pinned
 
 if TYPE_CHECKING:
     from slatelake.ducklake.duck_state import DuckState
@@ -376,6 +382,17 @@ class Committer:
                 f"this commit would expire snapshots that retention holds protect ({names}); "
                 "nothing was committed: leave them out, or remove the holds first "
                 "(slatelake unprotect LAKE NAME)"
+            )
+        # pins live in the readers' leases, read here after the lock was taken
+        # (a pinner checks its snapshot after its lease landed: reader_pins.py)
+        exact, onward = pinned(self._host.lake.lease.book.live(prune=False))
+        hit = sorted(s for s in gone if s in exact or (onward is not None and s >= onward))
+        if hit:
+            raise PinnedSnapshotError(
+                "this commit would expire snapshots live readers pin "
+                f"({', '.join(map(str, hit))}); "
+                "nothing was committed: leave them out (slatelake pins LAKE lists the pins; "
+                "each ends when its reader closes or its lease lapses)"
             )
 
     def commit_under_lock(self, build: Callable[[], ChangeSet | None]) -> Committed | None:

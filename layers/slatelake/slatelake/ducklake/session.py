@@ -35,7 +35,7 @@ import duckdb
 
 from slatelake.catalog.commit_lock import CommitLock
 from slatelake.catalog.lake import Lake
-from slatelake.ducklake import extensions, indexes
+from slatelake.ducklake import extensions, indexes, reader_pins
 from slatelake.ducklake.attach_options import (
     current_use,
     data_path_options,
@@ -49,6 +49,7 @@ from slatelake.ducklake.catalog_db import copy_database
 from slatelake.ducklake.commit_flow import BASE_DB, META_DB, Committer
 from slatelake.ducklake.copy_queries import CopyQueries
 from slatelake.ducklake.copy_view import CopyView
+from slatelake.ducklake.duck_errors import duckdb_errors
 from slatelake.ducklake.duck_state import DuckState
 from slatelake.ducklake.guard import check_overlap, data_location
 from slatelake.ducklake.opening import attach_copy, drop_image_schema, open_base, work_dir
@@ -67,6 +68,7 @@ from slatelake.errors import (
 )
 from slatelake.log.changeset import ChangeSet
 from slatelake.log.committer import Committed
+from slatelake.log.leases import Pin
 from slatelake.store.db import store_exists
 from slatelake.store.location import LakeLocation
 
@@ -89,6 +91,7 @@ class Session(metaclass=ABCMeta):  # noqa: B024 - for register(), nothing abstra
         connection: duckdb.DuckDBPyConnection | None = None,
         snapshot_version: int | None = None,
         snapshot_time: datetime | str | None = None,
+        pin: bool = False,
     ) -> None:
         self._pinned = pin_options(snapshot_version, snapshot_time)
         if self._pinned:
@@ -149,6 +152,8 @@ class Session(metaclass=ABCMeta):  # noqa: B024 - for register(), nothing abstra
             self._queries = CopyQueries(self._aux)
             self.state = self._open_state()
             self._load()
+            if pin:
+                reader_pins.pin(self)
         except BaseException:  # refused (another data path...): leave no reader lease behind
             self._close()
             raise
@@ -261,15 +266,24 @@ class Session(metaclass=ABCMeta):  # noqa: B024 - for register(), nothing abstra
         if self._view.stale:
             self.state = self._open_state()
             self._load()
+            self._pins_read_through()
             return
         try:
             self.lake.refresh(self.state, rematerialize=False)
         except StaleViewError:  # idle past its lease: reopen (newest image, else the store)
             self.state = self._open_state()
             self._load()
+            self._pins_read_through()
             return
         if not self._view.at_head(self.state):
             self._sync()  # others committed, or ours rebased past theirs
+            self._pins_read_through()
+
+    def _pins_read_through(self) -> None:
+        """The copy moved: a pinned snapshot may now be read through other
+        files (a merge), which the pin keeps too (reader_pins.py)."""
+        if self.lake.lease.pins:
+            reader_pins.record_files(self)
 
     # -- statements ------------------------------------------------------------
     def sql(
@@ -292,14 +306,16 @@ class Session(metaclass=ABCMeta):  # noqa: B024 - for register(), nothing abstra
         # DuckDB resolves Python objects named in SQL from the calling frame (its
         # replacement scans): the caller's, not this method's, so it is passed on.
         frame = sys._getframe(1)
-        result = self._runner.statements(query, params, writes, frame, pending=False)
+        with duckdb_errors():
+            result = self._runner.statements(query, params, writes, frame, pending=False)
         return result.set_alias(alias) if alias and result is not None else result
 
     def execute(self, query: str, params: Any = None) -> duckdb.DuckDBPyConnection:
         """Run SQL as DuckDB's ``execute`` does: the session's connection comes
         back with the result pending (``fetchone``, ``fetchall``, ``df`` ...)."""
         frame = sys._getframe(1)  # the caller's Python names, for DuckDB's replacement scans
-        self._runner.statements(query, params, None, frame, pending=True)
+        with duckdb_errors():
+            self._runner.statements(query, params, None, frame, pending=True)
         return self.con
 
     def executemany(self, query: str, parameters: Any = None) -> duckdb.DuckDBPyConnection:
@@ -307,29 +323,33 @@ class Session(metaclass=ABCMeta):  # noqa: B024 - for register(), nothing abstra
         in autocommit, all of them as one transaction (one commit)."""
         frame = sys._getframe(1)  # the caller's Python names, for DuckDB's replacement scans
         sets = list(parameters or [])
-        if self._txn.open:
-            for params in sets:
-                self._runner.statements(query, params, None, frame, pending=True)
-            return self.con
-        with self.transaction():
-            for params in sets:
-                self._runner.statements(query, params, None, frame, pending=True)
+        with duckdb_errors():
+            if self._txn.open:
+                for params in sets:
+                    self._runner.statements(query, params, None, frame, pending=True)
+                return self.con
+            with self.transaction():
+                for params in sets:
+                    self._runner.statements(query, params, None, frame, pending=True)
         return self.con
 
     def begin(self) -> Session:
         """``BEGIN``, as DuckDB's ``begin``."""
-        self._runner.transaction_statement("BEGIN")
+        with duckdb_errors():
+            self._runner.transaction_statement("BEGIN")
         return self
 
     def commit(self) -> Session:
         """``COMMIT``, as DuckDB's ``commit``: under the lake's commit lock
         (nothing to do outside a transaction, as in DuckDB)."""
         if self._txn.open:
-            self._runner.transaction_statement("COMMIT")
+            with duckdb_errors():
+                self._runner.transaction_statement("COMMIT")
         return self
 
     def rollback(self) -> Session:
-        self._runner.transaction_statement("ROLLBACK")
+        with duckdb_errors():
+            self._runner.transaction_statement("ROLLBACK")
         return self
 
     def register(self, name: str, python_object: Any) -> duckdb.DuckDBPyConnection:
@@ -352,14 +372,16 @@ class Session(metaclass=ABCMeta):  # noqa: B024 - for register(), nothing abstra
     @contextmanager
     def transaction(self) -> Iterator[Session]:
         """Group statements into one DuckLake transaction and one change set."""
-        self._runner.begin_block()
+        with duckdb_errors():
+            self._runner.begin_block()
         try:
             try:
                 yield self
             except BaseException:
                 self._runner.end_failed_transaction()
                 raise
-            self._runner.commit_block()
+            with duckdb_errors():
+                self._runner.commit_block()
         finally:
             self._runner.unmark_write()
 
@@ -450,6 +472,22 @@ class Session(metaclass=ABCMeta):  # noqa: B024 - for register(), nothing abstra
         """Bytes of every data and delete file the catalog lists (live or kept by history)."""
         return self._queries.catalog_file_bytes()
 
+    # -- reader pins (reader_pins.py) ------------------------------------------
+    def pin(self, snapshot: int | None = None, *, onward: bool = False) -> int:
+        """Keep ``snapshot`` (None: the one this session reads) from expiry
+        and cleanup while this session lives; ``onward``: every snapshot from
+        it on (a change feed's start). Returns the snapshot id."""
+        return reader_pins.pin(self, snapshot, onward)
+
+    def unpin(self, snapshot: int | None = None) -> int:
+        """Drop this session's pins on ``snapshot`` (None: all); how many went."""
+        return reader_pins.unpin(self, snapshot)
+
+    @property
+    def pins(self) -> tuple[Pin, ...]:
+        """This session's pins."""
+        return self.lake.lease.pins
+
     def held_files_scheduled(self, snapshot_ids: Iterable[int]) -> list[str]:
         """Files scheduled for deletion that one of ``snapshot_ids`` still references."""
         return self._queries.held_files_scheduled(snapshot_ids)
@@ -507,13 +545,15 @@ def connect(
     connection: duckdb.DuckDBPyConnection | None = None,
     snapshot_version: int | None = None,
     snapshot_time: datetime | str | None = None,
+    pin: bool = False,
 ) -> Session:
     """Open a session on a lake; with ``data_path``, an empty root becomes a new lake.
 
     ``connection``: attach the lake to this DuckDB connection instead of a new
     one (its other databases and settings stay usable); the session then owns
     it and closes it with the session. ``snapshot_version``/``snapshot_time``:
-    a read-only session at that snapshot, like DuckLake's ATTACH options."""
+    a read-only session at that snapshot, like DuckLake's ATTACH options.
+    ``pin``: keep the snapshot read at open from expiry while the session lives."""
     return Session(
         lake_url,
         data_path=data_path,
@@ -522,6 +562,7 @@ def connect(
         connection=connection,
         snapshot_version=snapshot_version,
         snapshot_time=snapshot_time,
+        pin=pin,
     )
 
 

@@ -29,6 +29,7 @@ from slatelake.ducklake import indexes
 from slatelake.ducklake import statements as stmt
 from slatelake.ducklake.commit_flow import BASE_DB, META_DB, Committer, log
 from slatelake.ducklake.copy_view import CopyView
+from slatelake.ducklake.duck_errors import as_duckdb
 from slatelake.ducklake.results import Results, in_scope
 from slatelake.ducklake.txn_state import Txn, TxnState
 from slatelake.errors import (
@@ -158,9 +159,11 @@ class StatementRunner:
             self.transaction_statement(query)
             return self._host.con if pending else None
         if self._txn.state is TxnState.BLOCK_FAILED:
-            raise MisconfigurationError(
-                "a statement in this transaction failed; leave the transaction block "
-                "(it is rolled back) and run it again"
+            raise _in_transaction(
+                MisconfigurationError(
+                    "a statement in this transaction failed; leave the transaction block "
+                    "(it is rolled back) and run it again"
+                )
             )
         # A read can still change the catalog through a DuckLake table function
         # (SELECT * FROM ducklake_expire_snapshots(...)): treat those as writes.
@@ -363,9 +366,11 @@ class StatementRunner:
             self._host.con.execute(query)  # DuckDB's own "no transaction is active"
             return
         if not self._txn.state.raw:
-            raise MisconfigurationError(
-                f"{verb.upper()} inside a session.transaction() block: the block commits when "
-                "it ends and rolls back when it raises"
+            raise _in_transaction(
+                MisconfigurationError(
+                    f"{verb.upper()} inside a session.transaction() block: the block commits when "
+                    "it ends and rolls back when it raises"
+                )
             )
         failed = self._txn.state.failed or self._aborted()  # a lazy read may have failed at fetch
         ended = self._txn.end()
@@ -418,7 +423,9 @@ class StatementRunner:
     def begin_block(self) -> None:
         """Open the transaction of a ``session.transaction()`` block."""
         if self._txn.open:
-            raise MisconfigurationError("a transaction is already open on this session")
+            raise _in_transaction(
+                MisconfigurationError("a transaction is already open on this session")
+            )
         self._host.refresh()
         self._host.con.execute("BEGIN TRANSACTION")
         self._txn.begin(raw=False)
@@ -428,9 +435,11 @@ class StatementRunner:
         statement in it failed (then it is rolled back, and that raised)."""
         if self._txn.state.failed or self._aborted():  # a lazy read may have failed at fetch
             self.end_failed_transaction()
-            raise MisconfigurationError(
-                "a statement in this transaction failed, so the transaction was rolled back "
-                "and nothing was committed; run it again"
+            raise _in_transaction(
+                MisconfigurationError(
+                    "a statement in this transaction failed, so the transaction was rolled back "
+                    "and nothing was committed; run it again"
+                )
             )
         ended = self._txn.end()
         self._committer.commit_transaction(called_maintenance=ended.called_maintenance)
@@ -457,3 +466,9 @@ def _moved(look: Callable[[], str | None]) -> str | None:
         return look()
     except Exception:
         return "the look failed"
+
+
+def _in_transaction(exc: MisconfigurationError) -> BaseException:
+    """A refusal about the transaction's state: DuckDB words those as a
+    TransactionException (its "Current transaction is aborted")."""
+    return as_duckdb(exc, duckdb.TransactionException)

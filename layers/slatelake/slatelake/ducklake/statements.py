@@ -16,7 +16,7 @@ from typing import Any
 
 import duckdb
 
-from slatelake.errors import ConflictError, MisconfigurationError
+from slatelake.errors import ConflictError
 
 ST = duckdb.StatementType
 # Statements that cannot change the catalog; a read-only session runs only these
@@ -160,10 +160,9 @@ def _token(query: str, start: int, quote: str) -> str:
 
 
 def parse(query: str) -> list[Any]:
-    try:
-        return duckdb.extract_statements(query)
-    except duckdb.Error as exc:
-        raise MisconfigurationError(f"cannot parse SQL: {exc}") from exc
+    """DuckDB's statements of ``query``; what DuckDB cannot parse raises
+    DuckDB's own ParserException, as DuckDB would."""
+    return duckdb.extract_statements(query)
 
 
 def refused(exc: duckdb.Error) -> Exception:

@@ -29,6 +29,12 @@ writes are known, not guessed. The mark is written before the first data
 file of a write can land, renewed by a heartbeat while a write runs longer
 than half the lease's life, and cleared lazily (by the next renewal after
 the write ended): a stale mark only spares more.
+
+A lease also carries the reader's snapshot pins (``Pin``): snapshots it
+reads (or, ``onward``, every snapshot from one on, a change feed's start)
+that expiry must leave and cleanup must not take. The heartbeat renews a
+lease with pins however idle its reader, so a pin lives as long as the
+process; a killed reader's pins lapse with its lease.
 """
 
 from __future__ import annotations
@@ -44,6 +50,9 @@ from slatelake.store.location import LakeLocation
 from slatelake.store.objects import ObjectClient
 
 READERS_DIR = "readers"
+# The files a reader's pinned snapshots were read through, one object per
+# reader (``pins/<id>``): kept beside the lease, which stays small.
+PIN_FILES_DIR = "pins"
 DEFAULT_TTL_S = 600.0
 DEFAULT_MARGIN_S = 30.0
 ADVANCE_STEP = 64
@@ -57,18 +66,60 @@ def now_us() -> int:
 
 
 @dataclass(frozen=True)
+class Pin:
+    """A snapshot a reader pins; ``onward``: and every later one."""
+
+    snapshot_id: int
+    onward: bool = False
+    since_us: int = 0  # when it was pinned
+    owner: str = ""  # who pinned it, in words (user@host pid N)
+
+    def to_list(self) -> list[object]:
+        return [self.snapshot_id, self.onward, self.since_us, self.owner]
+
+    @classmethod
+    def from_list(cls, raw: object) -> Pin:
+        """Read back from a lease record; ValueError when malformed."""
+        if not isinstance(raw, list) or len(raw) != 4:
+            raise ValueError("a pin is [snapshot_id, onward, since_us, owner]")
+        snapshot, onward, since, owner = raw
+        if not (isinstance(snapshot, int) and not isinstance(snapshot, bool) and snapshot >= 0):
+            raise ValueError("a pin's snapshot id is a whole number")
+        if not isinstance(onward, bool) or not isinstance(since, int) or not isinstance(owner, str):
+            raise ValueError("a pin's fields are [int, bool, int, str]")
+        return cls(snapshot, onward, since, owner)
+
+
+@dataclass(frozen=True)
 class Lease:
     reader_id: str
     fold: int
     expires_at_us: int
     # when the reader's oldest write still in flight began (None: none)
     writing_since_us: int | None = None
+    pins: tuple[Pin, ...] = ()
 
 
 class LeaseBook:
     def __init__(self, location: LakeLocation, client: ObjectClient | None = None) -> None:
         self.client = client if client is not None else ObjectClient(location)
         self.prefix = location.path(READERS_DIR) + "/"
+        self.pins_prefix = location.path(PIN_FILES_DIR) + "/"
+
+    def write_pin_files(self, reader_id: str, paths: list[str]) -> None:
+        self.client.put(self.pins_prefix + reader_id, json.dumps(sorted(paths)).encode())
+
+    def pin_files(self, reader_id: str) -> list[str] | None:
+        """The files a reader recorded for its pins (None: none recorded).
+        A record that does not decode raises ValueError: what it keeps is
+        unknown, and the caller must not delete on a guess."""
+        raw = self.client.get(self.pins_prefix + reader_id)
+        if raw is None:
+            return None
+        paths = json.loads(raw)
+        if not isinstance(paths, list) or not all(isinstance(p, str) for p in paths):
+            raise ValueError(f"pin files of reader {reader_id} do not decode")
+        return paths
 
     def write(
         self,
@@ -76,18 +127,26 @@ class LeaseBook:
         fold: int,
         ttl_s: float = DEFAULT_TTL_S,
         writing_since_us: int | None = None,
+        pins: tuple[Pin, ...] = (),
     ) -> Lease:
-        lease = Lease(reader_id, fold, now_us() + int(ttl_s * 1_000_000), writing_since_us)
-        doc: dict[str, int] = {"fold": lease.fold, "expires_at_us": lease.expires_at_us}
+        expires = now_us() + int(ttl_s * 1_000_000)
+        lease = Lease(reader_id, fold, expires, writing_since_us, pins)
+        doc: dict[str, object] = {"fold": lease.fold, "expires_at_us": lease.expires_at_us}
         if writing_since_us is not None:
             doc["writing_since_us"] = writing_since_us
+        if pins:
+            doc["pins"] = [pin.to_list() for pin in pins]
         self.client.put(self.prefix + reader_id, json.dumps(doc).encode())
         return lease
 
-    def drop(self, reader_id: str) -> None:
+    def drop(self, reader_id: str, pinned: bool = False) -> None:
         self.client.delete(self.prefix + reader_id)
+        if pinned:
+            self.client.delete(self.pins_prefix + reader_id)
 
-    def live(self, at_us: int | None = None) -> list[Lease]:
+    def live(self, at_us: int | None = None, prune: bool = True) -> list[Lease]:
+        """The leases not yet expired. ``prune``: delete the expired ones met
+        (False for a reader that must write nothing: a dry run, a guard)."""
         at = now_us() if at_us is None else at_us
         out = []
         for info in self.client.list(self.prefix):
@@ -102,13 +161,16 @@ class LeaseBook:
                     int(doc["fold"]),
                     int(doc["expires_at_us"]),
                     None if since is None else int(since),
+                    tuple(Pin.from_list(p) for p in doc.get("pins", [])),
                 )
             except (ValueError, KeyError, TypeError, AttributeError):
                 continue  # an unreadable lease pins nothing; it will expire by age
             if lease.expires_at_us > at:
                 out.append(lease)
-            else:
+            elif prune:
                 self.client.delete(info.path)
+                if lease.pins:
+                    self.client.delete(self.pins_prefix + lease.reader_id)
         return out
 
 
@@ -126,6 +188,8 @@ class ReaderLease:
         self._lock = threading.Lock()  # the heartbeat writes beside the owner
         self._writes = 0  # writes in flight
         self._writing_since: int | None = None  # when the oldest of them began
+        self._pins: tuple[Pin, ...] = ()
+        self._pin_files: set[str] = set()  # as recorded in ``pins/<id>``
         self._beat: threading.Thread | None = None
         self._stop = threading.Event()
 
@@ -159,14 +223,47 @@ class ReaderLease:
                 except BaseException:
                     self._end_write()
                     raise
-            if self._beat is None:
-                self._beat = threading.Thread(
-                    target=self._heartbeat,
-                    args=(self._stop,),
-                    name=f"lease-{self.reader_id[:8]}",
-                    daemon=True,
-                )
-                self._beat.start()
+            self._start_heartbeat()
+
+    @property
+    def pins(self) -> tuple[Pin, ...]:
+        return self._pins
+
+    def set_pins(self, pins: tuple[Pin, ...], fold: int) -> None:
+        """Write the record now with ``pins`` (raises the store's error when
+        it cannot be written: a pin not written must not be relied on); the
+        heartbeat keeps a record with pins alive while the process lives."""
+        with self._lock:
+            before = self._pins
+            self._pins = pins
+            lease = self.lease
+            try:
+                self._write(fold if lease is None else min(fold, lease.fold))
+            except BaseException:
+                self._pins = before
+                raise
+            self._start_heartbeat()
+
+    def record_pin_files(self, paths: list[str]) -> None:
+        """Add ``paths`` to the files this reader's pins were read through
+        (a PUT only when the set grew; the store's error is raised: a file
+        not recorded must not be relied on)."""
+        with self._lock:
+            grown = self._pin_files.union(paths)
+            if grown != self._pin_files:
+                self.book.write_pin_files(self.reader_id, list(grown))
+                self._pin_files = grown
+
+    def _start_heartbeat(self) -> None:
+        """Start the renewing thread once (the lock held)."""
+        if self._beat is None:
+            self._beat = threading.Thread(
+                target=self._heartbeat,
+                args=(self._stop,),
+                name=f"lease-{self.reader_id[:8]}",
+                daemon=True,
+            )
+            self._beat.start()
 
     @property
     def writing(self) -> bool:
@@ -190,7 +287,7 @@ class ReaderLease:
     def _write(self, fold: int) -> None:
         """Write the record (the lock held)."""
         lease = self.lease
-        written = self.book.write(self.reader_id, fold, self.ttl_s, self._writing_since)
+        written = self.book.write(self.reader_id, fold, self.ttl_s, self._writing_since, self._pins)
         # the pin ran on without a gap only when the record replaced one
         # still surely live, and pins at least as much
         gapless = (
@@ -203,12 +300,14 @@ class ReaderLease:
         self.lease = written
 
     def _heartbeat(self, stop: threading.Event) -> None:
-        """Renew the record while a write runs past half the lease's life (a
-        long INSERT renews nothing itself); best effort, as every renewal."""
+        """Renew the record while a write runs, or pins are held, past half
+        the lease's life (a long INSERT, an idle pinned reader renew nothing
+        themselves); best effort, as every renewal."""
         while not stop.wait(self.ttl_s / 8):
             with self._lock:
                 lease = self.lease
-                if self._writes and lease is not None and self._due(lease):
+                busy = self._writes or self._pins
+                if busy and lease is not None and self._due(lease):
                     # best effort: the owner's next renewal or write says so
                     with contextlib.suppress(Exception):
                         self._write(lease.fold)
@@ -227,10 +326,12 @@ class ReaderLease:
         self._stop.set()
         with self._lock:
             self._stop, self._beat = threading.Event(), None
-            self._writes, self._writing_since = 0, None
+            recorded = bool(self._pin_files)
+            self._writes, self._writing_since, self._pins = 0, None, ()
+            self._pin_files = set()
             if self.lease is not None:
                 self.lease, self.live_since = None, None
-                self.book.drop(self.reader_id)
+                self.book.drop(self.reader_id, pinned=recorded)
 
 
 def oldest_write(leases: list[Lease]) -> int | None:
@@ -246,3 +347,17 @@ def truncation_bound(flushed_fold: int, leases: list[Lease]) -> int:
     for lease in leases:
         bound = min(bound, lease.fold)
     return bound
+
+
+def pinned(leases: list[Lease]) -> tuple[dict[int, list[str]], int | None]:
+    """Exact pins (snapshot id -> reader ids) and the lowest ``onward`` pin
+    (None: none) among ``leases``."""
+    exact: dict[int, list[str]] = {}
+    onward: int | None = None
+    for lease in leases:
+        for pin in lease.pins:
+            if pin.onward:
+                onward = pin.snapshot_id if onward is None else min(onward, pin.snapshot_id)
+            else:
+                exact.setdefault(pin.snapshot_id, []).append(lease.reader_id)
+    return exact, onward

@@ -28,7 +28,7 @@ from slatelake.catalog.lake import Lake
 from slatelake.ducklake.guard import data_location
 from slatelake.ducklake.session import Session
 from slatelake.errors import MergeIncompleteError, MisconfigurationError, NotFoundError
-from slatelake.maintenance import cadence, flight, history, holds, policy, threshold
+from slatelake.maintenance import cadence, flight, history, holds, pins, policy, threshold
 from slatelake.maintenance import report as rpt
 from slatelake.maintenance.cadence import CadenceCheck
 from slatelake.maintenance.flight import BreakResult, LeaseRecord, PassLease
@@ -37,7 +37,9 @@ from slatelake.maintenance.fsck import fsck as fsck_check
 from slatelake.maintenance.history import AuditEntry, Page
 from slatelake.maintenance.holds import HoldChange
 from slatelake.maintenance.options import MaintenanceOptions
+from slatelake.maintenance.pins import ReaderPin
 from slatelake.maintenance.policy import Policy, PolicyRow
+from slatelake.maintenance.prices import Prices
 from slatelake.maintenance.progress import Sink
 from slatelake.maintenance.report import PassReport, StatusWindow
 from slatelake.maintenance.request import PassRequest, Trigger
@@ -70,9 +72,11 @@ def run(
     schema: str | None = None,
     dry_run: bool = False,
     by: str | None = None,
+    prices: Prices | Mapping[str, object] | str | None = None,
 ) -> PassReport:
     """Run one pass (RFC 0021) and return its report: ``run_request`` with a
-    ``PassRequest`` of these fields (it says what each means)."""
+    ``PassRequest`` of these fields (it says what each means; ``prices``
+    what a dry run's estimate is priced at)."""
     request = PassRequest(
         options=options,
         operations=operations,  # type: ignore[arg-type]  # text or names; the request parses
@@ -82,6 +86,7 @@ def run(
         wait_s=wait_s,
         dry_run=dry_run,
         by=by,
+        prices=prices,
     )
     return run_request(
         lake, request, data_path=data_path, deadline=deadline, stop=stop, on_progress=on_progress
@@ -125,6 +130,7 @@ def run_request(
         "scope": request.scope,
         "dry_run": request.dry_run,
         "by": request.by,
+        "prices": request.priced,
     }
     if isinstance(lake, Session):
         return run_pass(lake, bound, **kwargs)
@@ -450,3 +456,9 @@ def pass_lease(lake: Target) -> LeaseRecord | None:
     """The pass lease as stored (who runs a pass, since when, until when), or
     None when no pass has one; two small reads, no lake opened."""
     return PassLease(location_of(lake)).current()
+
+
+def reader_pins(lake: Target) -> list[ReaderPin]:
+    """Every live reader pin, oldest snapshot first (the leases only)."""
+    _require_lake(lake)
+    return pins.reader_pins(location_of(lake))

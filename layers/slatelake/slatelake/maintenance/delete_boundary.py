@@ -3,12 +3,21 @@
 DuckLake decides what cleanup and orphan deletion would delete (their dry
 runs, so its rules stay its own); slatelake deletes. Each path must be inside
 the lake's data path once parsed (``..``, symlinks and ``file://`` spellings
-resolved), not named by any snapshot the catalog still has, not in the file
-set a retention hold recorded when it was placed, nor read by a held
-snapshot now, and not borrowed from an imported catalog. A path that fails
-is spared and counted, never deleted, whatever the catalog's rows say: a
+resolved), not named by any snapshot the catalog still has, not kept (see
+below), and not borrowed from an imported catalog. A path that fails is
+spared and counted, never deleted, whatever the catalog's rows say: a
 hand-written metadata row, an imported catalog that points outside its data
 path, or a hold written around cannot reach a file through a pass.
+
+What keeps a file is one map, ``kept``: normalized path -> the reason a
+pass reports it spared for. Retention holds keep the file set each hold
+recorded when it was placed and every file a held snapshot reads now
+("kept by retention holds"); live restore points keep every file their
+catalog names, ended rows included ("kept by restore points",
+``log/restore_points.py``: one LIST of ``restore-points/`` per boundary, a
+GET per point); reader pins keep every file their snapshots read
+("kept by reader pins", ``pins.py``). A lapsed or deleted restore point,
+like a lapsed pin, keeps nothing, so the next pass reclaims what only it kept.
 
 Orphans have one more rule, which is DuckLake's own filter with a tighter
 window: a file newer than the oldest live writer's start (``writing_since``
@@ -26,6 +35,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from slatelake.catalog.borrowed import BORROWED_KEY, decode_borrowed, normalize_path
+from slatelake.ducklake.catalog_files import files_at, referenced_files
 from slatelake.ducklake.commit_flow import META_DB
 from slatelake.ducklake.guard import data_location
 from slatelake.ducklake.session import Session
@@ -39,15 +49,19 @@ from slatelake.errors import (
     StoreUnavailableError,
 )
 from slatelake.log.leases import CLOCK_SKEW_S, LeaseBook, oldest_write
+from slatelake.log.restore_points import RestorePointBook
 from slatelake.maintenance import holds
-from slatelake.maintenance.catalog_files import files_at, referenced_files
 from slatelake.maintenance.option_values import Instant, Interval, Value
+from slatelake.maintenance.pins import pinned_files
 from slatelake.store.location import LakeLocation
 from slatelake.store.objects import ObjectClient
 
 DELETE_WORKERS = 8  # deletes in flight at once (each bounded by the store deadline)
 SKEW_ENV = "SLATELAKE_ORPHAN_SKEW_S"
 TIME_RESOLUTION_S = 1.0  # file times reach DuckLake's orphan filter in whole seconds
+KEPT_BY_HOLDS = "kept by retention holds"
+KEPT_BY_RESTORE_POINTS = "kept by restore points"
+KEPT_BY_PINS = "kept by reader pins"
 
 
 @dataclass
@@ -84,18 +98,26 @@ class DeleteBoundary:
 
     def __init__(self, session: Session, data_path: str) -> None:
         self.root = data_location(data_path)
+        # normalized path -> why no pass may delete it (the reason it is spared for)
+        self.kept: dict[str, str] = {}
         con = session.con.cursor()
         try:
             self.referenced = {normalize_path(p) for p in referenced_files(con)}
-            self.held: dict[str, str] = {}
-            for name, paths in holds.held_files(session).items():
-                self.held.update((normalize_path(p), name) for p in paths)
-            for snapshot, names in holds.held(session).items():
-                for path in files_at(con, snapshot):
-                    self.held.setdefault(normalize_path(path), names[0])
+            for paths in holds.held_files(session).values():
+                self.keep(paths, KEPT_BY_HOLDS)
+            for snapshot in holds.held(session):
+                self.keep(files_at(con, snapshot), KEPT_BY_HOLDS)
         finally:
             con.close()
+        self.keep(RestorePointBook(session.lake.location).kept(), KEPT_BY_RESTORE_POINTS)
+        self.keep(pinned_files(session), KEPT_BY_PINS)
         self.borrowed = decode_borrowed(session.lake.read_sys(session.state, BORROWED_KEY))
+
+    def keep(self, paths: Iterable[str], reason: str) -> None:
+        """No pass deletes ``paths`` (any spelling) while this boundary stands;
+        a path kept for two reasons is reported for the first."""
+        for path in paths:
+            self.kept.setdefault(normalize_path(path), reason)
 
     def refusal(self, path: str, named_ok: bool = False) -> str | None:
         """Why ``path`` must not be deleted (None: it may). ``named_ok``: the
@@ -107,12 +129,12 @@ class DeleteBoundary:
             return "not a path inside the data path"
         if not self.root.contains(where) or where.root.strip("/") == self.root.root.strip("/"):
             return "outside the data path"
-        key = normalize_path(path)
-        if key in self.held:
-            return "kept by retention holds"
+        kept = self.kept.get(normalize_path(path))
+        if kept is not None:
+            return kept
         if self.borrowed.covers(path):
             return "borrowed from an imported catalog"
-        if key in self.referenced and not named_ok:
+        if normalize_path(path) in self.referenced and not named_ok:
             return "named by the catalog"
         return None
 

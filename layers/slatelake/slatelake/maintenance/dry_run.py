@@ -27,6 +27,17 @@ window counts from each call's now(), so a snapshot or file crossing it
 between the dry run and the pass makes the two differ; a point in time does
 not.
 
+The file a flush writes joins merge's choice too: merge runs after flush, and
+takes a table's flushed file with its other small ones (``flushed_first``;
+cleanup then deletes it, ``flushed_then_merged``), though no path names it
+yet.
+
+Each planned step is priced (pricing.py's model, step_costs.py's reads):
+``details["estimate"]`` holds its object-store requests by kind, bytes read
+and written, files and bytes to delete, seconds and USD at the run's
+prices; the runner adds the pass's fixed part and the total
+(``PassReport.estimate``).
+
 ``plan`` (a ``DryRunPlan``): step -> ``PlannedStep`` (``total``, ``items``:
 the first PLAN_LIMIT, ``truncated``, ``details``) with snapshot ids (expiry,
 plus ``kept_by_holds``), file paths (cleanup, plus ``scheduled_by_expiry``
@@ -42,17 +53,18 @@ from datetime import UTC, datetime
 from typing import Any
 
 from slatelake.ducklake.attach_options import stored_data_path
+from slatelake.ducklake.catalog_files import Resolver, path_resolver
 from slatelake.ducklake.commit_flow import META_DB
 from slatelake.ducklake.session import Session
 from slatelake.ducklake.sql import ident, run
-from slatelake.maintenance import flush_rounding, holds
-from slatelake.maintenance.catalog_files import Resolver, path_resolver
+from slatelake.maintenance import flush_rounding
 from slatelake.maintenance.delete_boundary import (
     DeleteBoundary,
     Verdicts,
     orphan_window,
     write_window,
 )
+from slatelake.maintenance.expiry_choice import choose, kept_words
 from slatelake.maintenance.health import (
     TargetSizes,
     health,
@@ -62,10 +74,15 @@ from slatelake.maintenance.health import (
 from slatelake.maintenance.health_report import HealthPolicy, TableHealth
 from slatelake.maintenance.option_values import Instant, Interval, Value
 from slatelake.maintenance.options import StepConfig
+from slatelake.maintenance.prices import DEFAULT_PRICES, Prices
+from slatelake.maintenance.pricing import Estimate, TableWork
 from slatelake.maintenance.report import DryRunPlan, PlannedStep
+from slatelake.maintenance.step_costs import Costs
 from slatelake.maintenance.steps import StepOutcome, Steps, TableName
 
 PLAN_LIMIT = 1000
+# A file this pass's flush writes, in merge's groups before it exists.
+FLUSHED = "(inlined rows, flushed by this pass first)"
 # DuckLake's rewrite_delete_threshold when neither the call nor the lake sets
 # one (the pinned extension's default).
 DUCKLAKE_REWRITE_DELETE_THRESHOLD = 0.95
@@ -79,35 +96,104 @@ class Planner:
     """Plans each step of a dry run into ``plan``, in the pass's order (what
     expiry would expire is what cleanup's prediction needs)."""
 
-    def __init__(self, session: Session, steps: Steps, plan: DryRunPlan) -> None:
+    def __init__(
+        self,
+        session: Session,
+        steps: Steps,
+        plan: DryRunPlan,
+        prices: Prices = DEFAULT_PRICES,
+        per_table: bool = False,
+    ) -> None:
+        """``prices``: what each step's estimate is priced at; ``per_table``:
+        whether merge and rewrite would call DuckLake per table (a commit each)."""
         self.session = session
         self.steps = steps
         self.plan = plan
+        self.prices = prices
+        self.costs = Costs(session, per_table)
         self.expiring: list[int] = []  # what expiry would expire
         self.merging: list[tuple[str, str]] = []  # (table, path) merge would replace
+        # What the pass's flush writes (table -> rows), which its merge then
+        # takes; and (table -> rows) those whose flushed file has a delete file
+        # (inlined rows already deleted), which its rewrite takes instead.
+        self.flushed: dict[TableName, int] = {}
+        self.ended: dict[TableName, int] = {}
+        # Per table: the sizes of the files merge would read and the files it writes.
+        self._merge_work: dict[str, dict[str, Any]] = {}
+        self._flushed_merged: list[int] = []  # sizes of flushed files merge would replace
+        self.estimates: dict[str, Estimate] = {}  # step -> its estimate
+        self.works: dict[str, list[TableWork]] = {}  # per-table step -> each table's share
+        self._whole: dict[str, list[Any]] = {}  # step -> every entry (the plan keeps PLAN_LIMIT)
         self._con: Any = None
         self._health: dict[tuple[int | None, float], dict[TableName, TableHealth]] = {}
 
     def __call__(self, step: str, cfg: StepConfig) -> StepOutcome:
+        """Plan ``step``, then price it (the estimate rides in its plan entry)."""
         if step == "expire_snapshots":
-            return self.expire(cfg)
+            outcome = self.expire(cfg)
+        elif step == "flush_inlined_data":
+            outcome = self.flush(cfg)
+        elif step in ("merge_adjacent_files", "rewrite_data_files"):
+            outcome = self.compact(step, cfg)
+        else:
+            outcome = self.cleanup(step, cfg)
+        if step in self.plan:
+            estimate = self._price(step)
+            self.estimates[step] = estimate
+            self.plan[step].details["estimate"] = estimate.to_dict(self.prices)
+        return outcome
+
+    def _flushed_sizes(self, item: dict[str, Any]) -> dict[str, Any]:
+        """A rewrite entry with what sizes the flushed file it takes, if any."""
+        if not item.get("flushed_first"):
+            return item
+        table = next(t for t in self.ended if _name(t) == item["table"])
+        return {**item, "flushed_rows": self.flushed[table], "flushed_ended": self.ended[table]}
+
+    def overhead(self, sweeps: bool) -> Estimate:
+        """What the pass costs besides its steps (the open, leases, records)."""
+        return self.costs.overhead(sweeps)
+
+    def _price(self, step: str) -> Estimate:
+        """``step``'s estimate from what was planned for it (pricing.py's model)."""
+        planned = self.plan[step]
+        whole = self._whole.get(step, planned.items)
+        if step == "expire_snapshots":
+            return self.costs.expire(len(self.expiring))
         if step == "flush_inlined_data":
-            return self.flush(cfg)
-        if step in ("merge_adjacent_files", "rewrite_data_files"):
-            return self.compact(step, cfg)
-        return self.cleanup(step, cfg)
+            self.works[step] = self.costs.flush_tables(whole)
+            return self.costs.flush(self.works[step])
+        if step == "merge_adjacent_files":
+            items = [{"table": t, **w} for t, w in self._merge_work.items()]
+            self.works[step] = self.costs.merge_tables(items)
+            return self.costs.compact(self.works[step])
+        if step == "rewrite_data_files":
+            sized = [self._flushed_sizes(i) for i in whole]
+            self.works[step] = self.costs.rewrite_tables(sized)
+            return self.costs.compact(self.works[step], guarded=True)
+        if step == "delete_orphaned_files":
+            return self.costs.orphans(whole)
+        more = planned.details.get("flushed_then_merged", 0)
+        return self.costs.cleanup(whole, more, sum(self._flushed_merged[:more]))
 
     def expire(self, cfg: StepConfig) -> StepOutcome:
+        """What the pass would expire: the same choice (expiry_choice.py)."""
         self.session.refresh()
         args = {k: v for k, v in cfg.params.items() if k != "dry_run"}
-        rows = self.steps.dry_call("expire_snapshots", ("snapshot_id",), args)
-        held = holds.held(self.session)
-        chosen = sorted(int(r[0]) for r in rows)
-        self.expiring = [i for i in chosen if i not in held]
-        kept = [i for i in chosen if i in held]
-        self.plan["expire_snapshots"] = bounded(self.expiring, kept_by_holds=kept[:PLAN_LIMIT])
-        shown = f"; {len(kept)} kept by retention holds" if kept else ""
-        return _dry(f"would expire {len(self.expiring)} snapshots{shown}")
+
+        def candidates(given: dict[str, Value]) -> list[int]:
+            rows = self.steps.dry_call("expire_snapshots", ("snapshot_id",), given)
+            return [int(r[0]) for r in rows]
+
+        choice = choose(self.session, args, candidates)
+        self.expiring = choice.expire
+        others = {"kept_by_pins": choice.kept_by_pins, "kept_by_thinning": choice.kept_by_thinning}
+        self.plan["expire_snapshots"] = bounded(
+            self.expiring,
+            kept_by_holds=choice.kept_by_holds[:PLAN_LIMIT],
+            **{k: v[:PLAN_LIMIT] for k, v in others.items() if v},
+        )
+        return _dry(f"would expire {len(self.expiring)} snapshots{kept_words(choice.counts())}")
 
     def flush(self, cfg: StepConfig) -> StepOutcome:
         """What each table's flush would write, counted as the pass counts
@@ -120,6 +206,14 @@ class Planner:
             for t in self.steps.tables_for("flush_inlined_data", set())
             if t in waiting and waiting[t].changes and t not in kept
         ]
+        self.flushed = {
+            t: waiting[t].rows
+            for t in self.steps.tables_for("flush_inlined_data", set())
+            if t in waiting and waiting[t].rows and t not in kept
+        }
+        ended = self.costs.ended_inlined() if self.flushed else {}
+        self.ended = {t: ended[_name(t)] for t in self.flushed if _name(t) in ended}
+        self._whole["flush_inlined_data"] = items
         rows = sum(i["rows"] for i in items)
         detail = f"would flush {rows} inlined rows from {len(items)} tables"
         deletions = sum(i["deletions"] for i in items)
@@ -139,23 +233,44 @@ class Planner:
             by_table: dict[str, list[str]] = {}
             for table, path in self.merging:
                 by_table.setdefault(table, []).append(path)
-            merged = [
-                {"table": t, "files": len(paths), "paths": paths[:PLAN_LIMIT]}
-                for t, paths in by_table.items()
-            ]
-            files = len(self.merging)
-            self.plan[step] = bounded(merged, files=files)
-            return _dry(f"would merge {files} files in {len(merged)} tables")
+            merged: list[dict[str, Any]] = []
+            for t, work in sorted(self._merge_work.items()):
+                paths = by_table.get(t, [])
+                flushed = len(work["sizes"]) - len(paths)
+                item: dict[str, Any] = {"table": t, "files": len(work["sizes"])}
+                item["paths"] = paths[:PLAN_LIMIT]
+                if flushed:
+                    item["flushed_first"] = flushed
+                merged.append(item)
+            flushed_in = len(self._flushed_merged)
+            files = len(self.merging) + flushed_in
+            extra = {"flushed_first": flushed_in} if flushed_in else {}
+            self.plan[step] = bounded(merged, files=files, **extra)
+            also = f" ({flushed_in} of them written by this pass's flush)" if flushed_in else ""
+            return _dry(f"would merge {files} files in {len(merged)} tables{also}")
         own = self.steps.per_table.get(step) or {}
-        items: list[dict[str, int | str]] = []
+        items: list[dict[str, Any]] = []
         for name in self.steps.tables_for(step, set()):
-            figures = self._figures(own.get(name, cfg))
+            mine = own.get(name, cfg)
+            figures = self._figures(mine)
             found = figures[name].rewrite_files if name in figures else 0
-            if found:
-                items.append({"table": _name(name), "files": found})
+            entry: dict[str, Any] = {"table": _name(name), "files": found}
+            if name in self.ended and self._rewrites_flushed(name, mine):
+                entry["files"] += 1  # the file this pass's flush writes, with its delete file
+                entry["flushed_first"] = 1
+            if entry["files"]:
+                items.append(entry)
         files = sum(int(i["files"]) for i in items)
+        self._whole[step] = items
         self.plan[step] = bounded(items, files=files)
         return _dry(f"would rewrite {files} files in {len(items)} tables")
+
+    def _rewrites_flushed(self, table: TableName, cfg: StepConfig) -> bool:
+        """Whether rewrite takes the file flush writes for ``table``: its
+        inlined rows already deleted reach the step's threshold."""
+        share = cfg.params.get("delete_threshold")
+        threshold = _number(share) if share is not None else self._lake_threshold()
+        return self.ended[table] >= threshold * self.flushed[table]
 
     def cleanup(self, step: str, cfg: StepConfig) -> StepOutcome:
         """DuckLake's dry run, through the delete boundary the pass applies
@@ -171,23 +286,32 @@ class Planner:
                 for asked in orphan_window(args, window)
             ]
             found = self._judged(boundary, sorted(set.intersection(*listed)))
+            self._whole[step] = found.allowed
             self.plan[step] = bounded(found.allowed, spared=found.spared_count)
             why = found.why_spared() + window.note()
             return _dry(f"would delete {len(found.allowed)} orphaned files{why}")
         paths = sorted({str(r[0]) for r in self.steps.dry_call(step, ("path",), args)})
         expired: list[str] = []
         merged: list[str] = []
+        flushed_merged = 0
         if _reaches_now(args):
             expired = sorted(set(self._freed_by_expiry()) - set(paths)) if self.expiring else []
             merged = sorted({p for _, p in self.merging} - set(paths) - set(expired))
+            flushed_merged = len(self._flushed_merged)
         now = self._judged(boundary, paths)
         later = self._judged(boundary, [*expired, *merged], named_ok=True)
         expired = [p for p in expired if p in set(later.allowed)]
         merged = [p for p in merged if p in set(later.allowed)]
         paths = sorted([*now.allowed, *expired, *merged])
         spared = now.spared_count + later.spared_count
+        extra = {"flushed_then_merged": flushed_merged} if flushed_merged else {}
+        self._whole[step] = paths
         self.plan[step] = bounded(
-            paths, scheduled_by_expiry=len(expired), scheduled_by_merge=len(merged), spared=spared
+            paths,
+            scheduled_by_expiry=len(expired),
+            scheduled_by_merge=len(merged),
+            spared=spared,
+            **extra,
         )
         sources = ((len(expired), "expiry"), (len(merged), "merge"))
         also = [f"{n} of them scheduled by this pass's {w}" for n, w in sources if n]
@@ -268,7 +392,7 @@ class Planner:
         """
         # no target above DuckLake's own: the policy's, when enabled, is the step's max_file_size
         rows = run(self._cursor(), sql, [*TargetSizes().params(), list(inlined_deletes)]).fetchall()
-        groups: dict[tuple[Any, ...], list[str]] = {}
+        groups: dict[tuple[Any, ...], list[tuple[str, int]]] = {}
         full = self._paths()
         for schema, table, tid, path, rel, target, nbytes, version, partition, vals in rows:
             path = full(tid, path, rel)
@@ -277,10 +401,34 @@ class Planner:
             low = mine.get("min_file_size", floor) or 0
             if (schema, table) in tables and low <= nbytes < limit:
                 key = (schema, table, version, partition, tuple(vals or ()))
-                groups.setdefault(key, []).append(str(path))
+                groups.setdefault(key, []).append((str(path), int(nbytes)))
+        self._join_flushed(groups, tables)
+        chosen = {k: files for k, files in groups.items() if len(files) >= 2}
+        self._merge_work = {}
+        self._flushed_merged = []
+        for key, files in sorted(chosen.items(), key=lambda kv: str(kv[0])):
+            work = self._merge_work.setdefault(f"{key[0]}.{key[1]}", {"sizes": [], "groups": 0})
+            work["sizes"] += [n for _, n in files]
+            work["groups"] += 1
+            self._flushed_merged += [n for p, n in files if p == FLUSHED]
         return sorted(
-            (f"{k[0]}.{k[1]}", p) for k, paths in groups.items() if len(paths) >= 2 for p in paths
+            (f"{k[0]}.{k[1]}", p) for k, files in chosen.items() for p, _ in files if p != FLUSHED
         )
+
+    def _join_flushed(
+        self, groups: dict[tuple[Any, ...], list[tuple[str, int]]], tables: list[TableName]
+    ) -> None:
+        """The file this pass's flush writes for a table joins the table's
+        newest unpartitioned group of small files (or nothing, when the
+        table has none): merge runs after flush and takes it too."""
+        for table, rows in self.flushed.items():
+            if table not in tables or table in self.ended:  # with a delete file: not merged
+                continue
+            keys = [k for k in groups if k[:2] == table and k[3] is None]
+            if keys:
+                newest = max(keys, key=lambda k: k[2] or 0)
+                size = self.costs.flushed_file_bytes(_name(table), rows)
+                groups[newest].append((FLUSHED, size))
 
     def _paths(self) -> Resolver:
         return path_resolver(self._cursor())

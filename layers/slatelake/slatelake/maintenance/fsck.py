@@ -33,6 +33,7 @@ from typing import Any
 
 import duckdb
 
+from slatelake.ducklake.catalog_files import path_resolver
 from slatelake.ducklake.commit_flow import META_DB
 from slatelake.ducklake.guard import data_location
 from slatelake.ducklake.session import Session
@@ -41,7 +42,6 @@ from slatelake.errors import CorruptionError, SlatelakeError
 from slatelake.log.changeset import ChangeSet
 from slatelake.log.images import ImageBook
 from slatelake.maintenance import reclaim
-from slatelake.maintenance.catalog_files import path_resolver
 from slatelake.store.keys import Subspace, encode_key
 from slatelake.store.location import LakeLocation
 from slatelake.store.objects import ObjectClient, object_url

@@ -30,11 +30,11 @@ from slatelake.catalog.holds import (
     held_snapshots,
 )
 from slatelake.catalog.lake import Lake
+from slatelake.ducklake.catalog_files import files_at
 from slatelake.ducklake.session import Session
 from slatelake.errors import MisconfigurationError, NotFoundError
 from slatelake.log.changeset import ChangeSet
 from slatelake.maintenance import history
-from slatelake.maintenance.catalog_files import files_at
 from slatelake.maintenance.commit_retry import Built, commit_with_retry
 from slatelake.store.location import show_input
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from slatelake.durations import format_duration, parse_duration
 from slatelake.errors import MaintenanceConfigError, MisconfigurationError
+from slatelake.maintenance.thinning import Keep
 from slatelake.store.keys import Subspace
 from slatelake.store.location import show_input
 
@@ -78,8 +79,8 @@ class Versions:
         return "[" + ",".join(str(i) for i in self.ids) + "]"
 
 
-# What a DuckLake parameter holds once bound.
-Value = bool | int | float | Interval | Instant | Versions
+# What a step parameter holds once bound (Keep: slatelake's thinning rules).
+Value = bool | int | float | Interval | Instant | Versions | Keep
 
 
 def _bad(option: str, value: object, why: str) -> MaintenanceConfigError:

@@ -9,7 +9,12 @@ loudly here. slatelake's own options: INTERVAL, SWEEP_INDEXES,
 SWEEP_FILE_STATS, SWEEP_INLINED_TABLES (one switch per sweep; the last two
 default to SWEEP_INDEXES, which defaults to true, so the RFC's one switch
 still turns off all three), BATCH_SIZE, COMPACT_STORE (default false), COMPACT_STORE_SUBSPACE,
-COMPACT_STORE_TIMEOUT, TABLE_BATCHES, PROGRESS, ORPHAN_AGE_FLOOR_OVERRIDE.
+COMPACT_STORE_TIMEOUT, TABLE_BATCHES, PROGRESS, ORPHAN_AGE_FLOOR_OVERRIDE, and
+EXPIRE_SNAPSHOTS_KEEP (thinning rules such as ``hourly:24,daily:30``, read by
+expiry beside DuckLake's own parameters: thinning.py), and BUDGET_BYTES and
+BUDGET_REQUESTS (positive whole numbers: bytes read plus written, and
+object-store requests, that bound a pass by pricing.py's estimate; it stops
+between tables and leaves the rest pending).
 ``META_MAINTENANCE_*`` (the
 RFC's spelling) is an alias; two spellings of one option that disagree are
 refused, naming both.
@@ -62,6 +67,7 @@ from slatelake.maintenance.option_values import (
     parse_subspace,
     seconds_between,
 )
+from slatelake.maintenance.thinning import parse_keep
 from slatelake.store.keys import Subspace
 from slatelake.store.location import show_input
 
@@ -98,7 +104,16 @@ MAX_INTERVAL_S = 7 * 86400.0
 # an orphan.
 ORPHAN_AGE_FLOOR_S = 3600.0
 ORPHAN_OVERRIDE = "ORPHAN_AGE_FLOOR_OVERRIDE"
-_OWN = {*_OWN_BOOLS, "INTERVAL", "BATCH_SIZE", "COMPACT_STORE_SUBSPACE", "COMPACT_STORE_TIMEOUT"}
+# A pass's budget, by pricing.py's estimate: bytes read plus written, and requests.
+BUDGETS = ("BUDGET_BYTES", "BUDGET_REQUESTS")
+_OWN = {
+    *_OWN_BOOLS,
+    *BUDGETS,
+    "INTERVAL",
+    "BATCH_SIZE",
+    "COMPACT_STORE_SUBSPACE",
+    "COMPACT_STORE_TIMEOUT",
+}
 
 
 @dataclass(frozen=True)
@@ -129,6 +144,14 @@ class MaintenanceOptions:
     # Set by a deployed schedule (the Lambda): on a lake whose policy is not
     # enabled, the steps that expire or delete are skipped (double opt-in).
     deletes_need_policy: bool = False
+    # MAINTENANCE_BUDGET_BYTES / _REQUESTS (None: unbounded): the pass stops
+    # between tables when its estimate (pricing.py) would exceed either.
+    budget_bytes: int | None = None
+    budget_requests: int | None = None
+
+    @property
+    def budgeted(self) -> bool:
+        return self.budget_bytes is not None or self.budget_requests is not None
 
     def configured(self, step: str) -> bool:
         return self.steps.get(step, StepConfig()).enabled
@@ -176,7 +199,7 @@ def _own_parser(name: str) -> Callable[[str, Any], Any]:
         )
     if name == "COMPACT_STORE_TIMEOUT":
         return parse_seconds
-    if name == "BATCH_SIZE":
+    if name in ("BATCH_SIZE", *BUDGETS):
         return parse_positive_int
     return parse_subspace
 
@@ -233,6 +256,8 @@ def _target(option: str, key: str, signatures: Mapping[str, Mapping[str, str]]) 
     step, param = split
     if not param:
         return ("step", step)
+    if (step, param) == ("expire_snapshots", "keep"):
+        return ("param", step, param)  # thinning: slatelake's own (thinning.py)
     accepted = signatures.get(step, {})
     if param not in accepted:
         raise MaintenanceConfigError(
@@ -257,6 +282,8 @@ def _bind(
             parser = _own_parser(target[1])
         elif target[0] == "step":
             parser = parse_bool
+        elif target == ("param", "expire_snapshots", "keep"):
+            parser = parse_keep
         else:
             parser = param_parser(target[1], target[2], signatures[target[1]][target[2]], casts)
         parsed = parser(option, value)
@@ -338,6 +365,8 @@ def parse_options(
         table_batches=own.get("TABLE_BATCHES", False),
         progress=own.get("PROGRESS", False),
         orphan_age_floor_override=own.get(ORPHAN_OVERRIDE, False),
+        budget_bytes=own.get("BUDGET_BYTES"),
+        budget_requests=own.get("BUDGET_REQUESTS"),
     )
 
 

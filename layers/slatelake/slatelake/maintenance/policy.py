@@ -47,6 +47,7 @@ from slatelake.maintenance.cadence import parse_cron
 from slatelake.maintenance.commit_retry import Built, commit_with_retry
 from slatelake.maintenance.options import ORPHAN_AGE_FLOOR_S, orphan_floor_refusal
 from slatelake.maintenance.policy_keys import LiveNames, live_names
+from slatelake.maintenance.thinning import parse_keep
 from slatelake.store import values
 from slatelake.store.keys import Subspace, encode_key
 from slatelake.store.location import show_input
@@ -58,8 +59,9 @@ LAKE, SCHEMA, TABLE = "lake", "schema", "table"
 DEFAULT_SCHEMA = "main"
 AUTO = "auto"
 NO_CRON = ""  # the cron field's default: no cadence, every scheduled tick runs
+NO_KEEP = ""  # the keep field's default: no thinning
 # Fields only the lake's own row may set: they are about the whole lake's passes.
-LAKE_ONLY = ("cron",)
+LAKE_ONLY = ("cron", "keep")
 ATTEMPTS = 3
 DAY_S = 86400.0
 _SIZE = re.compile(r"(\d{1,20}(?:\.\d{1,9})?)\s*([KMGT]?i?B)?", re.IGNORECASE | re.ASCII)
@@ -126,6 +128,17 @@ def _fraction(name: str, text: object) -> float:
     return value
 
 
+def _keep(name: str, text: object) -> str:
+    """Thinning rules (thinning.py), kept in canonical order; '' or 'none': none."""
+    if isinstance(text, str) and text.strip(" \t").lower() in ("", "none"):
+        return NO_KEEP
+    return parse_keep(f"policy {name}", text).text
+
+
+def _show_keep(value: Value) -> str:
+    return str(value) or "none (retention alone decides)"
+
+
 def _cron(name: str, text: object) -> str:
     """A cron, parsed by the one cron parser (``cadence.parse_cron``) and kept
     as its five fields spelled with one space between them."""
@@ -180,6 +193,8 @@ FIELDS: dict[str, FieldSpec] = {
         FieldSpec("flush_inlined", True, _bool, _show_bool),
         # the lake's cadence: scheduled passes run only at these times ("": every tick)
         FieldSpec("cron", NO_CRON, _cron, _show_cron),
+        # thinning beside retention: the newest per hour/day/... is kept
+        FieldSpec("keep", NO_KEEP, _keep, _show_keep),
     )
 }
 

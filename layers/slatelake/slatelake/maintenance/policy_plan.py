@@ -4,7 +4,8 @@
   invocation's options alone (RFC 0021: nothing configured, nothing moves).
 - The policy spells RFC options (``retention`` is expiry's ``older_than``,
   ``compaction`` switches merge and rewrite, ``target_file_size`` is merge's
-  ``max_file_size``, ``rewrite_delete_threshold`` rewrite's
+  ``max_file_size``, ``keep`` expiry's thinning (lake-only),
+  ``rewrite_delete_threshold`` rewrite's
   ``delete_threshold``, ``cleanup_grace`` and ``orphan_min_age`` the two
   deleting steps' ``older_than``, ``flush_inlined`` the flush), bound like
   any option.
@@ -89,6 +90,8 @@ def policy_options(values: Mapping[str, object]) -> dict[str, str]:
         f"{PREFIX}CLEANUP_OLD_FILES_OLDER_THAN": _interval(values["cleanup_grace"]),
         f"{PREFIX}DELETE_ORPHANED_FILES_OLDER_THAN": _interval(values["orphan_min_age"]),
     }
+    if values.get("keep"):
+        raw[f"{PREFIX}EXPIRE_SNAPSHOTS_KEEP"] = str(values["keep"])
     if values.get("orphan_age_floor_override"):
         raw[PREFIX + ORPHAN_OVERRIDE] = "true"
     if values["compaction"]:

@@ -141,6 +141,12 @@ class PassReport:
     # A dry run's plan (None: the pass ran; maintenance/dry_run.py says
     # what each step lists).
     plan: DryRunPlan | None = None
+    # A dry run's price (pricing.py): ``prices`` it was priced at, ``fixed``
+    # (the open, leases and records) and ``total`` (fixed plus every planned
+    # step's ``estimate``, which rides in the step's plan entry), each with
+    # requests by kind, bytes read and written, files and bytes to delete,
+    # seconds and USD. None: not a dry run.
+    estimate: dict[str, Any] | None = None
     # Who asked (the OS user, the Lambda's request id), and the id the run
     # history keeps it under (set when recorded).
     by: str | None = None
@@ -241,6 +247,7 @@ class PassReport:
             operations=None if doc.get("operations") is None else list(doc["operations"]),
             table=doc.get("table"),
             plan=None if doc.get("plan") is None else DryRunPlan.from_dict(doc["plan"]),
+            estimate=doc.get("estimate"),
             by=doc.get("by"),
             run_id=doc.get("run_id"),
             catalog_bytes_reclaimed=doc.get("catalog_bytes_reclaimed"),

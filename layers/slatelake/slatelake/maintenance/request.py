@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from slatelake.durations import parse_duration
 from slatelake.errors import MaintenanceConfigError
 from slatelake.maintenance.option_values import parse_bool
+from slatelake.maintenance.prices import DEFAULT_PRICES, Prices, prices_of
 from slatelake.maintenance.scope import RunScope, run_scope
 from slatelake.store.location import show_input
 
@@ -44,8 +45,11 @@ class PassRequest:
     scope it; ``wait_s`` is how long to wait for a pass already running;
     ``deadline_s`` the seconds it may work (it stops between steps and tables
     when they are spent); ``dry_run`` returns the plan and writes nothing;
-    ``by`` names who asked (kept in the run history and audit log). Every
-    field is checked when the request is made, before any lake is touched."""
+    ``by`` names who asked (kept in the run history and audit log);
+    ``prices`` what a dry run's estimate is priced at (``Prices``, a mapping
+    of overrides, or a JSON price file's path; None: list prices, prices.py).
+    Every field is checked when the request is made, before any lake is
+    touched."""
 
     options: Mapping[str, object] | MaintenanceOptions | None = None
     operations: tuple[str, ...] | None = None
@@ -59,6 +63,7 @@ class PassRequest:
     # A schedule's double opt-in: expiry and deletion run only on a lake whose
     # policy a person enabled (the Lambda's ticks set it; options alone never do).
     deletes_need_policy: bool = False
+    prices: Prices | Mapping[str, object] | str | None = None
     scope: RunScope = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -76,6 +81,7 @@ class PassRequest:
                     f"{switch}={show_input(getattr(self, switch))}: expected true or false"
                 )
         set_(self, "by", _by(self.by))
+        set_(self, "prices", prices_of(self.prices))
         if self.options is not None and not isinstance(self.options, Mapping):
             # bound options come from a caller that has DuckDB loaded already
             from slatelake.maintenance.options import MaintenanceOptions
@@ -115,6 +121,12 @@ class PassRequest:
                 f"operations must be a list of names or comma-separated text, not "
                 f"{type(ops).__name__}"
             )
+        prices = given.get("prices")
+        if prices is not None and not isinstance(prices, Mapping | str):
+            raise MaintenanceConfigError(
+                f"prices must be a JSON object of prices or a price file's path, not "
+                f"{type(prices).__name__}"
+            )
         options = given.get("options")
         if options is not None and not isinstance(options, Mapping):
             raise MaintenanceConfigError(
@@ -150,7 +162,14 @@ class PassRequest:
             "dry_run": self.dry_run,
             "by": self.by,
             "deletes_need_policy": self.deletes_need_policy,
+            "prices": None if self.prices == DEFAULT_PRICES else self.priced.to_dict(),
         }
+
+    @property
+    def priced(self) -> Prices:
+        """The prices, as parsed when the request was made."""
+        assert isinstance(self.prices, Prices)
+        return self.prices
 
 
 def _trigger(value: object) -> Trigger:

@@ -53,23 +53,26 @@ from slatelake.errors import (
     SlatelakeError,
     StepFailed,
 )
-from slatelake.maintenance import holds
+from slatelake.maintenance import holds, pricing
 from slatelake.maintenance import report as rpt
 from slatelake.maintenance.dry_run import Planner
 from slatelake.maintenance.flight import PassLease, process_lock
-from slatelake.maintenance.options import DUCKLAKE_STEPS, STEPS, MaintenanceOptions
+from slatelake.maintenance.options import DUCKLAKE_STEPS, STEPS, MaintenanceOptions, StepConfig
 from slatelake.maintenance.policy import lake_enabled, rows_at_head
 from slatelake.maintenance.policy_plan import describe, plan
+from slatelake.maintenance.prices import DEFAULT_PRICES, Prices
+from slatelake.maintenance.pricing import Budget, Estimate
 from slatelake.maintenance.progress import Progress, Sink
 from slatelake.maintenance.report import FAILED, RAN, SKIPPED, PassReport
 from slatelake.maintenance.run_record import STATUS_ATTEMPTS, record_pass, record_start
 from slatelake.maintenance.scope import RunScope
-from slatelake.maintenance.steps import StepOutcome, Steps, TableName
+from slatelake.maintenance.steps import EXPIRE_BATCH, StepOutcome, Steps, TableName
 from slatelake.maintenance.store_step import run_compact_store
 from slatelake.maintenance.sweep_steps import run_sweep_steps
 
 log = logging.getLogger("slatelake.maintenance")
 CLEANUP_STEPS = ("cleanup_old_files", "delete_orphaned_files")
+PER_TABLE_STEPS = ("flush_inlined_data", "merge_adjacent_files", "rewrite_data_files")
 
 
 def run_pass(
@@ -83,19 +86,23 @@ def run_pass(
     scope: RunScope | None = None,
     dry_run: bool = False,
     by: str | None = None,
+    prices: Prices = DEFAULT_PRICES,
 ) -> PassReport:
     """Run one pass. ``wait_s``: how long to wait for a running pass (manual
     triggers wait; scheduled ticks pass 0 and skip). ``deadline`` returns the
     seconds left to work (the Lambda's remaining time less its reserve for
     reporting); at zero the pass stops between steps and tables and leaves
     work pending. ``scope``: the operations and table a manual run asked
-    for; ``dry_run``: plan only, taking neither the lock nor the lease."""
+    for; ``dry_run``: plan only, taking neither the lock nor the lease, each
+    step priced at ``prices`` (pricing.py)."""
     scope = scope or RunScope()
     progress = Progress(options.progress, sink=on_progress)
     stopping = stop or threading.Event()
 
     def make(lease: PassLease | None) -> PassRun:
-        return PassRun(session, options, trigger, stopping, deadline, progress, lease, scope, by)
+        return PassRun(
+            session, options, trigger, stopping, deadline, progress, lease, scope, by, prices=prices
+        )
 
     if dry_run:
         refuse_in_transaction(session)
@@ -201,9 +208,11 @@ class PassRun:
         scope: RunScope,
         by: str | None = None,
         report: PassReport | None = None,
+        prices: Prices = DEFAULT_PRICES,
     ) -> None:
         """``lease`` None: a dry run, which plans instead of running.
-        ``report``: the run's report so far (a fanned-out pass's finish)."""
+        ``report``: the run's report so far (a fanned-out pass's finish).
+        ``prices``: what a dry run's estimate is priced at."""
         self.session = session
         self.options = options
         self.stop = stop
@@ -221,7 +230,14 @@ class PassRun:
         self.steps = Steps(session, stop, self.progress, self._out_of_time)
         self.steps.only = scope.table
         plan = self.report.plan
-        self.planner = None if plan is None else Planner(session, self.steps, plan)
+        self.prices = prices
+        self.planner = None if plan is None else Planner(session, self.steps, plan, prices)
+        # A real pass's budget and its running estimate (None: unbounded).
+        self.budget: Budget | None = None
+        if lease is not None and options.budgeted:
+            self.budget = Budget(options.budget_bytes, options.budget_requests)
+            self.steps.admit = self._admit
+        self._table_costs: dict[str, Estimate] = {}  # the running step's tables, priced
         self._blocked: tuple[str | None] | None = None  # the fail-safe's answer, once asked
         self._gated: set[str] = set()  # deleting steps a schedule may not run here
         self.catalog_before: int | None = None  # the catalog's bytes when the pass began
@@ -273,6 +289,8 @@ class PassRun:
         what = " dry run" if self.planner is not None else ""
         scoped = f", {self._scope_text()}" if self.scope.scoped else ""
         self.progress(f"pass{what} start ({self.report.trigger}{scoped})")
+        if self.budget is not None and record:  # priced before the run record adds a slot
+            self.budget.spend(self._pricer().overhead(self.scope.left_out_of_sweeps() is None))
         if record and self.lease is not None:
             record_start(self.session, self.report, self.lease, attempts=STATUS_ATTEMPTS)
         self.prepare()
@@ -285,6 +303,9 @@ class PassRun:
         self._apply_policy()
         flush = self.options.steps["flush_inlined_data"]
         self.steps.may_flush = flush.enabled and self.scope.left_out("flush_inlined_data") is None
+        if self.planner is not None:  # merge and rewrite per table, as _run_step decides
+            per_table = self.options.table_batches or self.options.budgeted
+            self.planner.costs.per_table = per_table or bool(self.steps.per_table)
 
     def run_steps(self, steps: tuple[str, ...], flow: Flow) -> None:
         """Run ``steps`` (DuckLake's, in the RFC's order) or say why not; a
@@ -321,6 +342,10 @@ class PassRun:
                 report.add(step, SKIPPED, f"retention fail-safe: {blocked}")
                 report.partial_reason = f"{step} skipped by the retention fail-safe: {blocked}"
                 continue
+            if self.budget is not None and (spent := self.budget.spent_out()) is not None:
+                report.add(step, SKIPPED, f"not attempted: {spent}; left for the next pass")
+                report.work_pending = True
+                continue
             if step in CLEANUP_STEPS and flow.deferred:
                 names = ", ".join(f"{s}.{t}" for s, t in sorted(flow.deferred))
                 report.add(step, SKIPPED, f"waits for a complete pass; deferred tables: {names}")
@@ -338,7 +363,9 @@ class PassRun:
             if self.planner is not None:
                 outcome = self.planner(step, cfg)
             else:
+                self._price_tables(step, cfg)
                 outcome = self._run_step(step, flow.deferred)
+                self._spend(step, outcome)
         except StepFailed as exc:
             report.add(step, FAILED, str(exc))
             report.work_pending = report.work_pending or exc.pending
@@ -363,6 +390,7 @@ class PassRun:
         dry run, nor for a pass that lost its lease)."""
         report = self.report
         if self.planner is not None:
+            self._estimate_total()
             self.planner.close()
         self._sweeps_and_store_merge()
         self.progress(f"pass end: work_pending={report.work_pending}")
@@ -453,6 +481,70 @@ class PassRun:
         if step == "flush_inlined_data":
             return self.steps.flush_inlined_data(cfg, deferred)
         if step in ("merge_adjacent_files", "rewrite_data_files"):
-            per_table = self.options.table_batches or bool(deferred)
+            # a budget stops between tables, so it calls DuckLake per table
+            per_table = self.options.table_batches or bool(deferred) or self.budget is not None
             return self.steps.compact(step, cfg, per_table, deferred)
         return self.steps.cleanup(step, cfg)
+
+    # -- the price (pricing.py): a dry run's estimate, a real pass's budget -------
+    def _pricer(self) -> Planner:
+        """A planner on a plan of its own: what a step's tables would cost now."""
+        return Planner(self.session, self.steps, rpt.DryRunPlan(), self.prices, per_table=True)
+
+    def _price_tables(self, step: str, cfg: StepConfig) -> None:
+        """Under a budget: each table's share of a per-table step, priced on
+        the catalog as it stands now (after the steps before it ran), and the
+        step's own fixed part spent before its first table."""
+        self._table_costs = {}
+        if self.budget is None or step not in PER_TABLE_STEPS:
+            return
+        pricer = self._pricer()
+        try:
+            pricer(step, cfg)
+            if step == "flush_inlined_data":
+                fixed = pricer.costs.flush([])
+            else:
+                fixed = pricer.costs.compact([], guarded=step == "rewrite_data_files")
+            self.budget.spend(fixed)
+        finally:
+            pricer.close()
+        self._table_costs = {w.table: w.estimate for w in pricer.works.get(step, [])}
+
+    def _admit(self, step: str, table: TableName) -> str | None:
+        """Whether the budget takes ``table``'s share of ``step`` (steps.py asks
+        between tables); None: go on, the share counted as spent."""
+        cost = self._table_costs.get(f"{table[0]}.{table[1]}")
+        if self.budget is None or cost is None or not (cost.requests or cost.bytes_moved):
+            return None
+        return self.budget.admit(cost)
+
+    def _spend(self, step: str, outcome: StepOutcome) -> None:
+        """A lake-wide step's estimate from what it did (a per-table step's
+        tables were counted as admitted, its fixed part before it); priced
+        without reading the lake again (one reader lease, one listing page)."""
+        if self.budget is None or step in PER_TABLE_STEPS:
+            return
+        counts, facts = outcome.counts, pricing.LakeFacts()
+        expired, deleted = counts.get("snapshots_expired", 0), counts.get("files_deleted", 0)
+        if step == "expire_snapshots":
+            spent = pricing.expire(expired, EXPIRE_BATCH, facts)
+        elif step == "cleanup_old_files":
+            spent = pricing.cleanup(deleted, counts.get("bytes_deleted", 0))
+        else:
+            spent = pricing.orphans(deleted, 0, facts)
+        self.budget.spend(spent, worked=expired + deleted > 0)
+
+    def _estimate_total(self) -> None:
+        """A dry run's estimate for the whole pass: its steps' (each in its
+        plan entry), the pass's fixed costs, the total, and the prices."""
+        assert self.planner is not None
+        sweeps = self.scope.left_out_of_sweeps() is None
+        fixed = self.planner.overhead(sweeps)
+        total = fixed
+        for estimate in self.planner.estimates.values():
+            total = total + estimate
+        self.report.estimate = {
+            "prices": self.prices.to_dict(),
+            "fixed": fixed.to_dict(self.prices),
+            "total": total.to_dict(self.prices),
+        }

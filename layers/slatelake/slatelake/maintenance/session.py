@@ -110,6 +110,10 @@ class LakeSession:
     live_tables = _Owned()
     catalog_file_bytes = _Owned()
     held_files_scheduled = _Owned()
+    # reader pins
+    pin = _Owned()
+    unpin = _Owned()
+    pins = _Owned()
     # equality indexes
     create_index = _Owned()
     drop_index = _Owned()
@@ -127,6 +131,7 @@ class LakeSession:
         connection: duckdb.DuckDBPyConnection | None = None,
         snapshot_version: int | None = None,
         snapshot_time: datetime | str | None = None,
+        pin: bool = False,
     ) -> None:
         self._raw_options = dict(options or {})
         self.scheduler: Scheduler | None = None
@@ -145,6 +150,7 @@ class LakeSession:
             connection=connection,
             snapshot_version=snapshot_version,
             snapshot_time=snapshot_time,
+            pin=pin,
         )
         try:
             # our own connection loads the pinned wheel; a caller's may hold another build

@@ -42,19 +42,22 @@ from slatelake.errors import (
     MisconfigurationError,
     OperationLimitError,
     PermissionDeniedError,
+    SlatelakeError,
     StepFailed,
     StoreError,
     StoreUnavailableError,
     retry,
 )
-from slatelake.maintenance import flush_rounding, fsck, holds, reclaim
+from slatelake.maintenance import flush_rounding, fsck, reclaim
 from slatelake.maintenance.delete_boundary import (
+    KEPT_BY_PINS,
     DeleteBoundary,
     not_deleted,
     orphan_window,
     unschedule,
     write_window,
 )
+from slatelake.maintenance.expiry_choice import Keepers, choose, kept_words
 from slatelake.maintenance.option_values import Instant, Interval, Value, Versions
 from slatelake.maintenance.options import StepConfig
 from slatelake.maintenance.rewrite_guard import LeftOut, RewriteGuard, TableName
@@ -78,8 +81,10 @@ class StepOutcome:
 
 
 def is_conflict(exc: BaseException) -> bool:
-    if isinstance(exc, ConflictError):
-        return True
+    """Ours by class (a session raises ours as DuckDB twins); DuckDB's own
+    by its wording."""
+    if isinstance(exc, SlatelakeError):
+        return isinstance(exc, ConflictError)
     return isinstance(exc, duckdb.Error) and "conflict" in str(exc).lower()
 
 
@@ -111,6 +116,9 @@ class Steps:
         self.may_flush = False
         # The data path's parsed location, kept for its object-store client.
         self._data_path: tuple[str, LakeLocation] | None = None
+        # A pass's budget (runner.py): asked before each table of a per-table
+        # step whether its estimated share fits; a reason stops the step there.
+        self.admit: Callable[[str, TableName], str | None] | None = None
 
     # -- plumbing ------------------------------------------------------------
     @staticmethod
@@ -201,28 +209,25 @@ class Steps:
 
     # -- the steps -------------------------------------------------------------
     def expire_snapshots(self, cfg: StepConfig) -> StepOutcome:
-        """Expire what the options select less what retention holds keep
+        """Expire what the options select less what thinning, retention holds
+        and reader pins keep (expiry_choice.py), in explicit versions lists
         (DuckLake always keeps the newest snapshot itself)."""
-        args = dict(cfg.params)
         column = ("snapshot_id",)
         self.session.refresh()
-        held = holds.held(self.session)
-        # DuckLake's dry run writes nothing: on a cursor of its own, it takes
-        # no commit lock (the session's write path would write a slot for it)
-        if args.get("dry_run") is True:
-            rows = self.dry_call("expire_snapshots", column, args)
-            kept = sum(1 for r in rows if r[0] in held)
+
+        def candidates(args: dict[str, Value]) -> list[int]:
+            # DuckLake's dry run writes nothing: on a cursor of its own, it
+            # takes no commit lock (the session's write path would write a slot)
+            return [r[0] for r in self.dry_call("expire_snapshots", column, args)]
+
+        choice = choose(self.session, dict(cfg.params), candidates)
+        kept = choice.counts()
+        if cfg.params.get("dry_run") is True:
             return StepOutcome(
-                f"would expire {len(rows) - kept} snapshots{_kept(kept)} (dry run)", dry_run=True
+                f"would expire {len(choice.expire)} snapshots{kept_words(kept)} (dry run)",
+                dry_run=True,
             )
-        if "versions" in args:
-            given = args.pop("versions")
-            assert isinstance(given, Versions)  # bound by options: only a Versions
-            chosen = list(given.ids)
-        else:
-            chosen = [r[0] for r in self.dry_call("expire_snapshots", column, args)]
-        selected = sorted(i for i in chosen if i not in held)
-        kept = len(chosen) - len(selected)
+        selected = choice.expire
         done = batches = races = 0
         size = EXPIRE_BATCH
         while done < len(selected):
@@ -230,9 +235,9 @@ class Steps:
             if reason is not None:
                 return StepOutcome(
                     f"expired {done} of {len(selected)} snapshots in {batches} "
-                    f"batches{_kept(kept)}; stopped: {reason}",
+                    f"batches{kept_words(kept)}; stopped: {reason}",
                     pending=True,
-                    counts={"snapshots_expired": done, "snapshots_kept_by_holds": kept},
+                    counts={"snapshots_expired": done, **kept},
                 )
             batch = selected[done : done + size]
             versions: dict[str, Value] = {"versions": Versions(tuple(batch))}
@@ -242,16 +247,18 @@ class Steps:
                     partial(self.call, "expire_snapshots", column, versions),
                 )
             except HeldSnapshotError:
-                # a hold landed after this pass read them: read them again
+                # a hold or a pin landed after this pass read them: read them again
                 races += 1
                 if races >= RETRY_ATTEMPTS:
                     raise
                 self.session.refresh()
-                held = holds.held(self.session)
-                rest = [i for i in selected[done:] if i not in held]
-                kept += len(selected) - done - len(rest)
-                selected = selected[:done] + rest
-                self.log("expire_snapshots: a retention hold was placed meanwhile; re-selecting")
+                keepers = Keepers.read(self.session)
+                rest = [i for i in selected[done:] if i not in keepers.held]
+                kept["snapshots_kept_by_holds"] += len(selected) - done - len(rest)
+                free = [i for i in rest if not keepers.pins(i)]
+                kept["snapshots_kept_by_pins"] += len(rest) - len(free)
+                selected = selected[:done] + free
+                self.log("expire_snapshots: a hold or a reader pin landed meanwhile; re-selecting")
                 continue
             except OperationLimitError as exc:
                 if len(batch) == 1:
@@ -271,8 +278,8 @@ class Steps:
                 f"expire_snapshots: batch {batches} expired {len(batch)} ({done}/{len(selected)})"
             )
         return StepOutcome(
-            f"expired {done} snapshots in {batches} batches{_kept(kept)}",
-            counts={"snapshots_expired": done, "snapshots_kept_by_holds": kept},
+            f"expired {done} snapshots in {batches} batches{kept_words(kept)}",
+            counts={"snapshots_expired": done, **kept},
         )
 
     def flush_inlined_data(self, cfg: StepConfig, skip: set[TableName]) -> StepOutcome:
@@ -432,7 +439,11 @@ class Steps:
         deleted = boundary.delete(verdicts.allowed)
         if not orphans and deleted.paths:
             unschedule(self.session, deleted.paths)
-        counts = {"files_deleted": len(deleted.paths), "files_spared": verdicts.spared_count}
+        counts = {
+            "files_deleted": len(deleted.paths),
+            "files_spared": verdicts.spared_count,
+            "files_kept_by_pins": len(verdicts.spared.get(KEPT_BY_PINS, ())),
+        }
         detail = f"deleted {len(deleted.paths)} files"
         if sizes is not None:
             counts["bytes_deleted"] = sum(sizes.get(p, 0) for p in deleted.paths)
@@ -493,8 +504,11 @@ class Steps:
         return [t for t in tables if t not in off]
 
     def _stopped(self, step: str, done: int, tables: list[TableName]) -> str | None:
-        """Why the table loop stops before table ``done`` (None: go on)."""
+        """Why the table loop stops before table ``done`` (None: go on): the
+        deadline, a stop, or the pass's budget (which then counts the table)."""
         reason = self.out_of_time()
+        if reason is None and self.admit is not None:
+            reason = self.admit(step, tables[done])
         if reason is None:
             return None
         self.log(f"{step}: stopping after {done} of {len(tables)} tables: {reason}")
@@ -522,10 +536,6 @@ def _unanswered(step: str, deleted: int, failed: list[FailedRequest]) -> StoreEr
         f"answer ({shown}{more}): what it should have deleted among them is left for the "
         "next pass"
     )
-
-
-def _kept(count: int) -> str:
-    return f"; {count} kept by retention holds" if count else ""
 
 
 def _rows(result: duckdb.DuckDBPyRelation | None) -> list[tuple[Any, ...]]:

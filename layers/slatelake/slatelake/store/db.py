@@ -20,10 +20,12 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from slatedb.uniffi import (
     AdminBuilder,
+    CheckpointOptions,
     CompactionSpec,
     CompactionStatus,
     DbBuilder,
@@ -287,6 +289,70 @@ class StoreAdmin:
         return _call(
             self.location, f"{self._what} compactor state", self._handle.read_compactor_state_view()
         )
+
+    # -- checkpoints: a manifest SlateDB's garbage collector keeps whole -------
+    def create_checkpoint(self, name: str, lifetime_s: float | None) -> StoreCheckpoint:
+        """A detached checkpoint of the latest manifest, named ``name``: every
+        SST it names outlives later merges until it is deleted or, with a
+        ``lifetime_s``, until it lapses. Fences no writer."""
+        options = CheckpointOptions(
+            lifetime_ms=None if lifetime_s is None else max(1, round(lifetime_s * 1000)),
+            source=None,
+            name=name,
+        )
+        made = _call(
+            self.location,
+            f"{self._what} create checkpoint {name!r}",
+            self._handle.create_detached_checkpoint(options),
+        )
+        return StoreCheckpoint(str(made.id), int(made.manifest_id), name)
+
+    def list_checkpoints(self, name: str | None = None) -> list[StoreCheckpoint]:
+        """The store's checkpoints (only those named ``name`` when given)."""
+        found = _call(
+            self.location,
+            f"{self._what} list checkpoints",
+            self._handle.list_checkpoints(name),
+        )
+        return [
+            StoreCheckpoint(
+                str(c.id),
+                int(c.manifest_id),
+                c.name,
+                None if c.expire_time_secs is None else int(c.expire_time_secs),
+                int(c.create_time_secs),
+            )
+            for c in found
+        ]
+
+    def delete_checkpoint(self, checkpoint_id: str) -> None:
+        _call(
+            self.location,
+            f"{self._what} delete checkpoint {checkpoint_id}",
+            self._handle.delete_checkpoint(checkpoint_id),
+        )
+
+    def refresh_checkpoint(self, checkpoint_id: str, lifetime_s: float | None) -> None:
+        """Give a checkpoint a new lifetime from now (None: no expiry)."""
+        _call(
+            self.location,
+            f"{self._what} refresh checkpoint {checkpoint_id}",
+            self._handle.refresh_checkpoint(
+                checkpoint_id, None if lifetime_s is None else max(1, round(lifetime_s * 1000))
+            ),
+        )
+
+
+@dataclass(frozen=True)
+class StoreCheckpoint:
+    """A SlateDB checkpoint: its id, the manifest it keeps, its name, when it
+    lapses and when it was made (epoch seconds; no expiry: None)."""
+
+    id: str
+    manifest_id: int
+    name: str | None = None
+    expires_at_s: int | None = None
+    created_at_s: int | None = None
 
 
 # -- store merges: the SlateDB vocabulary stays here ------------------------

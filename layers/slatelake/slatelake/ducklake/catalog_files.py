@@ -53,15 +53,17 @@ def path_resolver(con: Any) -> Resolver:
     return full
 
 
-def files_at(con: Any, snapshot_id: int) -> list[str]:
-    """Every data and delete file live at ``snapshot_id``."""
+def files_at(con: Any, snapshot_id: int, onward: bool = False) -> list[str]:
+    """Every data and delete file live at ``snapshot_id`` (``onward``: at it
+    or at any later snapshot)."""
     full = path_resolver(con)
     rows: list[tuple[Any, ...]] = []
     # literals: binding a Python value imports pandas
+    began_by = 2**62 if onward else int(snapshot_id)  # onward: a file begun later counts too
     for table in _FILES:
         rows += con.execute(
             f"SELECT table_id, path, path_is_relative FROM {ident(META_DB)}.{ident(table)} "
-            f"WHERE begin_snapshot <= {int(snapshot_id)} "
+            f"WHERE begin_snapshot <= {int(began_by)} "
             f"AND (end_snapshot IS NULL OR end_snapshot > {int(snapshot_id)})"
         ).fetchall()
     return sorted({full(*r) for r in rows})
