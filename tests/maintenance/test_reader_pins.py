@@ -100,7 +100,7 @@ def test_a_pinned_snapshot_outlives_zero_retention_passes_and_reads_the_same(
     assert files
     with slatelake.connect(url, snapshot_version=pinned, pin=True) as reader:
         assert [p.snapshot_id for p in reader.pins] == [pinned]
-        for n in range(3):
+        for n in range(2):
             _churn(url, n)
             report = _pass(url)
             expire = report.step("expire_snapshots")

@@ -280,6 +280,14 @@ def check_pins(con: Any, lake: str, workdir: Path) -> dict[str, Any]:
         if (path := workdir / f"pinned-{i}.json").exists()
     }
     held = {r.get("snapshot") for i, r in records.items() if plan["pinners"][i]["mode"] == "held"}
+    # a pin held to the stop keeps every file it was read through, including
+    # files it shares with an earlier pin: those are its, not unreclaimed
+    for i in plan["pinners"]:
+        if (
+            plan["pinners"][i]["mode"] == "held"
+            and (path := workdir / f"pinfiles-{i}.json").exists()
+        ):
+            keep.update(json.loads(path.read_text()))
     for index, event in sorted(plan["pinners"].items(), key=lambda kv: int(kv[0])):
         record = records.get(index, {})
         snap = record.get("snapshot")

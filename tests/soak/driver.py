@@ -24,10 +24,11 @@ time to reclaim after its lease lapses); pinned reader 1 closes cleanly later
 (``PIN_CLOSE_AT``); the others read until the end. The oracle then holds
 every pin that ended to its reclaim: S gone from the catalog's snapshots and
 every file S read that no snapshot still in the catalog reads gone from
-storage (``check.check_pins``). ``--pinned-via con`` has them read through
-the session's DuckDB connection instead of ``session.sql`` (the catalog copy
-of the session's last statement, as a long statement or a lazy relation
-reads). ``--pin-check`` is the issue-46 set-up:
+storage (``check.check_pins``). They read through the session's DuckDB
+connection (the catalog copy of the session's last statement, as a long
+statement or a lazy relation reads: the harder case, since a merge may have
+replaced what that copy names); ``--pinned-via sql`` reads through
+``session.sql`` instead. ``--pin-check`` is the issue-46 set-up:
 ``--pinned-readers 2 --pass-interval 3 --retention 1`` (each unless given).
 With ``--s3`` the
 lake is on moto's S3 server (started here, on loopback) and every role
@@ -102,7 +103,7 @@ class Settings:
     allow_conflicts: bool = False
     pinned_readers: int = 0
     retention: float | None = None  # seconds; None: two intervals (files: one)
-    pinned_via: str = "sql"  # how pinned readers read their session: workers.read_pinned
+    pinned_via: str = "con"  # how pinned readers read their session: workers.read_pinned
 
     def pin_mode(self, index: int) -> str:
         """What becomes of pinned reader ``index``: killed, closed or held."""
@@ -540,9 +541,10 @@ def parse_args(argv: list[str]) -> Settings:
     p.add_argument(
         "--pinned-via",
         choices=("sql", "con"),
-        default="sql",
-        help="pinned readers read through session.sql (default), or through session.con, "
-        "DuckDB's connection, with the catalog copy of the session's last statement",
+        default="con",
+        help="pinned readers read through session.con (default: DuckDB's connection, with the "
+        "catalog copy of the session's last statement, as a lazy relation reads), or through "
+        "session.sql (which refreshes first)",
     )
     p.add_argument(
         "--pin-check",
