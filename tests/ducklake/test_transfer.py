@@ -214,3 +214,29 @@ def test_round_trip_through_a_lake_on_s3_with_data_on_s3(s3_bucket: str, tmp_pat
     assert transfer.export_catalog(url, out).data_path == data
     assert raw_file(out) == raw_file(catalog)
     assert dump_stock(str(out)) == expected
+
+
+def test_import_reports_the_lakes_own_tables_and_rows_as_a_user_counts_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two user tables are two tables, not DuckLake's thirty metadata tables."""
+    from slatelake.cli import main
+
+    catalog, data = tmp_path / "two.duckdb", f"{tmp_path / 'data'}/"
+    con = extensions.connect()
+    con.execute(f"ATTACH 'ducklake:{catalog}' AS s (DATA_PATH '{data}')")
+    con.execute("CREATE TABLE s.a AS SELECT range AS i FROM range(3)")
+    con.execute("CREATE TABLE s.b AS SELECT range AS i FROM range(5)")
+    con.execute("DELETE FROM s.b WHERE i = 0")
+    con.close()
+    url = (tmp_path / "lake").as_uri()
+    assert main(["import", str(catalog), url]) == 0
+    out = capsys.readouterr().out
+    assert "at snapshot" in out and ": 2 tables, 7 rows (" in out
+    assert "  main.a: 3 rows" in out and "  main.b: 4 rows" in out
+    with connect(url, read_only=True) as session:
+        counts = {t: session.sql(f"SELECT count(*) FROM {t}").fetchone()[0] for t in ("a", "b")}
+    assert counts == {"a": 3, "b": 4}
+    report = transfer.import_catalog(catalog, (tmp_path / "again").as_uri())
+    assert report.lake_tables == {"main.a": 3, "main.b": 4} and report.lake_rows == 7
+    assert report.to_dict()["lake_rows"] == 7 and len(report.tables) > 2  # metadata tables

@@ -255,6 +255,6 @@ def test_a_session_refused_for_another_data_path_leaves_no_reader_lease(lake: La
 
     elsewhere = "s3://elsewhere/data/" if lake.url.startswith("s3") else "/elsewhere/data/"
     before = lake.snapshot()
-    with pytest.raises(MisconfigurationError, match="is not this lake's data path"):
+    with pytest.raises(MisconfigurationError, match="does not match existing data path"):
         slatelake.connect(lake.url, data_path=elsewhere)
     assert lake.snapshot() == before

@@ -77,7 +77,8 @@ def _listed(points: Any) -> None:
 def _restored(report: Any) -> None:
     print(
         f"restored {name(report.point)} of {report.lake} to {report.to} at snapshot "
-        f"{report.snapshot_id} ({report.rows} catalog rows, {report.seconds:.2f}s); "
+        f"{report.snapshot_id} ({len(report.tables)} tables, {report.rows} rows, "
+        f"{report.seconds:.2f}s); "
         f"data path {report.data_path}"
     )
     if report.copied_files:

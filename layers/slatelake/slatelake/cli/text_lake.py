@@ -105,9 +105,13 @@ def exported(report: Any) -> None:
 def imported(report: Any) -> None:
     print(
         f"imported {report.source} ({report.kind}) into {report.lake} at snapshot "
-        f"{report.snapshot_id} ({len(report.tables)} tables, {report.rows} rows, "
-        f"{report.keys} stored keys, {report.seconds:.2f}s); data path {report.data_path}"
+        f"{report.snapshot_id}: {_counted(len(report.lake_tables), 'table')}, "
+        f"{_counted(report.lake_rows, 'row')} ({len(report.tables)} metadata tables, "
+        f"{report.rows} metadata rows, {report.keys} stored keys, {report.seconds:.2f}s); "
+        f"data path {report.data_path}"
     )
+    for name, rows in sorted(report.lake_tables.items()):
+        print(f"  {name}: {_counted(rows, 'row')}")
     if report.copied_files:
         print(
             f"copied {report.copied_files} files ({report.copied_bytes} bytes) from "
@@ -142,3 +146,7 @@ def indexes(infos: Any) -> None:
 def rows(found: Any) -> None:
     """A lookup's rows under the table's column names."""
     print_table(found.columns, found.rows)
+
+
+def _counted(n: int, noun: str) -> str:
+    return f"{n:,} {noun}" + ("" if n == 1 else "s")

@@ -32,9 +32,10 @@ def data_path_options(url: str, data_path: str | None, state: DuckState) -> list
     if stored is None:
         return [] if given is None else [f"DATA_PATH {literal(given)}"]
     if given is not None and given != _normalized(stored):
+        # DuckLake's own words first (its users, and its tests, look for them)
         raise MisconfigurationError(
-            f"data path {data_path!r} is not this lake's data path {stored!r}; "
-            "connect without a data path (the lake keeps its own) or pass that one"
+            f'DATA_PATH parameter "{given}" does not match existing data path in the catalog '
+            f'"{stored}"; connect without a data path (the lake keeps its own) or pass that one'
         )
     if not stored.startswith("file:"):
         return []  # DuckLake uses the stored path as written (object keys are literal)

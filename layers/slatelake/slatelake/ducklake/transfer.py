@@ -47,7 +47,7 @@ import os
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -132,9 +132,16 @@ class ImportReport:
     copied_bytes: int = 0
     borrowed_files: int = 0
     warning: str | None = None
+    # the lake's own tables as a user sees them: schema.table -> live rows
+    # (``tables``/``rows`` above count DuckLake's metadata tables and rows)
+    lake_tables: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def lake_rows(self) -> int:
+        return sum(self.lake_tables.values())
 
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "seconds": round(self.seconds, 3)}
+        return {**asdict(self), "lake_rows": self.lake_rows, "seconds": round(self.seconds, 3)}
 
 
 # -- export ----------------------------------------------------------------------------
@@ -333,7 +340,23 @@ def import_catalog(
         copied_bytes=0 if copied is None else copied.bytes,
         borrowed_files=0 if borrowed is None else len(borrowed),
         warning=None if borrowed is None else IMPORT_BORROWS.format(count=len(borrowed)),
+        lake_tables=_lake_tables(lake_url),
     )
+
+
+def _lake_tables(lake_url: str) -> dict[str, int]:
+    """Every live table of the new lake with its rows at the head, read as a
+    user would (DuckLake answers counts from its metadata)."""
+    from slatelake.ducklake.session import Session
+
+    with Session(lake_url, read_only=True) as session:
+        out: dict[str, int] = {}
+        for schema, table in session.live_tables():
+            row = session.con.execute(
+                f"SELECT count(*) FROM {ident(session.alias)}.{ident(schema)}.{ident(table)}"
+            ).fetchone()
+            out[f"{schema}.{table}"] = int(row[0]) if row else 0
+        return out
 
 
 @dataclass(frozen=True)

@@ -130,7 +130,7 @@ class RestoreReport:
     point: str
     to: str
     snapshot_id: int
-    tables: dict[str, int]
+    tables: dict[str, int]  # the restored lake's tables: schema.table -> live rows
     rows: int
     data_path: str
     borrowed_files: int
@@ -388,8 +388,8 @@ def restore(
         point=point.name,
         to=target.url,
         snapshot_id=report.snapshot_id,
-        tables=report.tables,
-        rows=report.rows,
+        tables=report.lake_tables,
+        rows=report.lake_rows,
         data_path=report.data_path,
         borrowed_files=report.borrowed_files,
         copied_files=report.copied_files,
