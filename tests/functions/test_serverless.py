@@ -33,14 +33,19 @@ PASS_OPTIONS = {
     "MAINTENANCE_MERGE_ADJACENT_FILES": "true",
     "MAINTENANCE_COMPACT_STORE": "true",
 }
+# The writer leaves as the CLI does (cli.run): after its session closed, with
+# os._exit, since interpreter teardown of the S3 clients' native threads now
+# and then aborts a process that had finished (SIGABRT, exit -6; seen here).
 WRITER = textwrap.dedent(
     """
-    import sys, slatelake
+    import os, sys, slatelake
     lake, writer, first, count = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
     with slatelake.connect(lake) as s:
         for i in range(first, first + count):
             s.sql(f"INSERT INTO w{writer} VALUES ({i})")
             print(i, flush=True)  # acknowledged: the commit returned
+    sys.stdout.flush()
+    os._exit(0)
     """
 )
 
