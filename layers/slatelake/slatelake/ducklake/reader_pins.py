@@ -106,8 +106,7 @@ def pin(session: Session, snapshot: object = None, onward: bool = False) -> int:
     record_files(session, (*lease.pins, added))  # before the pin can be seen
     lease.set_pins((*lease.pins, added), session.state.last_seq)
     try:
-        _settle(session)
-        record_files(session)
+        _settle(session)  # a refresh that moved the copy records its files (Session.refresh)
         if wanted not in session.snapshots_present([wanted]):
             raise NotFoundError(
                 f"snapshot {wanted} is not in the catalog of {session.url} (expired, or not made "

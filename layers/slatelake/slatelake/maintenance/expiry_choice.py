@@ -85,7 +85,6 @@ def choose(
     session: Session,
     params: dict[str, Value],
     candidates: Callable[[dict[str, Value]], list[int]],
-    keepers: Keepers | None = None,
 ) -> ExpiryChoice:
     """The choice for one pass. ``candidates``: DuckLake's own dry run for
     the options left once ``keep`` and ``versions`` are taken out. ``keep``
@@ -101,7 +100,7 @@ def choose(
     else:
         chosen = candidates(args)
     thin = kept(keep, times) if isinstance(keep, Keep) else set()
-    found = keepers or Keepers.read(session)
+    found = Keepers.read(session)
     out: dict[str, list[int]] = {"expire": [], "thin": [], "held": [], "pinned": []}
     for snapshot in sorted(set(chosen)):
         if snapshot in thin:
