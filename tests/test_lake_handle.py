@@ -77,7 +77,15 @@ def test_a_malformed_url_or_data_path_is_refused_when_the_handle_is_made() -> No
     with pytest.raises(slatelake.MisconfigurationError):
         slatelake.open("ftp://bucket/lake")
     with pytest.raises(slatelake.MisconfigurationError, match="data path"):
-        slatelake.open("memory://x", data_path="relative/dir")
+        slatelake.open("memory://x", data_path="s3:/bucket/typo")
+
+
+def test_a_handles_relative_data_path_is_resolved_as_a_sessions(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    handle = slatelake.open((tmp_path / "lake").as_uri(), data_path="files/")
+    assert handle.data_path == f"{tmp_path / 'files'}/"
 
 
 def test_opening_a_handle_imports_no_duckdb() -> None:

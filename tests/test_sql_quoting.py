@@ -75,6 +75,8 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("slatelake/ducklake/results.py", "names"): "ident() per column",
     ("slatelake/ducklake/results.py", "values"): "constant placeholders and casts",
     ("slatelake/ducklake/session.py", "', '.join(options)"): "literal() pieces",
+    # DuckDB's table_function with a DuckLake function: one "?" per parameter
+    ("slatelake/ducklake/connection_api.py", "marks"): "question-mark placeholders only",
     # CREATE SECRET parameters: each built from literal() or a constant
     ("slatelake/ducklake/extensions.py", "', '.join(parts)"): "literal() pieces",
     # an error message in DuckLake's wording, not SQL: constant words and an int id

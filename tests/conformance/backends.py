@@ -15,13 +15,14 @@ are rewritten to the session's. A setting of GLOBAL scope, which stock
 shares between connections of one database, is replayed on every connection.
 BEGIN/COMMIT/ROLLBACK go to ``session.transaction()`` (``txn="api"``) or
 through ``session.sql`` (``txn="raw"``). ATTACH options map to ``connect``'s
-arguments: DATA_PATH, READ_ONLY, SNAPSHOT_VERSION/SNAPSHOT_TIME (when
-``connect`` takes them); DATA_INLINING_ROW_LIMIT becomes the connection's
+arguments: DATA_PATH, READ_ONLY or READ_WRITE, SNAPSHOT_VERSION/SNAPSHOT_TIME and
+ENCRYPTED (when ``connect`` takes them); DATA_INLINING_ROW_LIMIT becomes the connection's
 default inlining limit.
 
 What a session cannot express raises ``Unsupported``: a second lake attached at
-once, a catalog in SQLite/Postgres, other ATTACH options (ENCRYPTED,
-METADATA_SCHEMA, OVERRIDE_DATA_PATH ...), a DETACH of the metadata catalog.
+once, a catalog in SQLite/Postgres, other ATTACH options
+(METADATA_SCHEMA, OVERRIDE_DATA_PATH ...), a DETACH of the metadata catalog, a
+metadata file inside the data path (a lake's store never overlaps its data).
 """
 
 from __future__ import annotations
@@ -145,10 +146,10 @@ class _Lake:
     url: str
     alias: str
     data_path: str | None
-    read_only: bool
+    read_only: bool | None  # None: neither READ_ONLY nor READ_WRITE given
     inline_limit: int | None
     meta_names: tuple[str, ...]
-    at: dict[str, Any]  # snapshot_version / snapshot_time, when the session API takes them
+    at: dict[str, Any]  # snapshot_version / snapshot_time / encrypted, when connect takes them
     sets_before: int  # GLOBAL settings made before the ATTACH
 
 
@@ -378,6 +379,7 @@ class SlatelakeBackend:
                 "already exists"
             )
         data_path, meta, inline, read_only, read_write, at = None, None, None, False, False, {}
+        only: bool | None = None  # READ_ONLY, READ_WRITE (False), or neither
         accepted = set(inspect.signature(self._session_module.connect).parameters)
         for key, value in options:
             if key == "DATA_PATH" and value:
@@ -394,13 +396,20 @@ class SlatelakeBackend:
                 read_write = value is None or value.lower() in ("true", "1")
             elif key == "TYPE" and (value or "").lower() == "ducklake":
                 continue
+            elif key == "ENCRYPTED" and "encrypted" in accepted:
+                at["encrypted"] = value is None or value.lower() in ("true", "1")
             elif key in ("SNAPSHOT_VERSION", "SNAPSHOT_TIME") and key.lower() in accepted:
                 at[key.lower()] = int(value or 0) if key == "SNAPSHOT_VERSION" else value
             else:
                 raise Unsupported(f"ATTACH option {key}")
-        if read_write and (read_only or at):
-            # read_only=False is also the default: the session cannot tell it was asked for
-            raise Unsupported("ATTACH option READ_WRITE with READ_ONLY or a snapshot")
+        if read_write and read_only:
+            raise Unsupported("ATTACH options READ_WRITE with READ_ONLY")
+        if read_only or read_write:
+            only = read_only  # named: connect refuses a snapshot read-write, as DuckLake
+        if data_path and path not in ("", ":memory:") and _inside(path, data_path):
+            # the file's premise (the metadata file among the data files) cannot be
+            # built: a lake's store may never overlap its data path (guard.py)
+            raise Unsupported("a metadata catalog inside the data path")
         key_text = path if path not in ("", ":memory:") else uuid.uuid4().hex
         root = self._lakes / hashlib.sha1(key_text.encode()).hexdigest()[:16]
         if not root.exists() and data_path is None:
@@ -409,7 +418,7 @@ class SlatelakeBackend:
             data_path += "/"
         names = (f"__ducklake_metadata_{alias}",) + ((meta,) if meta else ())
         self._lake = _Lake(
-            root.as_uri(), alias, data_path, read_only, inline, names, at, len(self._global_sets)
+            root.as_uri(), alias, data_path, only, inline, names, at, len(self._global_sets)
         )
         try:
             self._session(name)
@@ -417,6 +426,10 @@ class SlatelakeBackend:
             self._lake = None
             raise
         return EMPTY
+
+
+def _inside(path: str, directory: str) -> bool:
+    return Path(path).resolve().is_relative_to(Path(directory).resolve())
 
 
 def _unquote(name: str) -> str:

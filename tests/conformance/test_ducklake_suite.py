@@ -37,13 +37,18 @@ class Known:
     error: str  # text the failure's first line holds
 
 
-# Empty: every runnable transaction and compaction file passes (measured at 4f400b1).
-KNOWN_FAILING: dict[str, Known] = {}
+KNOWN_FAILING: dict[str, Known] = {
+    # runnable since sessions take ENCRYPTED; each named connection of the file is a
+    # session of its own, which learns of another's open flush only at its COMMIT
+    # (refused there, nothing committed), where stock refuses the second flush at once
+    "test/sql/transaction/transaction_conflict_inlining.test": Known(
+        defect="a concurrent flush is refused at COMMIT, not at the statement",
+        error="statement succeeded, expected an error ('Conflict')",
+    ),
+}
 
 NOT_RUNNABLE: dict[str, str] = {
-    "test/sql/compaction/compaction_encrypted.test": "ATTACH option ENCRYPTED",
     "test/sql/compaction/compaction_size_limit.test": "require tpch",
-    "test/sql/transaction/transaction_conflict_inlining.test": "ATTACH option ENCRYPTED",
     "test/sql/transaction/transaction_schema.test": "ATTACH option METADATA_SCHEMA",
 }
 

@@ -12,7 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pyarrow as pa
 import pytest
+from duckdb.sqltypes import DOUBLE
 
 import slatelake
 from slatelake.ducklake import extensions
@@ -61,6 +63,42 @@ def duckdb_script(con: Any) -> dict[str, Any]:
     return seen
 
 
+def idioms_script(con: Any, scratch: Path) -> dict[str, Any]:
+    """More of a user's DuckDB habits: the connection's relation builders,
+    ``append``, a Python UDF, COPY out and back in, ``read_parquet``,
+    ``table``, ``values``, ``from_df``, ``from_arrow``, ``query`` and a
+    relation's own ``insert_into``."""
+    seen: dict[str, Any] = {}
+    con.sql("CREATE TABLE readings (id INTEGER, sensor VARCHAR, value DOUBLE)")
+    con.append(
+        "readings", pd.DataFrame({"id": [1, 2], "sensor": ["a", "b"], "value": [50.0, 68.0]})
+    )
+    con.append(
+        "readings", pd.DataFrame({"value": [86.0], "id": [3], "sensor": ["c"]}), by_name=True
+    )
+    con.table("readings").filter("id = 1").project("id + 10, sensor, value").insert_into("readings")
+    seen["table"] = con.table("readings").order("id").fetchall()
+    seen["values"] = con.values([1, "x", 2.5]).fetchall()
+    seen["from_df"] = con.from_df(pd.DataFrame({"x": [1, 2, 3]})).aggregate("sum(x)").fetchall()
+    seen["from_arrow"] = con.from_arrow(pa.table({"y": ["p", "q"]})).order("y").fetchall()
+    con.create_function("celsius", lambda f: round((f - 32) * 5 / 9, 3), [DOUBLE], DOUBLE)
+    con.sql(
+        "INSERT INTO readings SELECT id + 100, sensor, celsius(value) FROM readings WHERE id < 3"
+    )
+    seen["udf"] = con.query("SELECT id, value FROM readings WHERE id > 100 ORDER BY id").fetchall()
+    out = scratch / "readings.parquet"
+    con.execute(f"COPY readings TO '{out}' (FORMAT parquet)")
+    seen["read_parquet"] = con.read_parquet(str(out)).order("id").fetchall()
+    con.sql("CREATE TABLE restored (id INTEGER, sensor VARCHAR, value DOUBLE)")
+    seen["copy_in"] = con.execute(f"COPY restored FROM '{out}'").fetchall()
+    con.sql(f"INSERT INTO restored SELECT * FROM read_parquet('{out}') WHERE id = 2")
+    seen["restored"] = con.sql("SELECT count(*), sum(value) FROM restored").fetchall()
+    con.checkpoint()
+    seen["after_checkpoint"] = con.table("restored").count("*").fetchall()
+    seen["all"] = con.sql("SELECT * FROM readings ORDER BY id").fetchall()
+    return seen
+
+
 def _stock(tmp_path: Path) -> Any:
     con = extensions.connect()
     catalog = tmp_path / "stock.ducklake"
@@ -84,6 +122,22 @@ def test_a_duckdb_script_sees_the_same_on_slatelake_as_on_stock(tmp_path: Path) 
     assert got == expected
     with slatelake.connect(url, read_only=True) as fresh:  # and it all reached the lake
         assert fresh.sql("SELECT id FROM trips ORDER BY id").fetchall() == expected["after"]
+
+
+def test_a_duckdb_script_of_relations_copy_and_udfs_sees_the_same_on_both(tmp_path: Path) -> None:
+    (tmp_path / "stock_scratch").mkdir()
+    (tmp_path / "scratch").mkdir()
+    stock = _stock(tmp_path)
+    try:
+        expected = idioms_script(stock, tmp_path / "stock_scratch")
+    finally:
+        stock.close()
+    url = (tmp_path / "lake").as_uri()
+    with slatelake.connect(url, data_path=f"{tmp_path / 'data'}/") as session:
+        got = idioms_script(session, tmp_path / "scratch")
+    assert got == expected
+    with slatelake.connect(url, read_only=True) as fresh:  # and it all reached the lake
+        assert fresh.sql("SELECT * FROM readings ORDER BY id").fetchall() == expected["all"]
 
 
 def test_a_write_hands_back_duckdbs_row_count_as_a_relation(tmp_path: Path) -> None:

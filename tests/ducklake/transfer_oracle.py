@@ -162,7 +162,13 @@ def dump_lake(url: str) -> dict[str, Any]:
 def meta_rows(url: str) -> dict[str, Any]:
     """The lake's catalog rows as a slatelake session loads them."""
     with connect(url, read_only=True) as session:
-        tables = raw_tables(session.con, META_DB)
+        # the session's copy is hidden from DuckDB's listings: list a visible copy of it
+        session.con.execute("ATTACH ':memory:' AS __raw")
+        try:
+            session.con.execute(f"COPY FROM DATABASE {META_DB} TO __raw")
+            tables = raw_tables(session.con, "__raw")
+        finally:
+            session.con.execute("DETACH __raw")
     tables.pop("constraints")
     return {name: rows for name, (_, rows) in tables.items()}
 

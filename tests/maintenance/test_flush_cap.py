@@ -19,6 +19,7 @@ from slatelake.catalog.folder import Folder
 from slatelake.log.changeset import ChangeSet
 from slatelake.maintenance.report import RAN
 from slatelake.store.location import LakeLocation
+from tests.ducklake.test_hidden_catalogs import listed_tables
 
 FLUSH = {"MAINTENANCE_FLUSH_INLINED_DATA": "true"}
 CAP = 30
@@ -64,12 +65,14 @@ def _inlined_rows(session, table: str) -> int:  # noqa: ANN001
         f"SELECT table_id FROM {META}.ducklake_table WHERE table_name = ? AND end_snapshot IS NULL",
         [table],
     ).fetchone()[0]
-    names = session.sql(
-        "SELECT table_name FROM duckdb_tables() WHERE database_name = ? AND ("
-        "table_name LIKE ? OR table_name = ?)",
-        [META, f"ducklake_inlined_data_{table_id}_%", f"ducklake_inlined_delete_{table_id}"],
-    ).fetchall()
-    return sum(session.sql(f'SELECT count(*) FROM {META}."{n}"').fetchone()[0] for (n,) in names)
+    # the session's metadata database is hidden from DuckDB's listings
+    names = [
+        n
+        for n in listed_tables(session.con, META)
+        if n.startswith(f"ducklake_inlined_data_{table_id}_")
+        or n == f"ducklake_inlined_delete_{table_id}"
+    ]
+    return sum(session.sql(f'SELECT count(*) FROM {META}."{n}"').fetchone()[0] for n in names)
 
 
 def _reads(url: str) -> tuple[list[tuple[int, int | None]], int]:

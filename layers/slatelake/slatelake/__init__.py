@@ -62,7 +62,7 @@ __version__ = "0.1.0"
 def connect(
     lake_url: str,
     data_path: str | None = None,
-    read_only: bool = False,
+    read_only: bool | None = None,
     alias: str = "lake",
     options: dict[str, str] | None = None,
     on_pass: Any = None,
@@ -70,6 +70,7 @@ def connect(
     snapshot_version: int | None = None,
     snapshot_time: datetime | str | None = None,
     pin: bool = False,
+    encrypted: bool = False,
 ) -> Session:
     """Open a session on the lake at ``lake_url`` (``s3://bucket/prefix``,
     ``file:///path`` or a local path), attached as DuckLake catalog ``alias``
@@ -81,7 +82,9 @@ def connect(
     it). ``snapshot_version``/``snapshot_time``: a read-only session at that
     snapshot, as DuckLake's ATTACH options. ``pin``: pin the snapshot the
     session reads at open (``session.pin()``), so expiry and cleanup keep it
-    while the session lives."""
+    while the session lives. ``encrypted``: DuckLake's ENCRYPTED: a new lake
+    writes encrypted data files (keys kept in its catalog); an existing lake
+    must have been made so."""
     from slatelake.maintenance.session import LakeSession
 
     return LakeSession(
@@ -95,6 +98,7 @@ def connect(
         snapshot_version=snapshot_version,
         snapshot_time=snapshot_time,
         pin=pin,
+        encrypted=encrypted,
     )
 
 

@@ -188,6 +188,22 @@ def check_local_file(text: str, what: str) -> None:
     local_file(text, what, "give a local file path")
 
 
+def check_data_location(text: str) -> None:
+    """Refuse a data path that is not absolute or a URL (import and restore
+    take no relative one; MisconfigurationError naming it)."""
+    from slatelake.ducklake.guard import data_location
+
+    data_location(text)
+
+
+def resolve_data_path(lake: str, text: str) -> str | None:
+    """A lake's data path as a session reads it: a relative one against the
+    current directory (refused for an S3 lake); '' is none."""
+    from slatelake.ducklake.guard import resolve_data_path as resolve
+
+    return resolve(lake, text)
+
+
 def export_catalog(lake: str, path: str) -> ExportReport:
     """The lake's catalog as a stock DuckLake catalog file (DuckDB or SQLite)."""
     from slatelake.ducklake.transfer import export_catalog as export

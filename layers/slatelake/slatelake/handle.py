@@ -502,11 +502,14 @@ class LakeHandle:
     files go. Nothing is opened until a verb is called."""
 
     def __init__(self, url: str, data_path: str | None = None) -> None:
-        from slatelake.ducklake.guard import data_location
+        from slatelake.ducklake.guard import data_location, resolve_data_path
         from slatelake.store.location import LakeLocation
 
         self.url = LakeLocation.parse(url).url
-        # checked now, kept as given: DuckLake stores the data path as spelled
+        # resolved and checked now (a relative path against this directory, as
+        # a session resolves it), so a later chdir moves nothing
+        if data_path is not None:
+            data_path = resolve_data_path(self.url, data_path)  # '' is none given
         if data_path is not None:
             data_location(data_path)
         self.data_path = data_path
@@ -544,7 +547,7 @@ class LakeHandle:
     def connect(
         self,
         *,
-        read_only: bool = False,
+        read_only: bool | None = None,
         alias: str = "lake",
         options: dict[str, str] | None = None,
         on_pass: Callable[[PassReport], None] | None = None,
@@ -552,6 +555,7 @@ class LakeHandle:
         snapshot_version: int | None = None,
         snapshot_time: datetime | str | None = None,
         pin: bool = False,
+        encrypted: bool = False,
     ) -> LakeSession:
         """A session on the lake, attached as DuckLake catalog ``alias``;
         ``options`` the ``MAINTENANCE_*`` settings its scheduler and
@@ -570,6 +574,7 @@ class LakeHandle:
             snapshot_version=snapshot_version,
             snapshot_time=snapshot_time,
             pin=pin,
+            encrypted=encrypted,
         )
 
     def log_summary(self) -> LogSummary:

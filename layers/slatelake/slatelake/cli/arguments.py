@@ -58,20 +58,43 @@ def lake_verb(sub: Any, name: str, func: Handler, help_: str) -> argparse.Argume
 
 
 def open_lake(args: argparse.Namespace, data_path: str | None = None) -> LakeHandle:
-    """The handle on the verb's LAKE (checked at parse, so this never refuses it)."""
+    """The handle on the verb's LAKE (checked at parse, so this never refuses
+    it); the handle resolves a relative ``data_path`` (``lake_data_path``) as a
+    session does: against the current directory, refused for an S3 lake."""
     import slatelake
 
-    return slatelake.open(args.lake, data_path)
+    return slatelake.open(args.lake, data_path)  # the handle resolves it
 
 
 def data_path(text: str) -> str:
     """A data path the overlap guard can compare (absolute path or URL)."""
-    import slatelake
+    from slatelake.admin import check_data_location
 
     try:
-        slatelake.open(_NO_LAKE, text)
+        check_data_location(text)
     except MisconfigurationError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+def lake_data_path(text: str) -> str:
+    """A lake's own data path (``init``, ``maintain`` for a new lake): an
+    absolute path, a URL, or, as DuckLake takes it, a path relative to the
+    current directory, which ``open_lake`` resolves once LAKE is known (an S3
+    lake refuses it). Checked here as it would resolve; returned as given."""
+    from slatelake.admin import resolve_data_path
+
+    if text == "":
+        raise argparse.ArgumentTypeError(
+            "data path '': empty (DuckLake reads it as none given); name a directory "
+            "(absolute, or relative to the current one) or a URL such as s3://bucket/data"
+        )
+    try:
+        resolved = resolve_data_path(_NO_LAKE, text)
+    except MisconfigurationError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if resolved is not None:
+        data_path(resolved)
     return text
 
 

@@ -13,16 +13,17 @@ from slatelake.cli.arguments import (
     add_deadline,
     add_json,
     add_margin,
-    data_path,
     deadline_of,
+    lake_data_path,
     lake_verb,
     open_lake,
 )
 
 
 def _cmd_init(args: argparse.Namespace) -> int:
-    snapshot = open_lake(args, args.data_path).create()
-    output.emit(output.CREATED, output.AtLake(args.lake, (args.data_path, snapshot)))
+    lake = open_lake(args, args.data_path)  # a relative data path resolved (open_lake)
+    snapshot = lake.create()
+    output.emit(output.CREATED, output.AtLake(args.lake, (lake.data_path, snapshot)))
     return 0
 
 
@@ -66,9 +67,10 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--data-path",
         metavar="PATH",
-        type=data_path,
-        help="where DuckLake writes Parquet (absolute path or s3:// URL); must not "
-        "overlap the lake root",
+        type=lake_data_path,
+        help="where DuckLake writes Parquet: an absolute path, one relative to the current "
+        "directory (resolved now, as DuckLake resolves it; not for an S3 lake) or an s3:// "
+        "URL; must not overlap the lake root",
     )
     sql.register(sub)
     p = lake_verb(

@@ -41,8 +41,8 @@ from slatelake.cli.arguments import (
     add_deadline,
     add_json,
     catalog_text,
-    data_path,
     deadline_of,
+    lake_data_path,
     lake_verb,
     open_lake,
     wait_seconds,
@@ -194,7 +194,9 @@ def register(sub: Any) -> None:
         "over it, and print its report.",
     )
     p.epilog = EXIT_STATUSES
-    p.add_argument("--data-path", metavar="PATH", type=data_path, help="data path (for a new lake)")
+    p.add_argument(
+        "--data-path", metavar="PATH", type=lake_data_path, help="data path (for a new lake)"
+    )
     p.add_argument(
         "--option",
         action="append",

@@ -2,11 +2,12 @@
 
 ``Names`` reads the user's catalog names once (databases, schemas, tables
 and views, their columns, DuckDB's keywords) and again after any statement;
-the session's own catalogs (``__slatelake_base``, ``__slatelake_meta``) and
-its temporary result tables never show, as stock DuckLake hides its
-metadata catalog. ``Completer`` is readline's completer over them and the
-dot commands; ``honest_hint`` drops a DuckDB "Did you mean" that points at
-something the user never made (``pg_catalog.pg_enum`` for a missing table).
+the session's own catalogs (``__slatelake_base``, ``__slatelake_meta``) are
+attached hidden, as stock DuckLake hides its metadata catalog, so DuckDB's
+listings never name them, and its temporary result tables are left out.
+``Completer`` is readline's completer over them and the dot commands;
+``honest_hint`` drops a DuckDB "Did you mean" that points at something the
+user never made (``pg_catalog.pg_enum`` for a missing table).
 """
 
 from __future__ import annotations
@@ -17,15 +18,15 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
-INTERNAL = "__slatelake"  # the prefix of the session's own catalogs and tables
+INTERNAL = "__slatelake"  # the prefix of the session's temporary result tables
 # the user's columns: of tables and views, in every catalog the user attached
 _COLUMNS = (
     "SELECT database_name, schema_name, table_name, column_name FROM duckdb_columns() "
-    "WHERE NOT internal AND NOT starts_with(database_name, ?) AND NOT starts_with(table_name, ?)"
+    "WHERE NOT internal AND NOT starts_with(table_name, ?)"
 )
 _SCHEMAS = (
     "SELECT DISTINCT database_name, schema_name FROM duckdb_schemas() "
-    "WHERE NOT starts_with(database_name, ?) AND database_name NOT IN ('system', 'temp')"
+    "WHERE database_name NOT IN ('system', 'temp')"
 )
 _KEYWORDS = "SELECT keyword_name FROM duckdb_keywords()"
 # files after these dot commands, as DuckDB's shell completes them
@@ -50,8 +51,8 @@ class Names:
     def _load(self) -> list[tuple[str, str, str, str]]:
         if self._columns is None:
             try:
-                self._columns = self._read(_COLUMNS, [INTERNAL, INTERNAL])
-                self._schemas = self._read(_SCHEMAS, [INTERNAL])
+                self._columns = self._read(_COLUMNS, [INTERNAL])
+                self._schemas = self._read(_SCHEMAS, [])
             except Exception:  # noqa: BLE001 - completion never breaks the shell
                 self._columns, self._schemas = [], []
         return self._columns

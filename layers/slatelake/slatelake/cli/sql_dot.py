@@ -44,8 +44,7 @@ _SCHEMA = (
 )
 _DATABASES = (
     "SELECT database_name, path, readonly FROM duckdb_databases() "
-    "WHERE NOT internal AND NOT starts_with(database_name, ?) "
-    "ORDER BY database_name <> current_database(), database_oid"
+    "WHERE NOT internal ORDER BY database_name <> current_database(), database_oid"
 )
 
 
@@ -69,7 +68,7 @@ class Command:
 
 def _databases(shell: Any, args: list[str]) -> Done:
     """``name: where`` for each attached database; the lake by its URL."""
-    rows = shell.session.sql(_DATABASES, [INTERNAL]).fetchall()
+    rows = shell.session.sql(_DATABASES).fetchall()
     for name, path, readonly in rows:
         where = shell.session.url if name == shell.session.alias else path or "(memory)"
         shell.write(f"{name}: {where}{' (read-only)' if readonly else ''}\n")

@@ -6,6 +6,13 @@ lists and deletes live ones. A catalog that already stores a ``file://`` data
 path is attached with the plain path and OVERRIDE_DATA_PATH. A past snapshot
 is DuckLake's own SNAPSHOT_VERSION / SNAPSHOT_TIME. A reload keeps the
 catalog and schema the user had in USE.
+
+The data path reaching here is absolute or a URL (``guard.resolve_data_path``
+resolved a relative one at connect), so the catalog stores a place every
+process finds, not text each reads against its own directory. A catalog with
+no data path is never attached without one: DuckLake would then fall back to
+its default beside the metadata database, ``:memory:.files/`` for the
+session's in-memory copy, a directory relative to whatever the current one is.
 """
 
 from __future__ import annotations
@@ -22,6 +29,13 @@ from slatelake.ducklake.guard import ducklake_data_path
 from slatelake.ducklake.sql import ident, literal, run
 from slatelake.errors import MisconfigurationError
 
+# DuckLake's refusal of a new catalog without a data path (where the
+# metadata catalog is no DuckDB file to put one beside), word for word.
+NO_DATA_PATH = (
+    "Attempting to create a new ducklake instance but data_path is not set - "
+    "set the DATA_PATH parameter to the desired location of the data files"
+)
+
 
 def data_path_options(url: str, data_path: str | None, state: DuckState) -> list[str]:
     """DATA_PATH (and OVERRIDE_DATA_PATH) for the ATTACH: DuckLake sees a
@@ -30,7 +44,9 @@ def data_path_options(url: str, data_path: str | None, state: DuckState) -> list
     stored = stored_data_path(state)
     given = None if data_path is None else ducklake_data_path(data_path)
     if stored is None:
-        return [] if given is None else [f"DATA_PATH {literal(given)}"]
+        if given is None:
+            raise MisconfigurationError(_no_data_path(url, state))
+        return [f"DATA_PATH {literal(given)}"]
     if given is not None and given != _normalized(stored):
         # DuckLake's own words first (its users, and its tests, look for them)
         raise MisconfigurationError(
@@ -47,6 +63,15 @@ def data_path_options(url: str, data_path: str | None, state: DuckState) -> list
             f"so DuckLake's orphan step could delete live files ({exc})"
         ) from None
     return [f"DATA_PATH {literal(plain)}", "OVERRIDE_DATA_PATH true"]
+
+
+def _no_data_path(url: str, state: DuckState) -> str:
+    """Why a catalog without a data path needs one given (DuckLake's words
+    for a catalog that is not a DuckDB file, which the lake's is not)."""
+    fix = f"connect with a data path (slatelake sql {url} --data-path PATH)"
+    if state.is_empty():
+        return f"{url}: {NO_DATA_PATH}; {fix}"
+    return f"{url}: the catalog records no data path, so DuckLake would guess one; {fix}"
 
 
 def stored_data_path(state: DuckState) -> str | None:
@@ -70,7 +95,9 @@ def _normalized(data_path: str) -> str:
 def pin_options(version: int | None, when: datetime | str | None) -> list[str]:
     """DuckLake's ATTACH options for a session at a past snapshot."""
     if version is not None and when is not None:
-        raise MisconfigurationError("give snapshot_version or snapshot_time, not both")
+        raise MisconfigurationError(
+            "Cannot specify both VERSION and TIMESTAMP: give snapshot_version or snapshot_time"
+        )
     if version is not None:
         if not isinstance(version, int) or isinstance(version, bool) or version < 0:
             raise MisconfigurationError(

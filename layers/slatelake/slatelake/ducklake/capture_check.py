@@ -23,7 +23,7 @@ def verify(con: duckdb.DuckDBPyConnection, db: str, base: str, state: DuckState)
     naming the first that differs. One query compares every table's count
     and hash of all rows."""
     state.settle()
-    present = {t for t in meta_tables(con, db) if is_metadata_table(t)}
+    present = {t for t in meta_tables(con, db) if is_metadata_table(t)}  # listed whole
     based = {s.name for s in registry.TABLES} | state.inline_names()
     for table in sorted(present ^ based):
         side = db if table in present else base

@@ -214,7 +214,7 @@ class _Present:
     """Which tables a database holds: every registry table (a base or DuckLake's
     copy always has them), and each inlined table a change set names, from
     the caller's list or else looked up one by one (listing the database's
-    tables scans every attached catalog, the lake's too)."""
+    tables costs a schema copy: the database is hidden from DuckDB's listings)."""
 
     def __init__(
         self, con: duckdb.DuckDBPyConnection, db: str, known: set[str] | None = None
@@ -237,6 +237,11 @@ class _Present:
 
     def add(self, name: str) -> None:
         self._inline[name] = True
+
+    @property
+    def known(self) -> set[str] | None:
+        """The inlined tables the caller said db holds (None: it did not say)."""
+        return None if self._known is None else set(self._known)
 
 
 # Up to this many ids delete through an IN list of constants, which DuckDB
@@ -327,7 +332,7 @@ def _delete_range(
         con.execute(f"DELETE FROM {ident(db)}.{ident(whole)}")
         return {whole}
     if start[0] == Subspace.INLINE:
-        names = [t for t in catalog_tables(con, db) if _inline_kind(t) == start[1]]
+        names = [t for t in catalog_tables(con, db, present.known) if _inline_kind(t) == start[1]]
     else:
         spec = registry.BY_KIND.get(start[1])
         names = [spec.name] if spec is not None and table_exists(con, db, spec.name) else []

@@ -112,9 +112,14 @@ def load_state(con: duckdb.DuckDBPyConnection, db: str, state: CatalogState, own
         load_inline_table(con, db, name, columns, tables.get(name, []))
 
 
-def catalog_tables(con: duckdb.DuckDBPyConnection, db: str) -> list[str]:
-    """The metadata tables (registry and inlined) a database holds."""
-    return sorted(t for t in meta_tables(con, db) if _known(t))
+def catalog_tables(
+    con: duckdb.DuckDBPyConnection, db: str, known: Iterable[str] | None = None
+) -> list[str]:
+    """The metadata tables (registry and inlined) a database holds: by name
+    when ``known`` names the inlined ones it holds, else listed whole
+    (``tables.meta_tables``: the session's databases are hidden from
+    DuckDB's listings)."""
+    return sorted(t for t in meta_tables(con, db, known) if _known(t))
 
 
 def _known(name: str) -> bool:

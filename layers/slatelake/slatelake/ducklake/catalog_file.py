@@ -146,7 +146,10 @@ def load_sqlite(con: duckdb.DuckDBPyConnection) -> None:
 def open_catalog_file(
     con: duckdb.DuckDBPyConnection, source: str | os.PathLike[str]
 ) -> CatalogFile:
-    """Attach a catalog file read-only on ``con`` under ``SOURCE_DB``."""
+    """Attach a catalog file read-only on ``con`` under ``SOURCE_DB``. Not
+    hidden, unlike a session's own databases: ``con`` is import's own (no
+    user statement runs on it), and ``read_schema`` lists the file's tables,
+    every one, to refuse one slatelake does not know."""
     path = local_file(
         source, "catalog", "import reads a local DuckDB or SQLite file; download it first"
     )

@@ -58,7 +58,6 @@ META_DB = "__slatelake_meta"
 BASE_DB = "__slatelake_base"
 # The newest snapshot in DuckLake's copy: past the session's, DuckDB committed
 # a write behind the session's back.
-NEWEST_IN_COPY = f"SELECT max(snapshot_id) FROM {ident(META_DB)}.ducklake_snapshot"
 
 
 class CommitHost(Protocol):
@@ -71,6 +70,7 @@ class CommitHost(Protocol):
     state: DuckState
     con: duckdb.DuckDBPyConnection
     alias: str
+    meta_db: str  # DuckLake's copy of the catalog, an attached database
     read_only: bool
     capture: Capture
     log: WriteLog
@@ -111,6 +111,10 @@ class Committer:
         self._txn = txn
         self._view = view
         self._rebased: list[ChangeSet] = []  # commits the open COMMIT rebases over
+        # the newest snapshot in DuckLake's copy (a write DuckDB made behind our back moves it)
+        self._newest_in_copy = (
+            f"SELECT max(snapshot_id) FROM {ident(host.meta_db)}.ducklake_snapshot"
+        )
 
     def commit_outside_writes(self) -> None:
         """Commit a write DuckDB ran outside the session's statements (a
@@ -120,7 +124,7 @@ class Committer:
         cannot be rebased and is refused, never dropped without a word."""
         if self._host.read_only or self._txn.open or self._view.stale or self._view.synced is None:
             return
-        (newest,) = self._aux.execute(NEWEST_IN_COPY).fetchone()
+        (newest,) = self._aux.execute(self._newest_in_copy).fetchone()
         if newest == self._view.copy_snapshot:
             return
         # A busy lock changes nothing: the write waits in the copy, and the
@@ -145,17 +149,41 @@ class Committer:
         log.info("committing a write made outside session.sql (snapshot %s)", newest)
         self.commit_captured()
 
+    def commit_written_beside(self) -> None:
+        """Commit what a statement run on another session's connection (the
+        host this lake is attached to) wrote to DuckLake's copy; the lock was
+        taken at the head before it ran (``lock_at_head``), so nothing landed
+        since and it lands as DuckLake made it. Nothing written: the lock
+        goes back."""
+        (newest,) = self._aux.execute(self._newest_in_copy).fetchone()
+        if newest == self._view.copy_snapshot:
+            self.release_lock()
+            return
+        self._rebased = []
+        self.commit_captured()
+
+    def refuse_written_beside(self) -> None:
+        """A read-only lake attached to another session: a statement there
+        that changed DuckLake's copy commits nothing (the copy is rebuilt)."""
+        (newest,) = self._aux.execute(self._newest_in_copy).fetchone()
+        if newest != self._view.copy_snapshot:
+            self._view.stale = True
+            raise ReadOnlyError(
+                f"{self._host.alias} is attached read-only but the statement changed it; "
+                "nothing was committed to it: attach it without READ_ONLY to write"
+            )
+
     def outside_write_beside(self) -> Callable[[], bool]:
         """Ask the worker, while a statement runs, what ``commit_outside_writes``
         asks before one: whether DuckDB committed a write to DuckLake's copy
         behind the session's back. The call returned takes the answer (True:
         one is there; its errors raised there). The statement's own writes
         reach DuckLake's copy only at its COMMIT, after the answer is in."""
-        self._ahead.submit(self._aux, "ducklake_snapshot", NEWEST_IN_COPY)
+        self._ahead.submit(self._aux, "ducklake_snapshot", self._newest_in_copy)
         copy = self._view.copy_snapshot
 
         def outside() -> bool:
-            rows = self._ahead.take(NEWEST_IN_COPY)
+            rows = self._ahead.take(self._newest_in_copy)
             return rows is None or rows[0][0] != copy
 
         return outside
@@ -351,7 +379,9 @@ class Committer:
             self._view.stale = True  # DuckDB holds changes the log does not: never carry them
             if isinstance(exc, ConflictError) and captured is not None:  # definitively refused
                 data_path = stored_data_path(self._host.state)
-                remove_new_files(self._aux, META_DB, self._host.alias, data_path, captured.changes)
+                remove_new_files(
+                    self._aux, self._host.meta_db, self._host.alias, data_path, captured.changes
+                )
             if self.lock.held:  # the slot carrying the release never landed: give it back
                 self.lock.release(self._host.state)
             raise

@@ -21,8 +21,9 @@ from slatelake.ducklake.sql import ident, run
 class CopyQueries:
     """Reads of DuckLake's copy of the catalog on the session's helper cursor."""
 
-    def __init__(self, cursor: duckdb.DuckDBPyConnection) -> None:
+    def __init__(self, cursor: duckdb.DuckDBPyConnection, meta_db: str = META_DB) -> None:
         self._cursor = cursor
+        self._meta_db = meta_db  # the session's metadata database
 
     def snapshots_present(self, ids: Iterable[int]) -> set[int]:
         """Which of ``ids`` are snapshots in DuckLake's copy of the catalog (at
@@ -32,7 +33,7 @@ class CopyQueries:
             return set()
         rows = run(
             self._cursor,
-            f"SELECT snapshot_id FROM {ident(META_DB)}.ducklake_snapshot "
+            f"SELECT snapshot_id FROM {ident(self._meta_db)}.ducklake_snapshot "
             "WHERE list_contains(?, snapshot_id)",
             [wanted],
         ).fetchall()
@@ -43,14 +44,14 @@ class CopyQueries:
         table in it."""
         if table is None:
             sql = (
-                f"SELECT count(*) FROM {ident(META_DB)}.ducklake_schema "
+                f"SELECT count(*) FROM {ident(self._meta_db)}.ducklake_schema "
                 "WHERE schema_name = ? AND end_snapshot IS NULL"
             )
             params: list[str] = [schema]
         else:
             sql = (
-                f"SELECT count(*) FROM {ident(META_DB)}.ducklake_table t "
-                f"JOIN {ident(META_DB)}.ducklake_schema s USING (schema_id) "
+                f"SELECT count(*) FROM {ident(self._meta_db)}.ducklake_table t "
+                f"JOIN {ident(self._meta_db)}.ducklake_schema s USING (schema_id) "
                 "WHERE s.schema_name = ? AND t.table_name = ? "
                 "AND t.end_snapshot IS NULL AND s.end_snapshot IS NULL"
             )
@@ -61,8 +62,8 @@ class CopyQueries:
         """(schema, table) of every live table, from DuckLake's copy of the
         catalog (no per-table work, unlike ``duckdb_tables()``)."""
         rows = self._cursor.execute(
-            f"SELECT s.schema_name, t.table_name FROM {ident(META_DB)}.ducklake_table t "
-            f"JOIN {ident(META_DB)}.ducklake_schema s USING (schema_id) "
+            f"SELECT s.schema_name, t.table_name FROM {ident(self._meta_db)}.ducklake_table t "
+            f"JOIN {ident(self._meta_db)}.ducklake_schema s USING (schema_id) "
             "WHERE t.end_snapshot IS NULL AND s.end_snapshot IS NULL ORDER BY 1, 2"
         ).fetchall()
         return [(str(a), str(b)) for a, b in rows]
@@ -74,9 +75,9 @@ class CopyQueries:
         return int(
             self._cursor.execute(
                 f"SELECT (SELECT coalesce(sum(file_size_bytes), 0) "
-                f"FROM {ident(META_DB)}.ducklake_data_file) + "
+                f"FROM {ident(self._meta_db)}.ducklake_data_file) + "
                 f"(SELECT coalesce(sum(file_size_bytes), 0) "
-                f"FROM {ident(META_DB)}.ducklake_delete_file)"
+                f"FROM {ident(self._meta_db)}.ducklake_delete_file)"
             ).fetchone()[0]
         )
 
@@ -92,12 +93,13 @@ class CopyQueries:
             f"""
             WITH files AS (
                 SELECT data_file_id AS id, begin_snapshot, end_snapshot
-                FROM {ident(META_DB)}.ducklake_data_file
+                FROM {ident(self._meta_db)}.ducklake_data_file
                 UNION ALL
                 SELECT delete_file_id, begin_snapshot, end_snapshot
-                FROM {ident(META_DB)}.ducklake_delete_file
+                FROM {ident(self._meta_db)}.ducklake_delete_file
             )
-            SELECT DISTINCT s.path FROM {ident(META_DB)}.ducklake_files_scheduled_for_deletion s
+            SELECT DISTINCT s.path
+            FROM {ident(self._meta_db)}.ducklake_files_scheduled_for_deletion s
             JOIN files f ON f.id = s.data_file_id, unnest(?::BIGINT[]) h(snapshot_id)
             WHERE f.begin_snapshot <= h.snapshot_id
               AND (f.end_snapshot IS NULL OR f.end_snapshot > h.snapshot_id)

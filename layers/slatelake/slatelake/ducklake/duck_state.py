@@ -111,7 +111,8 @@ class DuckState:
     @classmethod
     def empty_db(cls, con: duckdb.DuckDBPyConnection, db: str) -> None:
         con.execute(f"DETACH DATABASE IF EXISTS {ident(db)}")
-        con.execute(f"ATTACH ':memory:' AS {ident(db)}")
+        # hidden from the user's listings, as stock DuckLake hides its metadata catalog
+        con.execute(f"ATTACH ':memory:' AS {ident(db)} (HIDDEN)")
 
     @classmethod
     def from_state(cls, con: duckdb.DuckDBPyConnection, db: str, state: CatalogState) -> DuckState:
@@ -200,7 +201,7 @@ class DuckState:
 
     def _track_inline_names(self, net: catalog_apply.NetEffect) -> None:
         """Keep the cached inlined-table names in step with the DDL keys applied
-        (listing the base's tables would scan every attached catalog)."""
+        (listing the hidden base's tables costs a schema copy)."""
         if self._inline_names is None:
             return
         if any(
@@ -315,8 +316,10 @@ class DuckState:
         return keys
 
     def list_inline_names(self) -> None:
-        """Read the inlined tables from the base now: cheap while no DuckLake
-        catalog is attached (listing walks every attached catalog)."""
+        """Read the inlined tables from the base now (an open from an image,
+        whose file says them nowhere else): listed whole through a schema
+        copy (``tables.listed_tables``; the base is hidden from DuckDB's own
+        listings)."""
         self._inline_names = None
         self.inline_names()
 
@@ -337,7 +340,7 @@ class DuckState:
 
     def is_empty(self) -> bool:
         """No DuckLake catalog yet (a new lake before its first commit)."""
-        # one lookup (listing the base's tables would walk every attached catalog)
+        # one lookup (listing the hidden base's tables costs a schema copy)
         self.settle()
         if not catalog_db.table_exists(self.con, self.db, "ducklake_snapshot"):
             return True

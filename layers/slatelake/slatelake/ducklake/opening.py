@@ -145,7 +145,7 @@ def _from_image(
     _adopt_own_records(con, db)
     state = DuckState(con, db, record.head, record.seq)
     state.source = f"image at slot {record.seq}"
-    state.list_inline_names()  # before DuckLake attaches, while listing is cheap
+    state.list_inline_names()  # the image names its inlined tables nowhere else
     # StaleViewError: truncated past it; the first slot after must chain to the image's
     tail = lake.tail_after(record.head, record.seq, record.slot_digest or None)
     state.apply_tail(tail.applied)
@@ -155,11 +155,13 @@ def _from_image(
 
 
 def attach_copy(con: duckdb.DuckDBPyConnection, image: Path, copy: Path, db: str) -> None:
-    """Attach a private, writable copy of an image file as ``db``."""
+    """Attach a private, writable copy of an image file as ``db``, hidden from
+    the user's listings as stock DuckLake hides its metadata catalog (DuckLake
+    attaching ``ducklake:<copy>`` takes this database as it finds it)."""
     con.execute(f"DETACH DATABASE IF EXISTS {ident(db)}")
     copy.unlink(missing_ok=True)
     shutil.copyfile(image, copy)
-    con.execute(f"ATTACH {literal(str(copy))} AS {ident(db)}")
+    con.execute(f"ATTACH {literal(str(copy))} AS {ident(db)} (HIDDEN)")
 
 
 def _adopt_own_records(con: duckdb.DuckDBPyConnection, db: str) -> None:

@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
 import time
 from abc import ABCMeta
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
 from datetime import datetime
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import duckdb
@@ -43,15 +43,17 @@ from slatelake.ducklake.attach_options import (
     restore_use,
     setting,
 )
+from slatelake.ducklake.attached_lakes import AttachedLakes
 from slatelake.ducklake.capture import Capture
 from slatelake.ducklake.catalog_apply import apply_change_sets
 from slatelake.ducklake.catalog_db import copy_database
 from slatelake.ducklake.commit_flow import BASE_DB, META_DB, Committer
+from slatelake.ducklake.connection_api import ConnectionApi
 from slatelake.ducklake.copy_queries import CopyQueries
 from slatelake.ducklake.copy_view import CopyView
 from slatelake.ducklake.duck_errors import duckdb_errors
 from slatelake.ducklake.duck_state import DuckState
-from slatelake.ducklake.guard import check_overlap, data_location
+from slatelake.ducklake.guard import check_overlap, data_location, resolve_data_path
 from slatelake.ducklake.opening import attach_copy, drop_image_schema, open_base, work_dir
 from slatelake.ducklake.read_ahead import ReadAhead
 from slatelake.ducklake.request_log import LOG_TYPE, RequestWatch
@@ -76,8 +78,9 @@ __all__ = ["BASE_DB", "META_DB", "VERIFY_ENV", "Session", "connect", "retry"]
 VERIFY_ENV = "SLATELAKE_VERIFY_CAPTURE"
 
 
-class Session(metaclass=ABCMeta):  # noqa: B024 - for register(), nothing abstract
-    """A DuckDB connection with the lake attached as DuckLake catalog ``alias``.
+class Session(ConnectionApi, metaclass=ABCMeta):  # noqa: B024 - for register(), nothing abstract
+    """A DuckDB connection with the lake attached as DuckLake catalog ``alias``;
+    it answers DuckDB's connection API (``connection_api.py``).
 
     (ABCMeta only so that a class owning a Session and answering as one can
     say so: ``maintenance.session.LakeSession``; nothing is abstract.)"""
@@ -86,16 +89,39 @@ class Session(metaclass=ABCMeta):  # noqa: B024 - for register(), nothing abstra
         self,
         lake_url: str,
         data_path: str | None = None,
-        read_only: bool = False,
+        read_only: bool | None = None,
         alias: str = "lake",
         connection: duckdb.DuckDBPyConnection | None = None,
         snapshot_version: int | None = None,
         snapshot_time: datetime | str | None = None,
         pin: bool = False,
+        encrypted: bool = False,
+        *,
+        _internal: tuple[str, str] | None = None,
     ) -> None:
+        # what ``cursor`` opens a second session with (a connection of its own)
+        self._opened_with: dict[str, Any] = {
+            "data_path": data_path,
+            "read_only": read_only,
+            "alias": alias,
+            "snapshot_version": snapshot_version,
+            "snapshot_time": snapshot_time,
+            "pin": pin,
+            "encrypted": encrypted,
+        }
+        self._encrypted = encrypted
         self._pinned = pin_options(snapshot_version, snapshot_time)
-        if self._pinned:
-            read_only = True  # a past snapshot is read, never written to
+        if self._pinned and read_only is False:  # asked for by name, as DuckLake's READ_WRITE
+            raise MisconfigurationError(
+                "SNAPSHOT_VERSION / SNAPSHOT_TIME can only be used in read-only mode: "
+                "a past snapshot is read, never written to; leave read_only unset or True"
+            )
+        # a past snapshot is read, never written to; unset: read-write
+        read_only = bool(self._pinned) or bool(read_only)
+        if data_path is not None:
+            # once, to the absolute path DuckLake would use from here: the overlap
+            # check sees the place written, and a reload after a chdir never moves it
+            data_path = resolve_data_path(lake_url, data_path)
         if data_path is not None:
             data_location(data_path)
             check_overlap(lake_url, data_path)
@@ -121,11 +147,16 @@ class Session(metaclass=ABCMeta):  # noqa: B024 - for register(), nothing abstra
             raise
         self._workdir = work_dir()
         self._meta_file: Path | None = None  # DuckLake's copy as a file (opened from an image)
+        # DuckLake's copy and the committed catalog, attached databases of their own;
+        # a lake attached to another session shares its database (attached_lakes.py)
+        self.meta_db, self.base_db = _internal or (META_DB, BASE_DB)
+        self._shares_database = _internal is not None
+        self.attached_lakes: AttachedLakes[Session] = AttachedLakes(self, Session)
         try:
             self._aux = self.con.cursor()
             self._ahead = ReadAhead()  # the worker beside the helper cursor (read_ahead.py)
-            self.capture = Capture(self._aux, META_DB, BASE_DB, self._ahead)
-            self.log = WriteLog(self._aux, META_DB, BASE_DB)
+            self.capture = Capture(self._aux, self.meta_db, self.base_db, self._ahead)
+            self.log = WriteLog(self._aux, self.meta_db, self.base_db)
             self.log.enable()
             self.verify = os.environ.get(VERIFY_ENV) == "1"
             # Whether statements may write the session's own metadata databases by
@@ -149,7 +180,7 @@ class Session(metaclass=ABCMeta):  # noqa: B024 - for register(), nothing abstra
             self._runner = StatementRunner(
                 self, self._committer, Results(self.con), self._txn, self._view
             )
-            self._queries = CopyQueries(self._aux)
+            self._queries = CopyQueries(self._aux, self.meta_db)
             self.state = self._open_state()
             self._load()
             if pin:
@@ -162,7 +193,7 @@ class Session(metaclass=ABCMeta):  # noqa: B024 - for register(), nothing abstra
     def _open_state(self) -> DuckState:
         """The committed catalog at the log's head, in DuckDB (``BASE_DB``):
         the newest catalog image plus the log after it, else the store."""
-        return open_base(self.lake, self._aux, BASE_DB, self._workdir)
+        return open_base(self.lake, self._aux, self.base_db, self._workdir)
 
     def _load(self) -> None:
         """(Re)build DuckLake's copy of the catalog from the base and attach DuckLake."""
@@ -173,7 +204,7 @@ class Session(metaclass=ABCMeta):  # noqa: B024 - for register(), nothing abstra
         self._attached = False
         con.execute("USE memory")
         con.execute(f"DETACH DATABASE IF EXISTS {ident(self.alias)}")
-        con.execute(f"DETACH DATABASE IF EXISTS {ident(META_DB)}")
+        con.execute(f"DETACH DATABASE IF EXISTS {ident(self.meta_db)}")
         state = self.state
         genesis = state.is_empty()
         if genesis and self.read_only:
@@ -181,18 +212,22 @@ class Session(metaclass=ABCMeta):  # noqa: B024 - for register(), nothing abstra
         self._meta_file = None
         if state.image_file is not None and state.pending is not None:
             # opened from an image: the same file, the same tail (no load at all);
-            # DuckLake then attaches the file itself, as it attaches a stock catalog
+            # it stays attached, hidden: DuckLake attaching ``ducklake:<file>`` takes
+            # the database already attached from that path (one it attached itself
+            # would show in the user's listings)
             meta_file = self._workdir / "meta.duckdb"
-            attach_copy(self._aux, state.image_file, meta_file, META_DB)
-            drop_image_schema(self._aux, META_DB)
-            apply_change_sets(self._aux, META_DB, state.pending, own=False, columns=state.columns)
-            self._aux.execute(f"DETACH DATABASE {ident(META_DB)}")
+            attach_copy(self._aux, state.image_file, meta_file, self.meta_db)
+            drop_image_schema(self._aux, self.meta_db)
+            apply_change_sets(
+                self._aux, self.meta_db, state.pending, own=False, columns=state.columns
+            )
             self._meta_file = meta_file
         else:
-            con.execute(f"ATTACH ':memory:' AS {ident(META_DB)}")
+            # hidden from the user's listings, as stock DuckLake hides its metadata catalog
+            con.execute(f"ATTACH ':memory:' AS {ident(self.meta_db)} (HIDDEN)")
             if not genesis:
                 state.settle()
-                copy_database(self._aux, BASE_DB, META_DB, own=False)
+                copy_database(self._aux, self.base_db, self.meta_db, own=False)
         state.image_file = None
         state.pending = []
         self._attach_outside_transactions()
@@ -212,7 +247,7 @@ class Session(metaclass=ABCMeta):  # noqa: B024 - for register(), nothing abstra
         if pending is None:
             self._load()
             return
-        apply_change_sets(self._aux, META_DB, pending, own=False, columns=self.state.columns)
+        apply_change_sets(self._aux, self.meta_db, pending, own=False, columns=self.state.columns)
         self.state.pending = []
         self._view.caught_up(self.state)
         if reset_log:
@@ -235,9 +270,12 @@ class Session(metaclass=ABCMeta):  # noqa: B024 - for register(), nothing abstra
     def _attach(self) -> None:
         con = self.con
         options = [
-            f"METADATA_CATALOG {literal(META_DB)}",
+            f"METADATA_CATALOG {literal(self.meta_db)}",
             *data_path_options(self.url, self.data_path, self.state),
             *self._pinned,
+            # DuckLake's: a new lake encrypts its data files (the flag is then in
+            # its catalog); an existing one must match, DuckLake refuses otherwise
+            *(["ENCRYPTED"] if self._encrypted else []),
         ]
         catalog = f"ducklake:{self._meta_file}" if self._meta_file else "ducklake::memory:"
         try:
@@ -285,53 +323,62 @@ class Session(metaclass=ABCMeta):  # noqa: B024 - for register(), nothing abstra
         if self.lake.lease.pins:
             reader_pins.record_files(self)
 
-    # -- statements ------------------------------------------------------------
-    def sql(
-        self, query: str, params: Any = None, writes: bool | None = None, *, alias: str = ""
-    ) -> duckdb.DuckDBPyRelation | None:
-        """Run SQL as DuckDB's ``sql`` does; each statement autocommits
-        (unless a transaction is open).
-
-        A read returns DuckDB's relation (lazy, as DuckDB's). A statement that
-        may write runs to completion in a transaction of its own, committed
-        under the lake's commit lock (``Committer.commit_transaction``), before its
-        result comes back, materialized: DuckDB's row count as a one-row
-        relation, or its rows (``RETURNING``, a DuckLake function). ``None``
-        where DuckDB returns None (SET, BEGIN). Several statements in one
-        string run one after the other; the last one's result comes back.
-        Python objects named in the query are found in the caller's scope
-        (DuckDB's replacement scans). ``writes`` overrides the guess of whether
-        the statement may change the catalog; ``alias`` names the relation.
-        """
-        # DuckDB resolves Python objects named in SQL from the calling frame (its
-        # replacement scans): the caller's, not this method's, so it is passed on.
-        frame = sys._getframe(1)
+    # -- statements (the connection's API: connection_api.py) ------------------
+    def _statements(
+        self, query: str, params: Any, writes: bool | None, frame: FrameType | None, pending: bool
+    ) -> Any:
+        """Run SQL through the statement runner (the commit path); ``frame``:
+        the caller's, where DuckDB's replacement scans find Python names."""
         with duckdb_errors():
-            result = self._runner.statements(query, params, writes, frame, pending=False)
-        return result.set_alias(alias) if alias and result is not None else result
+            return self._runner.statements(query, params, writes, frame, pending)
 
-    def execute(self, query: str, params: Any = None) -> duckdb.DuckDBPyConnection:
-        """Run SQL as DuckDB's ``execute`` does: the session's connection comes
-        back with the result pending (``fetchone``, ``fetchall``, ``df`` ...)."""
-        frame = sys._getframe(1)  # the caller's Python names, for DuckDB's replacement scans
+    def _ready_to_read(self) -> None:
+        """What a statement's read does first (``StatementRunner.ready_to_read``)."""
         with duckdb_errors():
-            self._runner.statements(query, params, None, frame, pending=True)
-        return self.con
+            self._runner.ready_to_read()
 
-    def executemany(self, query: str, parameters: Any = None) -> duckdb.DuckDBPyConnection:
-        """Run one statement once per parameter set, as DuckDB's ``executemany``;
-        in autocommit, all of them as one transaction (one commit)."""
-        frame = sys._getframe(1)  # the caller's Python names, for DuckDB's replacement scans
-        sets = list(parameters or [])
+    def internal_databases(self) -> frozenset[str]:
+        """The session's own databases (and its attached lakes'), lower case:
+        statements read them, never write them."""
+        own = frozenset({self.meta_db.lower(), self.base_db.lower()})
+        return own | self.attached_lakes.internal_databases()
+
+    def attach(
+        self,
+        lake_url: str,
+        alias: str,
+        *,
+        read_only: bool | None = None,
+        data_path: str | None = None,
+        snapshot_version: int | None = None,
+        snapshot_time: datetime | str | None = None,
+        create_if_not_exists: bool = True,
+        encrypted: bool = False,
+    ) -> Session:
+        """Attach another slatelake lake as catalog ``alias`` of this session
+        (``ATTACH 'slatelake:<url>' AS alias (...)``): statements here read
+        and write it, each write committed through its own log
+        (``attached_lakes.py``). Returns its session, for transactions on it."""
         with duckdb_errors():
-            if self._txn.open:
-                for params in sets:
-                    self._runner.statements(query, params, None, frame, pending=True)
-                return self.con
-            with self.transaction():
-                for params in sets:
-                    self._runner.statements(query, params, None, frame, pending=True)
-        return self.con
+            return self.attached_lakes.attach(
+                lake_url,
+                alias,
+                read_only=read_only,
+                data_path=data_path,
+                snapshot_version=snapshot_version,
+                snapshot_time=snapshot_time,
+                create_if_not_exists=create_if_not_exists,
+                encrypted=encrypted,
+            )
+
+    def detach(self, alias: str) -> None:
+        """Close the attached lake ``alias`` (``DETACH alias``)."""
+        with duckdb_errors():
+            if not self.attached_lakes.detach(alias):
+                raise MisconfigurationError(f"no slatelake lake is attached as {alias!r}")
+
+    def _cursor(self) -> Session:
+        return Session(self.url, **{**self._opened_with, "data_path": self.data_path})
 
     def begin(self) -> Session:
         """``BEGIN``, as DuckDB's ``begin``."""
@@ -351,13 +398,6 @@ class Session(metaclass=ABCMeta):  # noqa: B024 - for register(), nothing abstra
         with duckdb_errors():
             self._runner.transaction_statement("ROLLBACK")
         return self
-
-    def register(self, name: str, python_object: Any) -> duckdb.DuckDBPyConnection:
-        """Make a pandas, Arrow or polars object queryable as ``name`` (DuckDB's ``register``)."""
-        return self.con.register(name, python_object)
-
-    def unregister(self, name: str) -> duckdb.DuckDBPyConnection:
-        return self.con.unregister(name)
 
     @property
     def in_transaction(self) -> bool:
@@ -509,8 +549,11 @@ class Session(metaclass=ABCMeta):  # noqa: B024 - for register(), nothing abstra
         return indexes.lookup(self, table, column, value)
 
     def close(self) -> None:
-        """Close the session (a write made outside ``sql`` is committed first)."""
+        """Close the session (a write made outside ``sql`` is committed first)
+        and the sessions its ``cursor`` opened."""
         try:
+            self._close_cursors()
+            self.attached_lakes.close()
             with suppress(duckdb.ConnectionException):  # the caller closed the connection
                 self._committer.commit_outside_writes()
         finally:
@@ -522,6 +565,8 @@ class Session(metaclass=ABCMeta):  # noqa: B024 - for register(), nothing abstra
             try:
                 if ahead is not None:
                     ahead.close()  # the worker's cursor, before the connection
+                if getattr(self, "_shares_database", False):
+                    self._detach_own()  # the host's database lives on
             finally:
                 self.con.close()
         finally:
@@ -529,6 +574,14 @@ class Session(metaclass=ABCMeta):  # noqa: B024 - for register(), nothing abstra
                 self.lake.close()
             finally:
                 shutil.rmtree(self._workdir, ignore_errors=True)
+
+    def _detach_own(self) -> None:
+        """An attached lake leaves its host's database as it found it."""
+        with suppress(duckdb.Error):
+            self.con.execute("USE memory")
+        for name in (self.alias, self.meta_db, self.base_db):
+            with suppress(duckdb.Error):
+                self.con.execute(f"DETACH DATABASE IF EXISTS {ident(name)}")
 
     def __enter__(self) -> Session:
         return self
@@ -540,12 +593,13 @@ class Session(metaclass=ABCMeta):  # noqa: B024 - for register(), nothing abstra
 def connect(
     lake_url: str,
     data_path: str | None = None,
-    read_only: bool = False,
+    read_only: bool | None = None,
     alias: str = "lake",
     connection: duckdb.DuckDBPyConnection | None = None,
     snapshot_version: int | None = None,
     snapshot_time: datetime | str | None = None,
     pin: bool = False,
+    encrypted: bool = False,
 ) -> Session:
     """Open a session on a lake; with ``data_path``, an empty root becomes a new lake.
 
@@ -553,7 +607,8 @@ def connect(
     one (its other databases and settings stay usable); the session then owns
     it and closes it with the session. ``snapshot_version``/``snapshot_time``:
     a read-only session at that snapshot, like DuckLake's ATTACH options.
-    ``pin``: keep the snapshot read at open from expiry while the session lives."""
+    ``pin``: keep the snapshot read at open from expiry while the session lives.
+    ``encrypted``: DuckLake's ENCRYPTED (a new lake encrypts its data files)."""
     return Session(
         lake_url,
         data_path=data_path,
@@ -563,6 +618,7 @@ def connect(
         snapshot_version=snapshot_version,
         snapshot_time=snapshot_time,
         pin=pin,
+        encrypted=encrypted,
     )
 
 

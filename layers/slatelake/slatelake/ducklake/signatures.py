@@ -19,8 +19,9 @@ from slatelake.errors import UnsupportedError
 
 
 def present_tables(con: duckdb.DuckDBPyConnection, db: str) -> list[str]:
-    """The metadata tables ``db`` holds; one slatelake does not know is refused
-    (a catalog it cannot store whole is never committed)."""
+    """The metadata tables ``db`` holds, listed whole (``tables.meta_tables``:
+    the database is hidden from DuckDB's listings); one slatelake does not
+    know is refused (a catalog it cannot store whole is never committed)."""
     tables = meta_tables(con, db)
     unknown = sorted(t for t in tables if not is_metadata_table(t))
     if unknown:

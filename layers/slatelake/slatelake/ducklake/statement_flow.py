@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from types import FrameType
 from typing import TYPE_CHECKING, Any, Protocol
@@ -27,7 +28,7 @@ import duckdb
 
 from slatelake.ducklake import indexes
 from slatelake.ducklake import statements as stmt
-from slatelake.ducklake.commit_flow import BASE_DB, META_DB, Committer, log
+from slatelake.ducklake.commit_flow import Committer, log
 from slatelake.ducklake.copy_view import CopyView
 from slatelake.ducklake.duck_errors import as_duckdb
 from slatelake.ducklake.results import Results, in_scope
@@ -45,7 +46,6 @@ if TYPE_CHECKING:
     from slatelake.ducklake.write_log import WriteLog
 
 _ST = duckdb.StatementType
-_INTERNAL = frozenset({META_DB.lower(), BASE_DB.lower()})
 
 
 @dataclass(frozen=True)
@@ -57,6 +57,22 @@ class _Call:
     types: set[Any]
     frame: FrameType | None  # where the caller's Python names are (replacement scans)
     kinds: set[Any]  # the parsed statement types (``types`` may add CALL for ``writes``)
+
+
+class Attached(Protocol):
+    """The other lakes attached beside the host's (``attached_lakes.AttachedLakes``)."""
+
+    def __bool__(self) -> bool: ...
+
+    def statement(self, query: str) -> bool: ...
+
+    def commit_outside_writes(self) -> None: ...
+
+    def named(self, query: str) -> list[Any]: ...
+
+    def ready(self, lakes: list[Any]) -> None: ...
+
+    def writing(self, lakes: list[Any]) -> AbstractContextManager[None]: ...
 
 
 class StatementHost(Protocol):
@@ -72,7 +88,12 @@ class StatementHost(Protocol):
     log: WriteLog
     metadata_writes: bool
 
+    @property
+    def attached_lakes(self) -> Attached: ...
+
     def refresh(self) -> None: ...
+
+    def internal_databases(self) -> frozenset[str]: ...
 
 
 class StatementRunner:
@@ -97,13 +118,21 @@ class StatementRunner:
         self._write_marked = False  # this session's reader lease says it is writing
 
     def statements(
-        self, query: str, params: Any, writes: bool | None, frame: FrameType, pending: bool
+        self, query: str, params: Any, writes: bool | None, frame: FrameType | None, pending: bool
     ) -> Any:
         try:
             return self._statement(query, params, writes, frame, pending)
         finally:
             if self._write_marked and not self._txn.open:
                 self.unmark_write()
+
+    def ready_to_read(self) -> None:
+        """What a statement does before it runs in autocommit: a write DuckDB
+        made behind the session's back is committed, and the session comes
+        to the log's head (a transaction reads its own snapshot)."""
+        if not self._txn.open:
+            self._committer.commit_outside_writes()
+            self._host.refresh()
 
     def _mark_write(self) -> None:
         """Before a write's first data file can land: the session's reader
@@ -125,7 +154,7 @@ class StatementRunner:
         writes = bool(types - stmt.READ_TYPES)
         if not (writes or _ST.SET in types):
             return
-        named = stmt.names_any(query, _INTERNAL, strings=not writes)
+        named = stmt.names_any(query, self._host.internal_databases(), strings=not writes)
         if named is not None:
             raise ReadOnlyError(
                 f"{named} holds this session's copy of the lake's DuckLake metadata, which "
@@ -135,7 +164,7 @@ class StatementRunner:
             )
 
     def _statement(
-        self, query: str, params: Any, writes: bool | None, frame: FrameType, pending: bool
+        self, query: str, params: Any, writes: bool | None, frame: FrameType | None, pending: bool
     ) -> Any:
         parsed = stmt.parse(query)
         if params is None and len(parsed) > 1 and all(st.query.strip() for st in parsed):
@@ -146,6 +175,10 @@ class StatementRunner:
         types = {st.type for st in parsed}
         if writes:
             types = types | {_ST.CALL}
+        kinds = {st.type for st in parsed}
+        attached = self._host.attached_lakes  # other slatelake lakes in this database
+        if len(parsed) == 1 and types <= {_ST.ATTACH, _ST.DETACH} and attached.statement(query):
+            return self._host.con if pending else None
         if not self._host.metadata_writes:
             self._refuse_metadata_write(query, types)
         if self._host.read_only:
@@ -165,9 +198,36 @@ class StatementRunner:
                     "(it is rolled back) and run it again"
                 )
             )
+        if not attached:
+            return self._one(query, params, types, kinds, frame, pending)
+        attached.commit_outside_writes()
+        named = attached.named(query)
+        if named and self._may_write(query, types) and not types <= stmt.NOT_LAKE_WRITES:
+            with attached.writing(named):
+                result = self._one(query, params, types, kinds, frame, pending)
+        else:
+            attached.ready(named)
+            result = self._one(query, params, types, kinds, frame, pending)
+        self._host.log.truncate_if_due()
+        return result
+
+    @staticmethod
+    def _may_write(query: str, types: set[Any]) -> bool:
         # A read can still change the catalog through a DuckLake table function
         # (SELECT * FROM ducklake_expire_snapshots(...)): treat those as writes.
-        may_write = bool(types - stmt.READ_TYPES) or stmt.names_ducklake(query)
+        return bool(types - stmt.READ_TYPES) or stmt.names_ducklake(query)
+
+    def _one(
+        self,
+        query: str,
+        params: Any,
+        types: set[Any],
+        kinds: set[Any],
+        frame: FrameType | None,
+        pending: bool,
+    ) -> Any:
+        """One statement on the session's own lake (and DuckDB's databases)."""
+        may_write = self._may_write(query, types)
         if may_write and not (self._host.read_only or types <= stmt.NOT_LAKE_WRITES):
             self._mark_write()
         look = None
@@ -176,12 +236,11 @@ class StatementRunner:
                 started = time.monotonic()
                 look = self._look_beside(), started
             else:
-                self._committer.commit_outside_writes()
-                self._host.refresh()
+                self.ready_to_read()
         if not may_write:
             self._host.log.read_done()
             return self._read(query, params, frame, pending)
-        call = _Call(query, params, types, frame, kinds={st.type for st in parsed})
+        call = _Call(query, params, types, frame, kinds=kinds)
         wrapped = not (self._txn.open or self._host.read_only or types <= stmt.NOT_LAKE_WRITES)
         if wrapped:
             result = self._autocommit_write(call, look)
@@ -230,7 +289,7 @@ class StatementRunner:
 
         return look
 
-    def _read(self, query: str, params: Any, frame: FrameType, pending: bool) -> Any:
+    def _read(self, query: str, params: Any, frame: FrameType | None, pending: bool) -> Any:
         """DuckDB's own answer to a read: a lazy relation, or the pending result."""
         try:
             if pending:

@@ -38,8 +38,9 @@ import json
 import os
 import re
 import tempfile
+import threading
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -370,17 +371,118 @@ def table_columns(con: duckdb.DuckDBPyConnection, db: str, table: str) -> list[t
     return [(str(r[0]), str(r[1])) for r in rows]
 
 
-def meta_tables(con: duckdb.DuckDBPyConnection, db: str) -> set[str]:
-    """The tables of the (in-memory, view-free) metadata database. Listed from
-    ``duckdb_columns()``: ``duckdb_tables()`` computes every attached table's
-    size, which makes DuckLake load and cache the statistics of every lake
-    table at each new snapshot, a cost per commit that grows with the lake."""
-    return {
-        name
-        for (name,) in run(
-            con, "SELECT DISTINCT table_name FROM duckdb_columns() WHERE database_name = ?", [db]
+def meta_tables(
+    con: duckdb.DuckDBPyConnection, db: str, known: Iterable[str] | None = None
+) -> set[str]:
+    """The tables of ``db``, a session's metadata database (or base).
+
+    A session attaches its own databases ``HIDDEN``, as stock DuckLake hides
+    its metadata catalog, so DuckDB's listings (``duckdb_tables()``,
+    ``duckdb_columns()``, ``information_schema``) never name them; and those
+    listings cost a lookup of every lake table's statistics at each new
+    snapshot anyway. ``known`` given (the inlined tables the caller knows
+    ``db`` holds, as a session's state does): found by name, three queries
+    whatever the lake holds (``named_tables``). Otherwise every table, ones
+    slatelake does not know included, listed whole (``listed_tables``)."""
+    if known is None:
+        return listed_tables(con, db)
+    return named_tables(con, db, known)
+
+
+def named_tables(con: duckdb.DuckDBPyConnection, db: str, known: Iterable[str]) -> set[str]:
+    """DuckLake's tables in ``db``, looked up by name: the registry's, the
+    inlined-data tables ``ducklake_inlined_data_tables`` names, and the
+    inlined tables of ``known`` (an inlined-deletion table,
+    ``ducklake_inlined_delete_<table id>``, is named nowhere else). One query
+    names the inlined-data tables, one looks each candidate up (binding it
+    scans nothing); a name it cannot find is looked up alone (an absent
+    table costs ~1 ms there: DuckDB searches every catalog for a hint)."""
+    names = set(present_of(con, db, [spec.name for spec in registry.TABLES]))
+    inlined: set[str] = set()
+    if "ducklake_inlined_data_tables" in names:
+        rows = con.execute(
+            f"SELECT table_name FROM {ident(db)}.ducklake_inlined_data_tables"
         ).fetchall()
-    }
+        inlined = {str(n) for (n,) in rows if registry.inline_table(str(n)) is not None}
+    inlined |= {n for n in known if registry.inline_table(n) is not None}
+    names.update(present_of(con, db, sorted(inlined)))
+    return names
+
+
+def present_of(con: duckdb.DuckDBPyConnection, db: str, names: Sequence[str]) -> list[str]:
+    """Which of ``names`` ``db`` holds: one query naming them all, then one
+    lookup per name only when some is absent."""
+    if not names:
+        return []
+    probe = " UNION ALL ".join(
+        f"SELECT 1 FROM {ident(db)}.{ident(name)} WHERE false" for name in names
+    )
+    try:
+        con.execute(probe)
+    except duckdb.CatalogException:
+        return [name for name in names if _exists(con, db, name)]
+    return list(names)
+
+
+def _exists(con: duckdb.DuckDBPyConnection, db: str, name: str) -> bool:
+    try:
+        con.execute(f"SELECT 1 FROM {ident(db)}.{ident(name)} WHERE false")
+    except duckdb.CatalogException:
+        return False
+    return True
+
+
+# A DuckDB of slatelake's own, never the user's: it lists the schema copies
+# ``listed_tables`` makes (a fresh DuckDB costs ~7 ms; one per process, by
+# pid: a forked child makes its own).
+_lister: tuple[int, duckdb.DuckDBPyConnection] | None = None
+_lister_lock = threading.Lock()
+
+
+def listed_tables(con: duckdb.DuckDBPyConnection, db: str) -> set[str]:
+    """Every table in ``db``'s ``main``, ones slatelake does not know included.
+
+    No DuckDB lists a hidden database's tables, so its schema (no rows) is
+    copied into a hidden scratch file, on a cursor of its own (outside any
+    transaction of ``con``'s), and a DuckDB of slatelake's own attaches and
+    lists that file: nothing the user can see, ~8 ms whatever the catalog
+    holds. For the paths that cannot name every table: a capture the query
+    log cannot vouch for, the capture check, an open from an image."""
+    with tempfile.TemporaryDirectory(prefix="slatelake-list-") as tmp:
+        path = os.path.join(tmp, "schema.duckdb")
+        scratch = f"__slatelake_list_{uuid.uuid4().hex[:12]}"
+        cur = con.cursor()
+        try:
+            # the newest storage: an inlined table may hold a VARIANT column
+            cur.execute(
+                f"ATTACH {literal(path)} AS {ident(scratch)} (HIDDEN, STORAGE_VERSION 'latest')"
+            )
+            try:
+                cur.execute(f"COPY FROM DATABASE {ident(db)} TO {ident(scratch)} (SCHEMA)")
+            finally:
+                cur.execute(f"DETACH DATABASE {ident(scratch)}")  # checkpoints the file
+        finally:
+            cur.close()
+        with _lister_lock:
+            lister = _own_duckdb()
+            lister.execute(f"ATTACH {literal(path)} AS listed (READ_ONLY)")
+            try:
+                rows = lister.execute(
+                    "SELECT table_name FROM duckdb_tables() "
+                    "WHERE database_name = 'listed' AND schema_name = 'main'"
+                ).fetchall()
+            finally:
+                lister.execute("DETACH listed")
+    return {str(n) for (n,) in rows}
+
+
+def _own_duckdb() -> duckdb.DuckDBPyConnection:
+    """The process's lister (under ``_lister_lock``): offline, nothing loaded."""
+    global _lister
+    if _lister is None or _lister[0] != os.getpid():
+        config = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
+        _lister = (os.getpid(), duckdb.connect(config=config))
+    return _lister[1]
 
 
 def is_metadata_table(name: str) -> bool:

@@ -158,7 +158,7 @@ def export_catalog(lake_url: str, path: str | os.PathLike[str]) -> ExportReport:
         try:
             con.execute(f"ATTACH {literal(str(temp))} AS {ident(EXPORT_DB)}")
             try:
-                tables = _copy_tables(con, META_DB)
+                tables = _copy_tables(con, META_DB, session.state.inline_names())
                 data_path = _exported_data_path(con)
                 snapshot_id = _one(
                     con, f"SELECT max(snapshot_id) FROM {ident(EXPORT_DB)}.ducklake_snapshot"
@@ -201,10 +201,12 @@ def _export_target(path: str | os.PathLike[str]) -> Path:
     return target
 
 
-def _copy_tables(con: duckdb.DuckDBPyConnection, meta_db: str) -> dict[str, int]:
+def _copy_tables(con: duckdb.DuckDBPyConnection, meta_db: str, known: set[str]) -> dict[str, int]:
     """Every ``ducklake_*`` table: the registry's with DuckLake's DDL (an absent
-    one empty), inlined-data tables with their own column types."""
-    present = meta_tables(con, meta_db)
+    one empty), inlined-data tables with their own column types. The tables
+    are found by name (``meta_tables``: the metadata database is hidden from
+    DuckDB's listings); ``known``: the inlined tables the session's base holds."""
+    present = meta_tables(con, meta_db, known)
     counts: dict[str, int] = {}
     for spec in registry.TABLES:
         con.execute(create_sql(EXPORT_DB, spec))

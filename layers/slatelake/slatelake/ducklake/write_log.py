@@ -110,11 +110,28 @@ class WriteLog:
         self._added: frozenset[str] = frozenset()  # what enable() turned on, not the user
         self._mark = 0  # the newest entry read, while the user's log is kept
         self._user_named_meta = False  # a user statement named the metadata database
+        # other sessions read this DuckDB log too (lakes attached to one host,
+        # attached_lakes.py): only marks move; the host truncates when all are done
+        self.shared = False
+        self._quiet = 0  # statements since the host's last truncation
 
     @property
     def keeps_user_log(self) -> bool:
-        """The user logs too: the log is never truncated."""
-        return self._user_all or bool(self.user_types)
+        """The user logs too (or the log is shared): it is truncated by no capture."""
+        return self.shared or self._user_all or bool(self.user_types)
+
+    def truncate_if_due(self) -> None:
+        """At a point where no reader of a shared log has anything left to
+        capture (the host, after its attached lakes committed): truncate the
+        log every ``READS_PER_TRUNCATE`` statements, unless the user logs."""
+        if not self.shared or self._user_all or self.user_types:
+            return
+        self._quiet += 1
+        if self._quiet >= READS_PER_TRUNCATE:
+            newest = self.con.execute("SELECT max(context_id) FROM duckdb_logs()").fetchone()
+            self._mark = max(self._mark, int(newest[0] or 0))
+            self.con.execute("CALL truncate_duckdb_logs()")
+            self._quiet = 0
 
     def enable(self) -> None:
         """Log every query (DuckDB's ``QueryLog`` type, kept in memory),

@@ -42,7 +42,6 @@ connection is invisible here.
 
 from __future__ import annotations
 
-import re
 import shutil
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -51,6 +50,7 @@ from datetime import UTC, datetime
 
 import duckdb
 
+from slatelake.catalog import registry
 from slatelake.catalog.holds import HOLDS_KEY, held_snapshots
 from slatelake.catalog.lake import Lake
 from slatelake.ducklake.commit_flow import META_DB
@@ -59,6 +59,7 @@ from slatelake.ducklake.extensions import base_config, skip_absent_pandas_probe
 from slatelake.ducklake.opening import open_base, work_dir
 from slatelake.ducklake.session import Session
 from slatelake.ducklake.sql import ident, run
+from slatelake.ducklake.tables import meta_tables
 from slatelake.errors import MisconfigurationError, NotFoundError
 from slatelake.maintenance import policy as lake_policy
 from slatelake.maintenance.health_report import (
@@ -76,7 +77,6 @@ from slatelake.store.location import LakeLocation
 # DuckLakeCatalog::DEFAULT_TARGET_FILE_SIZE (1 << 29 bytes, 512 MiB) in the
 # pinned extension (ducklake d8a1881e, src/include/storage/ducklake_catalog.hpp).
 DUCKLAKE_DEFAULT_TARGET_FILE_SIZE = 1 << 29
-_INLINED_DELETE = re.compile(r"ducklake_inlined_delete_[0-9]+", re.ASCII)
 SCHEDULED_BYTES_NOTE = (
     "bytes of files scheduled for deletion are unknown: DuckLake drops a file's "
     "catalog row, and its size with it, when it schedules the file for deletion"
@@ -300,29 +300,36 @@ def table_targets_sql() -> str:
 
 def inlined_counts(con: duckdb.DuckDBPyConnection) -> tuple[dict[int, int], dict[int, int]]:
     """Inlined rows waiting per table id, and inlined deletions per data file
-    id: one query lists the inlined tables that exist, one counts them all."""
-    listed = run(
-        con,
-        f"""
-        SELECT i.table_id, d.table_name
-        FROM duckdb_tables() d
-        LEFT JOIN {ident(META_DB)}.ducklake_inlined_data_tables i ON i.table_name = d.table_name
-        WHERE d.database_name = ? AND d.schema_name = 'main'
-          AND (i.table_id IS NOT NULL OR starts_with(d.table_name, 'ducklake_inlined_delete_'))
-        ORDER BY 2
-        """,
-        [META_DB],
-    ).fetchall()
+    id: the inlined tables that exist, listed whole (``meta_tables``: the
+    metadata database is hidden from DuckDB's listings), and of the data
+    ones those ``ducklake_inlined_data_tables`` registers; one query counts
+    them all."""
+    registered = {
+        str(name): int(tid)
+        for tid, name in con.execute(
+            f"SELECT table_id, table_name FROM {ident(META_DB)}.ducklake_inlined_data_tables"
+        ).fetchall()
+    }
+    listed = [
+        (inline.ids[0], inline.row_kind, inline.name)
+        for inline in (registry.inline_table(n) for n in sorted(meta_tables(con, META_DB)))
+        if inline is not None
+    ]
+    listed = [
+        (registered[name] if kind == registry.INLINE_ROW_KIND else tid, kind, name)
+        for tid, kind, name in listed
+        if kind != registry.INLINE_ROW_KIND or name in registered
+    ]
     parts = [
         f"SELECT 0 AS kind, {int(tid)} AS id, count(*) AS n "
         f"FROM {ident(META_DB)}.{ident(name)} WHERE end_snapshot IS NULL"
-        for tid, name in listed
-        if tid is not None
+        for tid, kind, name in listed
+        if kind == registry.INLINE_ROW_KIND
     ] + [
         f"SELECT 1 AS kind, file_id AS id, count(*) AS n "
         f"FROM {ident(META_DB)}.{ident(name)} GROUP BY file_id"
-        for tid, name in listed
-        if tid is None and _INLINED_DELETE.fullmatch(name)
+        for _, kind, name in listed
+        if kind == registry.INLINE_DELETE_ROW_KIND
     ]
     rows: tuple[dict[int, int], dict[int, int]] = ({}, {})
     if parts:

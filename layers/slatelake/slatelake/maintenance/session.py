@@ -31,11 +31,13 @@ from abc import ABCMeta
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime
+from types import FrameType
 from typing import Any
 
 import duckdb
 
 from slatelake.ducklake.attach_options import global_settings
+from slatelake.ducklake.connection_api import ConnectionApi
 from slatelake.ducklake.session import Session
 from slatelake.maintenance import api, cadence
 from slatelake.maintenance.options import (
@@ -73,7 +75,7 @@ class _Owned:
         setattr(obj.session, self.name, value)
 
 
-class LakeSession:
+class LakeSession(ConnectionApi):
     """A session on a lake with its maintenance options (``slatelake.connect``)."""
 
     # what a session is and says, the owned session's
@@ -94,11 +96,6 @@ class LakeSession:
     refresh = _Owned()
     last_seq = _Owned()
     rewound = _Owned()
-    sql = _Owned()
-    execute = _Owned()
-    executemany = _Owned()
-    register = _Owned()
-    unregister = _Owned()
     watch_requests = _Owned()
     # commits and the catalog, for the maintenance steps and retention holds
     commit_change_set = _Owned()
@@ -114,6 +111,10 @@ class LakeSession:
     pin = _Owned()
     unpin = _Owned()
     pins = _Owned()
+    # other slatelake lakes in this session's database (ducklake/attached_lakes.py)
+    attach = _Owned()
+    detach = _Owned()
+    attached_lakes = _Owned()
     # equality indexes
     create_index = _Owned()
     drop_index = _Owned()
@@ -124,7 +125,7 @@ class LakeSession:
         self,
         lake_url: str,
         data_path: str | None = None,
-        read_only: bool = False,
+        read_only: bool | None = None,
         alias: str = "lake",
         options: Mapping[str, str] | None = None,
         on_pass: Callable[[PassReport], None] | None = None,
@@ -132,6 +133,7 @@ class LakeSession:
         snapshot_version: int | None = None,
         snapshot_time: datetime | str | None = None,
         pin: bool = False,
+        encrypted: bool = False,
     ) -> None:
         self._raw_options = dict(options or {})
         self.scheduler: Scheduler | None = None
@@ -151,6 +153,7 @@ class LakeSession:
             snapshot_version=snapshot_version,
             snapshot_time=snapshot_time,
             pin=pin,
+            encrypted=encrypted,
         )
         try:
             # our own connection loads the pinned wheel; a caller's may hold another build
@@ -163,7 +166,7 @@ class LakeSession:
             raise
         # the database's global settings now: a pass shares them only while unchanged
         self._settings = None if connection is not None else global_settings(self.con)
-        if self.options.interval_s is not None and not read_only:
+        if self.options.interval_s is not None and not self.session.read_only:
             if switched_on:
                 self.scheduler = Scheduler(
                     self._pass_session, self.options, on_pass, lake_url=self.url
@@ -173,6 +176,26 @@ class LakeSession:
                     "MAINTENANCE_INTERVAL given, but no pass is scheduled: %s",
                     cadence.disabled_reason(),
                 )
+
+    # -- DuckDB's connection API (connection_api.py), through the owned session --
+    def _statements(
+        self, query: str, params: Any, writes: bool | None, frame: FrameType | None, pending: bool
+    ) -> Any:
+        return self.session._statements(query, params, writes, frame, pending)
+
+    def _ready_to_read(self) -> None:
+        self.session._ready_to_read()
+
+    def _cursor(self) -> LakeSession:
+        """A second session on the lake with these options, scheduling nothing
+        (this session's scheduler is the one)."""
+        cursor = object.__new__(LakeSession)
+        cursor._raw_options = dict(self._raw_options)
+        cursor.scheduler = None
+        cursor.session = self.session._cursor()
+        cursor.options = self.options
+        cursor._settings = global_settings(cursor.con)
+        return cursor
 
     # -- what returns the session returns this one ---------------------------
     def begin(self) -> LakeSession:
@@ -239,7 +262,9 @@ class LakeSession:
         return not changed
 
     def close(self) -> None:
-        """Stop the scheduler (a pass in flight completes first), then close."""
+        """Stop the scheduler (a pass in flight completes first), then close
+        (the sessions ``cursor`` opened too)."""
+        self._close_cursors()
         if self.scheduler is not None:
             self.scheduler.stop()
             self.scheduler = None
