@@ -184,11 +184,12 @@ def test_one_failing_concurrent_iteration_fails_the_file(tmp_path: Path) -> None
 def test_an_attach_option_a_session_cannot_take_is_unsupported(tmp_path: Path) -> None:
     text = (
         "statement ok\n"
-        "ATTACH 'ducklake:__TEST_DIR__/l.db' AS lake (DATA_PATH '__TEST_DIR__/f', ENCRYPTED)\n"
+        "ATTACH 'ducklake:__TEST_DIR__/l.db' AS lake "
+        "(DATA_PATH '__TEST_DIR__/f', METADATA_SCHEMA 'other')\n"
     )
     assert _run(tmp_path, text, "stock").status == PASS
     result = _run(tmp_path, text, "slatelake")
-    assert (result.status, result.error) == (UNSUPPORTED, "ATTACH option ENCRYPTED")
+    assert (result.status, result.error) == (UNSUPPORTED, "ATTACH option METADATA_SCHEMA")
 
 
 def test_a_missing_extension_or_directive_skips_the_file(tmp_path: Path) -> None:

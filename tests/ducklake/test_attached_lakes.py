@@ -5,6 +5,8 @@ of the statement is parsed and quoted, never pasted."""
 
 from __future__ import annotations
 
+import threading
+from functools import partial
 from pathlib import Path
 
 import duckdb
@@ -284,3 +286,42 @@ def test_an_encrypted_lake_writes_files_only_its_catalog_can_read(tmp_path: Path
         s.sql(f"ATTACH 'slatelake:{b}' AS other")
         s.sql("INSERT INTO other.u SELECT i FROM t LIMIT 3")
     assert _count(b, "SELECT count(*) FROM u") == [(3,)]
+
+
+def test_writes_to_an_attached_lake_race_another_writer_and_lose_nothing(
+    two: tuple[str, str, str],
+) -> None:
+    a, b, b_data = two
+    with slatelake.connect(b, data_path=b_data) as made:
+        made.sql("CREATE TABLE u (who VARCHAR, i INTEGER)")
+    stop = threading.Event()
+    theirs: list[int] = []
+    failures: list[BaseException] = []
+
+    def other_writer() -> None:
+        try:
+            with slatelake.connect(b) as writer:
+                i = 0
+                while not stop.is_set():
+                    slatelake.retry(partial(writer.sql, f"INSERT INTO u VALUES ('them', {i})"))
+                    theirs.append(i)
+                    i += 1
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            failures.append(exc)
+
+    thread = threading.Thread(target=other_writer)
+    thread.start()
+    try:
+        with slatelake.connect(a) as s:
+            s.sql(f"ATTACH 'slatelake:{b}' AS other")
+            for i in range(15):
+                s.sql(f"INSERT INTO other.u SELECT 'us', i + {100 * i} FROM lake.t")
+    finally:
+        stop.set()
+        thread.join()
+    assert not failures, failures
+    assert theirs, "the other writer never committed: no race was run"
+    assert _count(b, "SELECT who, count(*) FROM u GROUP BY who ORDER BY who") == [
+        ("them", len(theirs)),
+        ("us", 45),
+    ]

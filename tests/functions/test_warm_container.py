@@ -84,7 +84,7 @@ def test_other_options_reuse_the_session_another_lake_does_not(
 ) -> None:
     """The session carries no options (each pass is given its own), so a
     change of options keeps it; another lake closes it and opens its own."""
-    from slatelake.catalog.lake import Lake
+    import slatelake
 
     flush = {"MAINTENANCE_FLUSH_INLINED_DATA": "true"}
     assert app.handler({"options": flush}, FakeContext())["ok"] is True
@@ -93,7 +93,7 @@ def test_other_options_reuse_the_session_another_lake_does_not(
     assert app.handler({"options": expire}, FakeContext())["ok"] is True
     assert app.warm.session is warm
     other = (tmp_path / "other").as_uri()
-    Lake.create(other).close()
+    slatelake.connect(other, data_path=f"{tmp_path / 'other_data'}/").close()
     env_clean.setenv("SLATELAKE_ALLOWED_LAKES", other)
     assert app.handler({"lake": other}, FakeContext())["ok"] is True
     assert app.warm.session is not warm
