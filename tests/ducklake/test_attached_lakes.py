@@ -140,6 +140,11 @@ def test_attach_options_read_only_snapshot_and_create_if_not_exists(
             s.sql(f"ATTACH 'slatelake:{b}' AS ro")
         with pytest.raises(duckdb.BinderException, match='database with name "lake" already'):
             s.sql(f"ATTACH 'slatelake:{b}' AS lake")
+        for own in ("__slatelake_meta", "__SLATELAKE_base", "__slatelake_meta_1"):
+            with pytest.raises(errors.MisconfigurationError, match="are the session's own"):
+                s.sql(f"ATTACH 'slatelake:{b}' AS {own}")
+        s.sql(f"ATTACH IF NOT EXISTS 'slatelake:{b}' AS memory")  # DuckDB's: nothing to do
+        assert s.sql("SELECT count(*) FROM lake.t").fetchone() == (3,)  # the lake intact
     assert _count(b, "SELECT count(*) FROM u") == [(2,)]
 
 

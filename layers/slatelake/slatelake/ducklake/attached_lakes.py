@@ -82,6 +82,7 @@ class Session(Protocol):
 
 S = TypeVar("S", bound=Session)
 PREFIX = "slatelake:"
+INTERNAL_PREFIX = "__slatelake"  # the session's own databases (hidden) and tables
 _numbers = itertools.count(1)
 _ATTACH = re.compile(
     r"^\s*ATTACH\s+(?:DATABASE\s+)?(?P<ine>IF\s+NOT\s+EXISTS\s+)?"
@@ -248,13 +249,12 @@ class AttachedLakes(Generic[S]):
             raise MisconfigurationError(
                 f"attaching {url} runs outside a transaction; commit or roll back first"
             )
-        taken = {
-            row[0].lower()
-            for row in self._host.con.execute(
-                "SELECT database_name FROM duckdb_databases()"
-            ).fetchall()
-        } | {self._host.alias.lower()}
-        if alias.lower() in taken:
+        if alias.lower().startswith(INTERNAL_PREFIX):
+            raise MisconfigurationError(
+                f"{alias!r}: names starting {INTERNAL_PREFIX} are the session's own; "
+                "attach the lake under another name"
+            )
+        if alias.lower() in self._taken():
             if if_not_exists and alias.lower() in self._lakes:
                 return self._lakes[alias.lower()]
             raise duckdb.BinderException(
@@ -282,7 +282,13 @@ class AttachedLakes(Generic[S]):
         self._share_logs()
         return lake
 
-    def detach(self, alias: str, if_exists: bool = False) -> bool:
+    def _taken(self) -> set[str]:
+        """Database names in use (the hidden ones too), lower case."""
+        rows = self._host.con.execute("SELECT database_name FROM duckdb_databases()").fetchall()
+        listed = {str(name).lower() for (name,) in rows}
+        return listed | {self._host.alias.lower()} | set(self.internal_databases())
+
+    def detach(self, alias: str) -> bool:
         """Close the attached lake ``alias``; False: none by that name."""
         lake = self._lakes.get(alias.lower())
         if lake is None:
@@ -316,6 +322,8 @@ class AttachedLakes(Generic[S]):
         of an attached one; False: it is DuckDB's to run."""
         request = parse_attach(query)
         if request is not None:
+            if request.if_not_exists and request.alias.lower() in self._taken():
+                return True  # as DuckDB: a database by that name is there, nothing to do
             self.attach(
                 request.url,
                 request.alias,
