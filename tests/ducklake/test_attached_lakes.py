@@ -330,3 +330,17 @@ def test_writes_to_an_attached_lake_race_another_writer_and_lose_nothing(
         ("them", len(theirs)),
         ("us", 45),
     ]
+
+
+def test_a_lake_on_s3_attached_beside_a_local_one_commits_through_its_own_log(
+    two: tuple[str, str, str], s3_bucket: str
+) -> None:
+    a, _, _ = two
+    remote = f"s3://{s3_bucket}/lakes/remote"
+    with slatelake.connect(a) as s:
+        s.sql(f"ATTACH 'slatelake:{remote}' AS remote (DATA_PATH 's3://{s3_bucket}/data/')")
+        s.sql("CREATE TABLE remote.copied AS SELECT i, i * i AS sq FROM lake.t")
+        s.sql("INSERT INTO remote.copied SELECT i + 3, 0 FROM lake.t WHERE i = 1")
+        s.sql("DETACH remote")
+    assert _count(remote, "SELECT count(*), sum(sq) FROM copied") == [(4, 14)]
+    assert _count(a, "SELECT count(*) FROM t") == [(3,)]

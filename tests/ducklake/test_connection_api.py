@@ -313,6 +313,9 @@ def _prepare(con: Any) -> None:
     con.execute("CREATE VIEW v AS SELECT i + 1 AS j FROM t")
 
 
+# DuckDB 1.5 deprecates these two but still has them: called all the same
+@pytest.mark.filterwarnings("ignore:fetch_arrow_table:DeprecationWarning")
+@pytest.mark.filterwarnings("ignore:fetch_record_batch:DeprecationWarning")
 def test_every_name_answers_with_duckdbs_kind_of_result(tmp_path: Path, inputs: Path) -> None:
     stock = extensions.connect()
     stock.execute(f"ATTACH 'ducklake:{tmp_path / 'stock.db'}' AS lake (DATA_PATH '{tmp_path}/s/')")
