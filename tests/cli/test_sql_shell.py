@@ -87,6 +87,21 @@ def test_dot_databases_names_the_lake_and_hides_the_sessions_own_catalogs(
     assert out == f"lake: {lake}\nmemory: (memory)\n"
 
 
+def test_dot_databases_names_an_attached_lake_by_its_url(
+    shell: Run, lake: str, tmp_path: Path
+) -> None:
+    other = (tmp_path / "other").as_uri()
+    with slatelake.connect(other, data_path=f"{tmp_path}/other_data/") as made:
+        made.sql("CREATE TABLE u AS SELECT 1 AS i")
+    code, out, err = shell(f"ATTACH 'slatelake:{other}' AS other (READ_ONLY);\n.databases\n")
+    assert (code, err) == (0, "")
+    assert out.splitlines()[-3:] == [
+        f"lake: {lake}",
+        "memory: (memory)",
+        f"other: {other} (read-only)",
+    ]
+
+
 def test_dot_mode_box_draws_duckdbs_box(shell: Run) -> None:
     code, out, err = shell(
         ".mode\n.mode box\n.mode\nSELECT id, origin, 'a\nb' AS note FROM flights;\n"

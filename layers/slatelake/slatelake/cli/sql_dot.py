@@ -67,10 +67,17 @@ class Command:
 
 
 def _databases(shell: Any, args: list[str]) -> Done:
-    """``name: where`` for each attached database; the lake by its URL."""
+    """``name: where`` for each attached database; a slatelake lake (the
+    session's, or one attached beside it) by its URL."""
     rows = shell.session.sql(_DATABASES).fetchall()
     for name, path, readonly in rows:
-        where = shell.session.url if name == shell.session.alias else path or "(memory)"
+        attached = shell.session.attached_lakes.get(name)
+        if name == shell.session.alias:
+            where = shell.session.url
+        elif attached is not None:
+            where, readonly = attached.url, attached.read_only
+        else:
+            where = path or "(memory)"
         shell.write(f"{name}: {where}{' (read-only)' if readonly else ''}\n")
     return Done.OK
 
