@@ -6,6 +6,7 @@ of the statement is parsed and quoted, never pasted."""
 from __future__ import annotations
 
 import threading
+import time
 from functools import partial
 from pathlib import Path
 
@@ -344,3 +345,20 @@ def test_a_lake_on_s3_attached_beside_a_local_one_commits_through_its_own_log(
         s.sql("DETACH remote")
     assert _count(remote, "SELECT count(*), sum(sq) FROM copied") == [(4, 14)]
     assert _count(a, "SELECT count(*) FROM t") == [(3,)]
+
+
+def test_a_failed_write_to_an_attached_lake_gives_its_lock_back(
+    two: tuple[str, str, str],
+) -> None:
+    a, b, b_data = two
+    with slatelake.connect(a) as s:
+        s.attach(b, "other", data_path=b_data)
+        s.sql("CREATE TABLE other.u (i INTEGER)")
+        with pytest.raises(duckdb.ConversionException):
+            s.sql("INSERT INTO other.u VALUES ('not a number')")
+        with slatelake.connect(b) as writer:  # would wait out a lock left behind
+            started = time.monotonic()
+            writer.sql("INSERT INTO u VALUES (1)")
+            assert time.monotonic() - started < 5
+        s.sql("INSERT INTO other.u VALUES (2)")
+    assert _count(b, "SELECT i FROM u ORDER BY i") == [(1,), (2,)]

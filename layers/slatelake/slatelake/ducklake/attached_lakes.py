@@ -33,6 +33,7 @@ every capture is done (``write_log.py``).
 from __future__ import annotations
 
 import itertools
+import logging
 import re
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
@@ -81,6 +82,7 @@ class Session(Protocol):
 
 
 S = TypeVar("S", bound=Session)
+log = logging.getLogger("slatelake.session")
 PREFIX = "slatelake:"
 INTERNAL_PREFIX = "__slatelake"  # the session's own databases (hidden) and tables
 _numbers = itertools.count(1)
@@ -400,7 +402,9 @@ class AttachedLakes(Generic[S]):
         try:
             yield
         except BaseException:
-            _release(held)
+            # DuckDB may have committed to a lake's copy before the host's flow
+            # failed: that lands too (the lock is held on its head); else it goes back
+            _settle(held)
             raise
         failed: BaseException | None = None
         for lake in watched:
@@ -418,6 +422,21 @@ class AttachedLakes(Generic[S]):
         if failed is not None:
             raise failed
         self._host.log.truncate_if_due()
+
+
+def _settle(held: Sequence[Session]) -> None:
+    """After a failed statement: commit what reached each lake's copy, if
+    anything did (``commit_written_beside`` gives the lock back otherwise)."""
+    for lake in held:
+        try:
+            lake._committer.commit_written_beside()
+        except Exception:  # noqa: BLE001 - the statement's own error is the one raised
+            log.warning("attached lake %s: a write beside a failed statement", lake.alias)
+            with suppress(Exception):
+                lake._committer.release_lock()
+        finally:
+            with suppress(Exception):
+                lake.lake.lease.end_write()
 
 
 def _release(held: Sequence[Session]) -> None:
