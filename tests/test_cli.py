@@ -7,8 +7,10 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+import duckdb
 import pytest
 
+import slatelake
 from slatelake.cli import build_parser, main
 from tests.conftest import ClockAhead
 
@@ -98,6 +100,22 @@ def test_init_twice_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert main(["init", url]) == 0
     assert main(["init", url]) == 1
     assert "already exists" in capsys.readouterr().err
+
+
+def test_init_encrypted_makes_a_lake_whose_files_only_its_catalog_reads(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url, data = (tmp_path / "lake").as_uri(), tmp_path / "data"
+    assert main(["init", url, "--encrypted"]) == 1  # set with the catalog: needs a data path
+    assert "give a data path too" in capsys.readouterr().err
+    assert main(["init", url, "--data-path", f"{data}/", "--encrypted"]) == 0
+    with slatelake.connect(url) as session:
+        session.sql("CREATE TABLE t AS SELECT range AS i FROM range(1000)")
+        session.sql("CALL ducklake_flush_inlined_data('lake')")
+        assert session.sql("SELECT sum(i) FROM t").fetchone() == (499500,)
+    (written,) = list(data.rglob("*.parquet"))
+    with pytest.raises(duckdb.InvalidInputException, match="encrypt"):
+        duckdb.sql(f"SELECT count(*) FROM read_parquet('{written}')").fetchall()
 
 
 def test_demo_runs_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

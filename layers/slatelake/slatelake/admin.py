@@ -42,10 +42,11 @@ DEFAULT_MAX_AGE_S = 600.0
 DEFAULT_GRACE_S = 900.0
 
 
-def create(url: str, data_path: str | None = None) -> int | None:
+def create(url: str, data_path: str | None = None, encrypted: bool = False) -> int | None:
     """Create an empty lake at ``url``; with ``data_path`` also DuckLake's
-    catalog (through a session). Returns the catalog's head snapshot id, or
-    None without a data path. Refused when a lake is already there."""
+    catalog (through a session; ``encrypted``: DuckLake's ENCRYPTED, its data
+    files encrypted). Returns the catalog's head snapshot id, or None without
+    a data path. Refused when a lake is already there."""
     from slatelake.catalog.lake import Lake
     from slatelake.ducklake.session import Session
     from slatelake.store.db import store_exists
@@ -54,9 +55,13 @@ def create(url: str, data_path: str | None = None) -> int | None:
     if store_exists(LakeLocation.parse(url)):
         raise MisconfigurationError(f"a lake already exists at {url}; open it instead")
     if data_path is None:
+        if encrypted:
+            raise MisconfigurationError(
+                "an encrypted lake is made with its catalog: give a data path too"
+            )
         Lake.create(url).close()
         return None
-    with Session(url, data_path=data_path) as session:
+    with Session(url, data_path=data_path, encrypted=encrypted) as session:
         return session.state.head.snapshot_id
 
 

@@ -537,12 +537,13 @@ class LakeHandle:
         if not self.exists():
             raise NotFoundError(f"no slatelake lake at {self.url}; check the URL")
 
-    def create(self) -> int | None:
+    def create(self, *, encrypted: bool = False) -> int | None:
         """Make the lake (with DuckLake's catalog when the handle has a data
-        path); refused when one is there. Returns the head snapshot id."""
+        path; ``encrypted``: its data files encrypted, DuckLake's ENCRYPTED);
+        refused when one is there. Returns the head snapshot id."""
         from slatelake.admin import create
 
-        return create(self.url, self.data_path)
+        return create(self.url, self.data_path, encrypted=encrypted)
 
     def connect(
         self,

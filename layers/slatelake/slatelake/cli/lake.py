@@ -22,7 +22,7 @@ from slatelake.cli.arguments import (
 
 def _cmd_init(args: argparse.Namespace) -> int:
     lake = open_lake(args, args.data_path)  # a relative data path resolved (open_lake)
-    snapshot = lake.create()
+    snapshot = lake.create(encrypted=args.encrypted)
     output.emit(output.CREATED, output.AtLake(args.lake, (lake.data_path, snapshot)))
     return 0
 
@@ -71,6 +71,12 @@ def register(sub: Any) -> None:
         help="where DuckLake writes Parquet: an absolute path, one relative to the current "
         "directory (resolved now, as DuckLake resolves it; not for an S3 lake) or an s3:// "
         "URL; must not overlap the lake root",
+    )
+    p.add_argument(
+        "--encrypted",
+        action="store_true",
+        help="DuckLake's ENCRYPTED: the lake writes its Parquet files encrypted, the keys in "
+        "its catalog (needs --data-path; set once, at creation)",
     )
     sql.register(sub)
     p = lake_verb(
