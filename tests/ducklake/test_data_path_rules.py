@@ -69,6 +69,14 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return path
 
 
+def _two_dirs(tmp_path: Path) -> tuple[Path, Path]:
+    """Two working directories a process may run from."""
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.mkdir()
+    second.mkdir()
+    return first, second
+
+
 @pytest.mark.parametrize("spelling", ["files/", "files", "./files", "sub/../files", "~/files"])
 def test_a_relative_data_path_resolves_as_ducklake_resolves_it(
     spelling: str, tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch
@@ -97,9 +105,7 @@ def test_stock_ducklake_reads_a_relative_data_path_against_each_current_director
 ) -> None:
     """Why a session stores the resolved path: stock DuckLake keeps 'files/'
     and, reopened from another directory, writes (and looks) there."""
-    first, second = tmp_path / "first", tmp_path / "second"
-    first.mkdir()
-    second.mkdir()
+    first, second = _two_dirs(tmp_path)
     meta = tmp_path / "stock.db"
     for where in (first, second):
         monkeypatch.chdir(where)
@@ -119,9 +125,7 @@ def test_stock_ducklake_reads_a_relative_data_path_against_each_current_director
 def test_reopening_without_a_data_path_finds_the_relative_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    first, second = tmp_path / "first", tmp_path / "second"
-    first.mkdir()
-    second.mkdir()
+    first, second = _two_dirs(tmp_path)
     url = (tmp_path / "lake").as_uri()
     monkeypatch.chdir(first)
     with connect(url, data_path="files/") as session:
@@ -141,9 +145,7 @@ def test_a_session_resolves_its_relative_data_path_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A chdir while the session is open (and the reloads after it) moves nothing."""
-    first, second = tmp_path / "first", tmp_path / "second"
-    first.mkdir()
-    second.mkdir()
+    first, second = _two_dirs(tmp_path)
     url = (tmp_path / "lake").as_uri()
     monkeypatch.chdir(first)
     with connect(url, data_path="files/") as session:
@@ -161,9 +163,7 @@ def test_a_session_resolves_its_relative_data_path_once(
 def test_a_mismatched_relative_data_path_is_refused_in_ducklakes_words(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    first, second = tmp_path / "first", tmp_path / "second"
-    first.mkdir()
-    second.mkdir()
+    first, second = _two_dirs(tmp_path)
     monkeypatch.chdir(first)
     meta = tmp_path / "stock.db"
     _stock(meta, _stock_data_path("files/")).close()

@@ -222,9 +222,6 @@ class AttachedLakes(Generic[S]):
     def __bool__(self) -> bool:
         return bool(self._lakes)
 
-    def __iter__(self) -> Iterator[S]:
-        return iter(list(self._lakes.values()))
-
     def get(self, alias: str) -> S | None:
         return self._lakes.get(alias.lower())
 
