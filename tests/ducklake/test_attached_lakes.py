@@ -15,6 +15,7 @@ import pytest
 
 import slatelake
 from slatelake import errors
+from slatelake.ducklake import extensions
 from slatelake.ducklake.attached_lakes import parse_attach
 
 
@@ -362,3 +363,32 @@ def test_a_failed_write_to_an_attached_lake_gives_its_lock_back(
             assert time.monotonic() - started < 5
         s.sql("INSERT INTO other.u VALUES (2)")
     assert _count(b, "SELECT i FROM u ORDER BY i") == [(1,), (2,)]
+
+
+def test_a_snapshot_time_reads_as_stock_reads_it_in_another_time_zone(
+    two: tuple[str, str, str], tmp_path: Path
+) -> None:
+    """DuckLake reads a SNAPSHOT_TIME without an offset as UTC, whatever the
+    session's TimeZone; an attached lake reads it the same way."""
+    a, b, b_data = two
+    stock = extensions.connect()
+    stock.execute("SET TimeZone = 'America/New_York'")
+    stock.execute(f"ATTACH 'ducklake:{tmp_path / 's.db'}' AS s (DATA_PATH '{tmp_path}/s/')")
+    with slatelake.connect(b, data_path=b_data) as made:
+        for con, table in ((stock, "s.u"), (made, "u")):
+            con.execute(f"CREATE TABLE {table} (i INTEGER)")
+            con.execute(f"INSERT INTO {table} VALUES (1)")
+        time.sleep(1.1)
+        between = made.sql("SELECT strftime(now() AT TIME ZONE 'UTC', '%Y-%m-%d %H:%M:%S')")
+        utc_wall = between.fetchone()[0]
+        time.sleep(1.1)
+        for con, table in ((stock, "s.u"), (made, "u")):
+            con.execute(f"INSERT INTO {table} VALUES (2)")
+    stock.execute("DETACH s")
+    stock.execute(f"ATTACH 'ducklake:{tmp_path / 's.db'}' AS s (SNAPSHOT_TIME '{utc_wall}')")
+    with slatelake.connect(a) as s:
+        s.sql("SET TimeZone = 'America/New_York'")
+        s.sql(f"ATTACH 'slatelake:{b}' AS past (SNAPSHOT_TIME '{utc_wall}')")
+        seen = s.sql("SELECT count(*) FROM past.u").fetchone()
+    assert seen == stock.execute("SELECT count(*) FROM s.u").fetchone() == (1,)
+    stock.close()
