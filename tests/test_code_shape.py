@@ -15,6 +15,8 @@ pytestmark = pytest.mark.fast
 PACKAGE = Path(__file__).resolve().parents[1] / "layers" / "slatelake" / "slatelake"
 SESSION_LAYER = (
     "ducklake/session.py",
+    "ducklake/session_cursor.py",
+    "ducklake/front.py",
     "ducklake/statement_flow.py",
     "ducklake/commit_flow.py",
     "ducklake/txn_state.py",
@@ -27,10 +29,11 @@ FRAME_USERS = {
     ("ducklake/connection_api.py", name)
     for name in ("sql", "query", "from_query", "execute", "executemany")
 }
-# DuckDB's connection API, shared by the two session classes: methods over the
+# DuckDB's connection API, shared by the session classes: methods over the
 # host's ``_statements`` (no __init__, no flow of its own; it keeps only the
-# cursors it opened, to close them with the host).
-MIXINS = {"ConnectionApi"}
+# cursors it opened, to close them with the host); and a connection's way in
+# to its statement runner, shared by a session and its cursors (``front.py``).
+MIXINS = {"ConnectionApi", "RunnerFront"}
 
 
 def _tree(path: Path) -> ast.Module:

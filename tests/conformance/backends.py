@@ -8,11 +8,20 @@ test's ``ATTACH 'ducklake:...'`` runs as written and every connection sees it.
 ``file://`` slatelake lake under the scratch directory, one per metadata path,
 and a session on it through ``slatelake.ducklake.session.connect(...,
 connection=)``, handing it the connection the test has used so far (its
-settings and memory tables stay). Every named connection gets its own session
-on the same lake; DETACH closes them all, a later ATTACH reopens the lake. The
-metadata catalog's names (``METADATA_CATALOG``, ``__ducklake_metadata_<alias>``)
-are rewritten to the session's. A setting of GLOBAL scope, which stock
-shares between connections of one database, is replayed on every connection.
+settings and memory tables stay). Named connections are cursors, as on stock:
+before the ATTACH, cursors of the unnamed connection's database; after it,
+the session's cursors (one DuckLake catalog instance, transactions of their
+own). DETACH closes them all, a later ATTACH reopens the lake (in a new
+database, where the GLOBAL settings made so far are replayed). The metadata
+catalog's names (``METADATA_CATALOG``, ``__ducklake_metadata_<alias>``) are
+rewritten to the session's.
+
+One difference is translated, not hidden: DuckDB's COMMIT of a transaction a
+failed statement aborted is silent (it rolls back); a session's refuses,
+saying nothing was committed (``statement_flow.py``). Where the file expects
+that COMMIT to succeed after a statement of the transaction failed, the
+refusal counts as stock's outcome (both committed nothing; the file's next
+queries check what is there). Any other COMMIT error is the file's.
 BEGIN/COMMIT/ROLLBACK go to ``session.transaction()`` (``txn="api"``) or
 through ``session.sql`` (``txn="raw"``). ATTACH options map to ``connect``'s
 arguments: DATA_PATH, READ_ONLY or READ_WRITE, SNAPSHOT_VERSION/SNAPSHOT_TIME and
@@ -150,7 +159,6 @@ class _Lake:
     inline_limit: int | None
     meta_names: tuple[str, ...]
     at: dict[str, Any]  # snapshot_version / snapshot_time / encrypted, when connect takes them
-    sets_before: int  # GLOBAL settings made before the ATTACH
 
 
 class _Transaction:
@@ -159,6 +167,7 @@ class _Transaction:
     def __init__(self, session: Any) -> None:
         self._cm = session.transaction()
         self._cm.__enter__()
+        self.failed = False  # a statement of it raised
 
     def commit(self) -> None:
         self._cm.__exit__(None, None, None)
@@ -187,35 +196,45 @@ class SlatelakeBackend:
         self._plain: dict[str, duckdb.DuckDBPyConnection] = {}  # no lake attached on these
         self._sessions: dict[str, Any] = {}
         self._open_txns: dict[str, _Transaction] = {}
-        self._global_sets: list[str] = []  # SETs of GLOBAL scope, replayed on other connections
-        self._applied: dict[str, int] = {}  # how many of them each plain connection has
+        self._global_sets: list[str] = []  # SETs of GLOBAL scope, replayed in a new database
         self._lock = threading.RLock()
 
     # -- connections ------------------------------------------------------------
     def _plain_connection(self, name: str) -> duckdb.DuckDBPyConnection:
-        """The connection ``name`` uses while no lake is attached to it. A new one
-        gets the GLOBAL settings made so far; with a lake attached, only those
-        made before its ATTACH (the rest follow once its session is open)."""
+        """The connection ``name`` uses while no lake is attached: the unnamed
+        one's database (a new one gets the GLOBAL settings made so far, as
+        stock's database kept them), and a cursor of it for a named one."""
         with self._lock:
             con = self._plain.get(name)
             if con is None:
-                con = _connect()
-                upto = len(self._global_sets) if self._lake is None else self._lake.sets_before
-                for statement in self._global_sets[:upto]:
-                    con.execute(statement)
-                self._plain[name], self._applied[name] = con, upto
+                if name != MAIN:
+                    con = self._plain_connection(MAIN).cursor()
+                else:
+                    con = _connect()
+                    for statement in self._global_sets:
+                        con.execute(statement)
+                self._plain[name] = con
             return con
 
     def _session(self, name: str) -> Any | None:
+        """The session on the attached lake (the unnamed connection's), or a
+        cursor of it for a named connection."""
         with self._lock:
             if name in self._sessions:
                 return self._sessions[name]
             lake = self._lake
             if lake is None:
                 return None
+            if name != MAIN:
+                main = self._session(MAIN)
+                plain = self._plain.pop(name, None)  # its database is the session's
+                if plain is not None:
+                    _close(plain)
+                cursor = main.cursor()
+                self._sessions[name] = cursor
+                return cursor
             con = self._plain_connection(name)
             del self._plain[name]
-            applied = self._applied.pop(name)
         if lake.inline_limit is not None:
             con.execute(f"SET ducklake_default_data_inlining_row_limit = {lake.inline_limit}")
         try:
@@ -235,10 +254,6 @@ class SlatelakeBackend:
         session.metadata_writes = True
         try:
             session.sql("USE memory")  # stock's ATTACH leaves the default catalog as it was
-            with self._lock:
-                later = self._global_sets[applied:]
-            for statement in later:  # settings made since: stock's connection has them
-                session.sql(statement)
         except BaseException:
             _close(session)
             raise
@@ -251,7 +266,11 @@ class SlatelakeBackend:
             txn = self._open_txns.pop(connection, None)
             session = self._sessions.pop(connection, None)
             plain = self._plain.pop(connection, None)
-            self._applied.pop(connection, None)
+            if connection == MAIN:  # its cursors close with it
+                cursors = [(n, s) for n, s in self._sessions.items() if n != MAIN]
+                for other, _ in cursors:
+                    del self._sessions[other]
+                    self._open_txns.pop(other, None)
         if txn is not None:
             with contextlib.suppress(Exception):
                 txn.rollback()
@@ -261,7 +280,7 @@ class SlatelakeBackend:
 
     def _close_sessions(self) -> None:
         with self._lock:
-            names = list(self._sessions)
+            names = sorted(self._sessions, key=lambda n: n == MAIN)  # cursors first
         for name in names:
             self.release(name)
 
@@ -300,7 +319,12 @@ class SlatelakeBackend:
         verb = _TXN.match(sql)
         if verb and self._txn == "api":
             return self._transaction(name, session, verb.group("verb").upper())
-        outcome = _fetch(session.execute(self._rename_meta(sql)))
+        try:
+            outcome = _fetch(session.execute(self._rename_meta(sql)))
+        except Exception:
+            if name in self._open_txns:
+                self._open_txns[name].failed = True
+            raise
         self._note_setting(sql, session.con)
         return outcome
 
@@ -319,7 +343,12 @@ class SlatelakeBackend:
                 f"TransactionContext Error: cannot {word} - no transaction is active"
             )
         if verb in ("COMMIT", "END"):
-            txn.commit()
+            try:
+                txn.commit()
+            except Exception as exc:
+                # stock's silent rollback of an aborted transaction (see the module)
+                if not (txn.failed and "nothing was committed" in str(exc)):
+                    raise
         else:
             txn.rollback()
         return EMPTY
@@ -333,8 +362,8 @@ class SlatelakeBackend:
         return sql
 
     def _note_setting(self, sql: str, con: duckdb.DuckDBPyConnection) -> None:
-        """A SET of GLOBAL scope: stock shares it between connections, so apply
-        it to the others and to every connection opened later."""
+        """A SET of GLOBAL scope: the connections share it (one database);
+        kept to replay in the database a later ATTACH opens."""
         found = _SET.match(sql)
         if not found or (found.group("scope") or "").strip().upper() in ("SESSION", "LOCAL"):
             return
@@ -347,16 +376,6 @@ class SlatelakeBackend:
                 return
         with self._lock:
             self._global_sets.append(sql)
-            sessions = [s for s in self._sessions.values() if s.con is not con]
-            others = []
-            if self._lake is None:  # with a lake, plain connections catch up at their session
-                others = [(n, c) for n, c in self._plain.items() if c is not con]
-                for other_name, _ in others:
-                    self._applied[other_name] = len(self._global_sets)
-        for _, other in others:
-            other.execute(sql)
-        for session in sessions:
-            session.sql(sql)
 
     def _attach(self, name: str, found: re.Match[str]) -> Outcome:
         if name in self._open_txns:
@@ -417,9 +436,7 @@ class SlatelakeBackend:
         if data_path is not None and not data_path.endswith("/"):
             data_path += "/"
         names = (f"__ducklake_metadata_{alias}",) + ((meta,) if meta else ())
-        self._lake = _Lake(
-            root.as_uri(), alias, data_path, only, inline, names, at, len(self._global_sets)
-        )
+        self._lake = _Lake(root.as_uri(), alias, data_path, only, inline, names, at)
         try:
             self._session(name)
         except BaseException:

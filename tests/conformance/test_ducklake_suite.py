@@ -37,15 +37,7 @@ class Known:
     error: str  # text the failure's first line holds
 
 
-KNOWN_FAILING: dict[str, Known] = {
-    # runnable since sessions take ENCRYPTED; each named connection of the file is a
-    # session of its own, which learns of another's open flush only at its COMMIT
-    # (refused there, nothing committed), where stock refuses the second flush at once
-    "test/sql/transaction/transaction_conflict_inlining.test": Known(
-        defect="a concurrent flush is refused at COMMIT, not at the statement",
-        error="statement succeeded, expected an error ('Conflict')",
-    ),
-}
+KNOWN_FAILING: dict[str, Known] = {}
 
 NOT_RUNNABLE: dict[str, str] = {
     "test/sql/compaction/compaction_size_limit.test": "require tpch",
@@ -59,6 +51,7 @@ DEFAULT_TIER = frozenset(
     {
         "test/sql/transaction/basic_transaction.test",
         "test/sql/transaction/transaction_conflicts.test",
+        "test/sql/transaction/transaction_conflict_inlining.test",
         "test/sql/transaction/transaction_insert_update_delete.test",
         "test/sql/compaction/expire_snapshots.test",
         "test/sql/compaction/compaction_delete_conflict.test",

@@ -26,6 +26,7 @@ import pytest
 import slatelake
 from slatelake.ducklake import extensions
 from slatelake.ducklake.session import Session
+from slatelake.ducklake.session_cursor import SessionCursor
 from slatelake.maintenance.session import LakeSession
 
 PINNED_VERSION = "1.5.5"
@@ -177,7 +178,9 @@ def _accepts(ours: Callable[..., Any], theirs: list[tuple[str, str]]) -> list[st
     return wrong
 
 
-@pytest.mark.parametrize("cls", [Session, LakeSession], ids=["Session", "LakeSession"])
+@pytest.mark.parametrize(
+    "cls", [Session, LakeSession, SessionCursor], ids=["Session", "LakeSession", "SessionCursor"]
+)
 def test_a_session_has_every_name_of_duckdbs_connection_with_its_signature(cls: type) -> None:
     missing = sorted(PINNED_NAMES - _public(cls))
     assert not missing, f"{cls.__name__} lacks {missing}"
@@ -283,7 +286,8 @@ def test_every_name_is_called_below() -> None:
 
 def _kind(value: Any, connection: Any) -> str:
     """A result's kind, the connection (stock's, or the session) as one kind."""
-    if value is connection or isinstance(value, duckdb.DuckDBPyConnection | Session | LakeSession):
+    connections = duckdb.DuckDBPyConnection | Session | LakeSession | SessionCursor
+    if value is connection or isinstance(value, connections):
         return "the connection" if value is connection else "a connection"
     return type(value).__qualname__
 
@@ -366,12 +370,12 @@ def test_a_name_duckdb_quotes_whole_is_quoted_whole_by_append(tmp_path: Path) ->
         assert session.table("t").count("*").fetchall() == [(0,)]
 
 
-def test_a_cursor_is_a_second_session_with_transactions_of_its_own(tmp_path: Path) -> None:
+def test_a_cursor_is_a_second_connection_with_transactions_of_its_own(tmp_path: Path) -> None:
     url = (tmp_path / "lake").as_uri()
     session = slatelake.connect(url, data_path=f"{tmp_path / 'data'}/")
     session.sql("CREATE TABLE t (i INTEGER)")
     cursor = session.cursor()
-    assert isinstance(cursor, LakeSession) and cursor is not session
+    assert isinstance(cursor, SessionCursor) and cursor is not session
     cursor.begin()
     cursor.execute("INSERT INTO t VALUES (1)")
     assert session.table("t").count("*").fetchall() == [(0,)]  # not committed yet

@@ -263,3 +263,28 @@ def test_lookup_agrees_with_a_plain_equality_query_after_any_writes(
             expected = s.sql("SELECT * FROM p WHERE v = ? ORDER BY rowid", [v]).fetchall()
             assert s.lookup("p", "v", v) == expected
             assert s.lookup("p", "w", f"w{v}") == expected
+
+
+def test_a_session_ignores_the_processs_default_connection_and_its_aborted_transaction(
+    lake: str,
+) -> None:
+    """A user's `duckdb.sql` transaction, left aborted, must not break a lake in the process."""
+    import duckdb
+
+    default = duckdb.default_connection()
+    default.execute("BEGIN")
+    with pytest.raises(duckdb.ConversionException):
+        default.execute("SELECT CAST('x' AS INTEGER)")
+    try:
+        with slatelake.connect(lake) as session:
+            session.sql("CREATE TABLE u (id BIGINT, name VARCHAR)")
+            session.sql("INSERT INTO u VALUES (1, 'a'), (2, 'b')")
+            session.create_index("u", "id")
+            session.create_index("u", "name")
+            assert session.lookup("u", "id", 2) == [(2, "b")]
+            assert session.lookup("u", "name", "a") == [(1, "a")]
+        past = dt.datetime.now(dt.UTC).isoformat()
+        with slatelake.connect(lake, snapshot_time=past) as session:
+            assert session.sql("SELECT count(*) FROM u").fetchone() == (2,)
+    finally:
+        default.execute("ROLLBACK")

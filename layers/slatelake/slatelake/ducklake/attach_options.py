@@ -115,8 +115,10 @@ def pin_options(version: int | None, when: datetime | str | None) -> list[str]:
             f"snapshot_time {when!r}: expected a datetime or a timestamp such as "
             "'2026-12-01 10:00:00+00'"
         )
+    # A private connection: the process's default one may sit in a user's aborted transaction.
     try:
-        run(duckdb.default_connection(), "SELECT CAST(? AS TIMESTAMPTZ)", [text]).fetchone()
+        with duckdb.connect() as con:
+            run(con, "SELECT CAST(? AS TIMESTAMPTZ)", [text]).fetchone()
     except duckdb.Error:
         raise MisconfigurationError(
             f"snapshot_time {when!r} is not a timestamp; use e.g. '2026-12-01 10:00:00+00'"

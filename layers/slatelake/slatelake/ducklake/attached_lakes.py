@@ -368,10 +368,12 @@ class AttachedLakes(Generic[S]):
             lake._runner.ready_to_read()
 
     @contextmanager
-    def writing(self, lakes: list[S]) -> Iterator[None]:
+    def writing(self, lakes: list[S], in_transaction: bool) -> Iterator[None]:
         """Hold each named lake's commit lock at its head while a statement
-        that may write it runs; then commit what it wrote there."""
-        if self._host.in_transaction:
+        that may write it runs; then commit what it wrote there.
+        ``in_transaction``: the statement's connection (the host's, or a
+        cursor's) has a transaction open."""
+        if in_transaction:
             names = ", ".join(lake.alias for lake in lakes)
             raise MisconfigurationError(
                 f"this transaction is {self._host.alias}'s; a write to the attached lake "

@@ -36,7 +36,7 @@ from slatelake.ducklake.copy_view import CopyView
 from slatelake.ducklake.read_ahead import ReadAhead
 from slatelake.ducklake.refused_commit import remove_new_files, unsafe_rebase
 from slatelake.ducklake.sql import ident
-from slatelake.ducklake.txn_state import Txn
+from slatelake.ducklake.txn_state import Ended, Txn
 from slatelake.ducklake.write_log import WriteLog
 from slatelake.errors import (
     ConflictError,
@@ -86,10 +86,23 @@ class CommitHost(Protocol):
     def catalog_changed(self) -> None: ...
 
 
+class Front(Protocol):
+    """The connection a statement came in on, and its transaction: the
+    session's own, or a cursor sharing its copy (``session_cursor.py``)."""
+
+    @property
+    def con(self) -> duckdb.DuckDBPyConnection: ...
+
+    @property
+    def txn(self) -> Txn: ...
+
+
 class Committer:
     """The commit half of a session: lands what DuckLake changed in the log
     under the commit lock. It keeps no flag of its own beyond the commit under
-    way (``_rebased``): the transaction's state is ``txn``, the copy's ``view``."""
+    way (``_rebased``): the transaction's state is the ``front``'s ``txn``,
+    the copy's ``view``. ``front`` is the connection being served (the
+    session sets it, under its lock, for each call of a cursor's)."""
 
     def __init__(
         self,
@@ -97,18 +110,18 @@ class Committer:
         aux: duckdb.DuckDBPyConnection,
         ahead: ReadAhead,
         lock: CommitLock,
-        txn: Txn,
+        front: Front,
         view: CopyView,
         sync: Callable[[bool], None],
     ) -> None:
         self._host = host
+        self.front = front
         # the session's own: apply others' commits to DuckLake's copy (or reload
         # it); ``False`` keeps DuckLake's query log (it may have written the copy)
         self._sync = sync
         self._aux = aux  # the session's helper cursor
         self._ahead = ahead
         self.lock = lock
-        self._txn = txn
         self._view = view
         self._rebased: list[ChangeSet] = []  # commits the open COMMIT rebases over
         # the newest snapshot in DuckLake's copy (a write DuckDB made behind our back moves it)
@@ -122,7 +135,12 @@ class Committer:
         DuckLake committed it to the session's copy, so it is committed now,
         before anything else, when nothing has landed since; otherwise it
         cannot be rebased and is refused, never dropped without a word."""
-        if self._host.read_only or self._txn.open or self._view.stale or self._view.synced is None:
+        if (
+            self._host.read_only
+            or self.front.txn.open
+            or self._view.stale
+            or self._view.synced is None
+        ):
             return
         (newest,) = self._aux.execute(self._newest_in_copy).fetchone()
         if newest == self._view.copy_snapshot:
@@ -207,7 +225,7 @@ class Committer:
     def rollback(self) -> None:
         """Roll back DuckDB's open transaction, if there is one."""
         with suppress(duckdb.TransactionException):  # none open: DuckDB already ended it
-            self._host.con.execute("ROLLBACK")
+            self.front.con.execute("ROLLBACK")
 
     def commit_change_set(self, cs: ChangeSet) -> Committed:
         """Commit a head-preserving change set built outside DuckLake (status records)."""
@@ -218,7 +236,7 @@ class Committer:
         )
 
     def commit_transaction(
-        self, fresh: bool = False, may_go_alone: bool = False, called_maintenance: bool = False
+        self, fresh: bool = False, may_go_alone: bool = False, ended: Ended | None = None
     ) -> None:
         """COMMIT DuckDB's open transaction and the change it made to the log.
 
@@ -231,8 +249,10 @@ class Committer:
         ``fresh``: the session was refreshed just before the statement.
         ``may_go_alone``: an autocommit write that can run again, which
         commits without the lock when ``alone`` says it may.
-        ``called_maintenance``: the transaction called one of DuckLake's
-        maintenance functions (``Ended``), so it must not be rebased.
+        ``ended``: the explicit transaction being committed (``Ended``): one
+        that called a DuckLake maintenance function must not be rebased, and
+        one that shared the copy with a cursor is checked against all that
+        reached the copy since it began.
         """
         if self._host.read_only:
             self._commit_read_only()
@@ -242,12 +262,12 @@ class Committer:
             return
         try:
             self.lock.acquire(self._host.state, fresh)
-            self._catch_up_in_transaction(called_maintenance)
+            self._catch_up_in_transaction(ended)
         except BaseException:
             self._abandon_transaction()
             raise
         try:
-            self._host.con.execute("COMMIT")
+            self.front.con.execute("COMMIT")
         except duckdb.Error as exc:
             # DuckLake rolled its copy back (and removed the files it wrote)
             self.lock.release(self._host.state)
@@ -256,7 +276,9 @@ class Committer:
             self._view.stale = True  # an interrupt: what DuckDB kept is unknown
             self.lock.release(self._host.state)
             raise
-        self.commit_captured()
+        # a transaction that shared the copy: others' captures may have read its
+        # early writes (a flush's) from the query log, so every table is compared
+        self.commit_captured(logged=ended is None or not ended.began.shared)
 
     def alone(self, fresh: bool) -> bool:
         """Whether an autocommit write may commit without taking the lock: the
@@ -265,7 +287,7 @@ class Committer:
         there, and no commit of this session was overtaken in the last
         ``CONTENDED_S`` (a lake with one writer saves a slot per write; one
         with several keeps the lock, which rebases instead of re-running)."""
-        if not fresh or self._view.stale or self._txn.open:
+        if not fresh or self._view.stale or self.front.txn.open:
             return False
         if self._view.contended():
             return False
@@ -282,7 +304,7 @@ class Committer:
         lock another committer holds. A refused write is re-run under the
         lock by the statement runner (``statement_flow.py``)."""
         try:
-            self._host.con.execute("COMMIT")
+            self.front.con.execute("COMMIT")
         except duckdb.Error as exc:
             raise stmt.refused(exc) from exc
         except BaseException:
@@ -301,7 +323,7 @@ class Committer:
 
     def _commit_read_only(self) -> None:
         try:
-            self._host.con.execute("COMMIT")
+            self.front.con.execute("COMMIT")
         except BaseException:
             self._view.stale = True  # what DuckDB kept is unknown: reload from the log
             raise
@@ -312,11 +334,15 @@ class Committer:
                 "committed, reconnect without read_only to write"
             )
 
-    def _catch_up_in_transaction(self, called_maintenance: bool) -> None:
+    def _catch_up_in_transaction(self, ended: Ended | None) -> None:
         """Apply others' commits to DuckLake's copy while a transaction is
         open (the lock is held, the state at the head). The query log is not
-        reset: DuckLake may have written its copy before COMMIT."""
-        if self._view.stale or self._host.state.pending is None:
+        reset: DuckLake may have written its copy before COMMIT. What DuckLake
+        rebases over: those, and what reached the copy since an explicit
+        transaction began (a cursor's commits, or others' it applied)."""
+        began = None if ended is None else ended.began
+        reloaded = began is not None and began.load != self._view.loads
+        if self._view.stale or self._host.state.pending is None or reloaded:
             self._view.stale = True
             raise ConflictError(
                 "this session's copy of the catalog had to be rebuilt while a transaction was "
@@ -328,8 +354,13 @@ class Committer:
                 "(an index took a catalog id), which DuckLake's commit cannot rebase onto; "
                 "nothing was committed, re-run the transaction"
             )
-        self._rebased = list(self._host.state.pending)  # what DuckLake's commit rebases over
-        if called_maintenance and any(cs.mints_snapshot for cs in self._rebased):
+        pending = list(self._host.state.pending)
+        self._rebased = pending if began is None else self._view.reached_since(began) + pending
+        if (
+            ended is not None
+            and ended.called_maintenance
+            and any(cs.mints_snapshot for cs in self._rebased)
+        ):
             raise ConflictError(
                 "a DuckLake maintenance function ran in this transaction and another "
                 "transaction has committed since it began; DuckLake 1.5.5 does not redo a "
@@ -464,6 +495,7 @@ class Committer:
             # DuckLake's copy made our snapshot; a rebased commit's re-read of
             # the log may have taken the state past it (pending, not in the copy)
             self._view.copy_snapshot = committed.change_set.result.snapshot_id
+            self._view.reach([committed.change_set])
         if in_duckdb and pending is not None:
             # rebased past head-preserving commits: DuckLake's copy lacks only those
             mine = committed.change_set.txn_id

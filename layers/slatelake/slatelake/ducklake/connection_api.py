@@ -16,10 +16,10 @@ statements (its commit path), everything else goes straight to DuckDB.
   DuckDB's own calls on the session's connection.
 - Where DuckDB returns the connection, a session returns itself, so a
   chain (``session.execute(...).execute(...)``) stays on the commit path.
-- ``cursor`` and ``duplicate`` open a second session on the same lake: a
-  connection of its own, with its own transactions and its own DuckDB
-  database (memory tables and registered objects are not shared, unlike
-  DuckDB's cursors); closing the session closes them.
+- ``cursor`` and ``duplicate`` open a second connection to the session's
+  DuckDB database, as DuckDB's do: the same attached lake (one DuckLake
+  catalog instance) and memory tables, transactions of its own
+  (``session_cursor.py``); closing the session closes them.
 - A relation's own writes (``insert_into``, ``create``, ``to_table``) run
   on DuckDB alone: they are committed by the session's next call that
   touches the lake, or refused with a ConflictError if another writer
@@ -67,7 +67,7 @@ class ConnectionApi:
     def _ready_to_read(self) -> None:
         raise NotImplementedError
 
-    def _cursor(self) -> Self:
+    def _cursor(self) -> ConnectionApi:
         raise NotImplementedError
 
     @property
@@ -376,13 +376,13 @@ class ConnectionApi:
         return self.con.get_profiling_information(format)
 
     # -- more connections --------------------------------------------------------
-    def cursor(self) -> Self:
-        """A second session on the same lake (see the module: its own
-        DuckDB database); closed with this one."""
+    def cursor(self) -> ConnectionApi:
+        """A second connection on the session's copy of the lake, with
+        transactions of its own (see the module); closed with this one."""
         opened = self._cursor()
         self._cursors().add(opened)
         return opened
 
-    def duplicate(self) -> Self:
+    def duplicate(self) -> ConnectionApi:
         """DuckDB's ``duplicate``: as ``cursor``."""
         return self.cursor()

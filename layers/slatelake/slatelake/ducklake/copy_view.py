@@ -12,12 +12,14 @@ the log does not. They live here together so no module keeps its own.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
+
+from slatelake.ducklake.txn_state import Began
 
 if TYPE_CHECKING:
     from slatelake.ducklake.duck_state import DuckState
-    from slatelake.log.changeset import Head
+    from slatelake.log.changeset import ChangeSet, Head
 
 # A refresh this recent lets the commit lock try at once (one LIST saved per
 # write); a write that ran longer looks at the head again first.
@@ -40,6 +42,42 @@ class CopyView:
     copy_snapshot: int | None = None
     refreshed_at: float = float("-inf")  # monotonic; when the session last saw the log's end
     overtaken_at: float = float("-inf")  # monotonic; a commit made without the lock was refused
+    loads: int = 0  # how many times the copy was (re)built: a transaction's base is one load
+    # While cursors share the copy: the change sets that reached it since
+    # ``reached_before`` of them had (others' applied, and its own commits), so
+    # a transaction open meanwhile is checked against all it rebases over.
+    keeps_reached: bool = False
+    reached: list[ChangeSet] = field(default_factory=list)
+    reached_before: int = 0
+
+    def began(self, shared: bool) -> Began:
+        """Where the copy stands for a transaction beginning now."""
+        return Began(self.loads, self.reached_before + len(self.reached), shared)
+
+    def reloaded(self) -> None:
+        """The copy was rebuilt: every transaction begun before lost its base."""
+        self.loads += 1
+        self.reached_before += len(self.reached)
+        self.reached = []
+
+    def reach(self, change_sets: list[ChangeSet]) -> None:
+        """``change_sets`` reached the copy (kept only while cursors share it)."""
+        if self.keeps_reached:
+            self.reached.extend(change_sets)
+        else:
+            self.reached_before += len(change_sets)
+
+    def reached_since(self, began: Began) -> list[ChangeSet]:
+        """The change sets that reached the copy after ``began``, as kept."""
+        return self.reached[max(0, began.reached - self.reached_before) :]
+
+    def keep_reached_from(self, oldest: int | None) -> None:
+        """Forget what no open transaction began before (``oldest``: the
+        earliest ``Began.reached`` among them; None: none is open)."""
+        drop = len(self.reached) if oldest is None else max(0, oldest - self.reached_before)
+        if drop:
+            del self.reached[:drop]
+            self.reached_before += drop
 
     def caught_up(self, state: DuckState) -> None:
         """The copy now holds the catalog at ``state``'s head, and no more."""

@@ -272,7 +272,8 @@ def _value_sql(kind: int, column: str) -> str:
 
 
 def _key_type(kind: int) -> duckdb.DuckDBPyType:
-    return duckdb.sqltype("BIGINT" if kind == idx.EXACT else "VARCHAR")
+    # Constants, not duckdb.sqltype: that asks the process's default connection.
+    return duckdb.sqltypes.BIGINT if kind == idx.EXACT else duckdb.sqltypes.VARCHAR
 
 
 def _entries(kind: int, index_id: int, rows: list[tuple[Any, Any]]) -> list[tuple[bytes, bytes]]:

@@ -22,13 +22,14 @@ from __future__ import annotations
 
 import os
 import shutil
+import threading
 import time
+import weakref
 from abc import ABCMeta
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager, suppress
+from contextlib import AbstractContextManager, contextmanager, suppress
 from datetime import datetime
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 import duckdb
@@ -47,17 +48,19 @@ from slatelake.ducklake.attached_lakes import AttachedLakes
 from slatelake.ducklake.capture import Capture
 from slatelake.ducklake.catalog_apply import apply_change_sets
 from slatelake.ducklake.catalog_db import copy_database
-from slatelake.ducklake.commit_flow import BASE_DB, META_DB, Committer
+from slatelake.ducklake.commit_flow import BASE_DB, META_DB, Committer, Front
 from slatelake.ducklake.connection_api import ConnectionApi
 from slatelake.ducklake.copy_queries import CopyQueries
 from slatelake.ducklake.copy_view import CopyView
 from slatelake.ducklake.duck_errors import duckdb_errors
 from slatelake.ducklake.duck_state import DuckState
+from slatelake.ducklake.front import RunnerFront
 from slatelake.ducklake.guard import check_overlap, data_location, resolve_data_path
 from slatelake.ducklake.opening import attach_copy, drop_image_schema, open_base, work_dir
 from slatelake.ducklake.read_ahead import ReadAhead
 from slatelake.ducklake.request_log import LOG_TYPE, RequestWatch
 from slatelake.ducklake.results import Results
+from slatelake.ducklake.session_cursor import SessionCursor
 from slatelake.ducklake.sql import ident, literal
 from slatelake.ducklake.statement_flow import StatementRunner
 from slatelake.ducklake.txn_state import Txn
@@ -78,9 +81,10 @@ __all__ = ["BASE_DB", "META_DB", "VERIFY_ENV", "Session", "connect", "retry"]
 VERIFY_ENV = "SLATELAKE_VERIFY_CAPTURE"
 
 
-class Session(ConnectionApi, metaclass=ABCMeta):  # noqa: B024 - for register(), nothing abstract
+class Session(RunnerFront, ConnectionApi, metaclass=ABCMeta):  # noqa: B024 - for register(), nothing abstract
     """A DuckDB connection with the lake attached as DuckLake catalog ``alias``;
-    it answers DuckDB's connection API (``connection_api.py``).
+    it answers DuckDB's connection API (``connection_api.py``); its
+    ``cursor()`` is a second connection on the same copy (``session_cursor.py``).
 
     (ABCMeta only so that a class owning a Session and answering as one can
     say so: ``maintenance.session.LakeSession``; nothing is abstract.)"""
@@ -99,16 +103,6 @@ class Session(ConnectionApi, metaclass=ABCMeta):  # noqa: B024 - for register(),
         *,
         _internal: tuple[str, str] | None = None,
     ) -> None:
-        # what ``cursor`` opens a second session with (a connection of its own)
-        self._opened_with: dict[str, Any] = {
-            "data_path": data_path,
-            "read_only": read_only,
-            "alias": alias,
-            "snapshot_version": snapshot_version,
-            "snapshot_time": snapshot_time,
-            "pin": pin,
-            "encrypted": encrypted,
-        }
         self._encrypted = encrypted
         self._pinned = pin_options(snapshot_version, snapshot_time)
         if self._pinned and read_only is False:  # asked for by name, as DuckLake's READ_WRITE
@@ -168,12 +162,15 @@ class Session(ConnectionApi, metaclass=ABCMeta):  # noqa: B024 - for register(),
             self._txn = Txn()  # autocommit, or which transaction is open (txn_state.py)
             self._view = CopyView()  # how DuckLake's copy stands against the log
             self._attached = False
+            # one call of one connection (this one, or a cursor) at a time (front.py)
+            self._serial = threading.RLock()
+            self._fronts: weakref.WeakSet[SessionCursor] = weakref.WeakSet()
             self._committer = Committer(
                 self,
                 self._aux,
                 self._ahead,
                 CommitLock(self.lake),
-                self._txn,
+                self,
                 self._view,
                 sync=lambda reset_log: self._sync(reset_log),
             )
@@ -202,6 +199,7 @@ class Session(ConnectionApi, metaclass=ABCMeta):  # noqa: B024 - for register(),
         where = current_use(con) if self._attached else None
         # Unconditionally: a load that failed half way leaves either attached.
         self._attached = False
+        self._view.reloaded()  # a cursor's open transaction loses its base
         con.execute("USE memory")
         con.execute(f"DETACH DATABASE IF EXISTS {ident(self.alias)}")
         con.execute(f"DETACH DATABASE IF EXISTS {ident(self.meta_db)}")
@@ -248,6 +246,7 @@ class Session(ConnectionApi, metaclass=ABCMeta):  # noqa: B024 - for register(),
             self._load()
             return
         apply_change_sets(self._aux, self.meta_db, pending, own=False, columns=self.state.columns)
+        self._view.reach(pending)
         self.state.pending = []
         self._view.caught_up(self.state)
         if reset_log:
@@ -300,6 +299,10 @@ class Session(ConnectionApi, metaclass=ABCMeta):  # noqa: B024 - for register(),
 
     def refresh(self) -> None:
         """Bring the session to the log's head; reload only when it moved."""
+        with self._serial:
+            self._refresh()
+
+    def _refresh(self) -> None:
         self._view.refreshed_at = time.monotonic()
         if self._view.stale:
             self.state = self._open_state()
@@ -323,19 +326,44 @@ class Session(ConnectionApi, metaclass=ABCMeta):  # noqa: B024 - for register(),
         if self.lake.lease.pins:
             reader_pins.record_files(self)
 
-    # -- statements (the connection's API: connection_api.py) ------------------
-    def _statements(
-        self, query: str, params: Any, writes: bool | None, frame: FrameType | None, pending: bool
-    ) -> Any:
-        """Run SQL through the statement runner (the commit path); ``frame``:
-        the caller's, where DuckDB's replacement scans find Python names."""
-        with duckdb_errors():
-            return self._runner.statements(query, params, writes, frame, pending)
+    # -- connections: this one and its cursors (front.py, session_cursor.py) --
+    def _serve(self) -> AbstractContextManager[None]:
+        return self.serving(self)
 
-    def _ready_to_read(self) -> None:
-        """What a statement's read does first (``StatementRunner.ready_to_read``)."""
-        with duckdb_errors():
-            self._runner.ready_to_read()
+    @contextmanager
+    def serving(self, front: Front) -> Iterator[None]:
+        """Hold the session for one call of ``front`` (this connection or a
+        cursor): the committer commits that connection's transaction. After
+        it, what no open transaction began before is forgotten."""
+        with self._serial:
+            before, self._committer.front = self._committer.front, front
+            try:
+                yield
+            finally:
+                self._committer.front = before
+                if self._view.keeps_reached:
+                    opened = [f.txn.began.reached for f in (self, *self._fronts) if f.txn.open]
+                    self._view.keep_reached_from(min(opened, default=None))
+
+    @property
+    def shared(self) -> bool:
+        """Whether a cursor shares DuckLake's copy with this connection."""
+        return bool(self._fronts)
+
+    def _cursor(self) -> SessionCursor:
+        """A connection of the session's database on the same copy (DuckDB's cursor)."""
+        with self._serial:
+            opened = SessionCursor(self, self._committer, self._view)
+            self._view.keeps_reached = True
+            for front in (self, *self._fronts):
+                front.txn.share()  # its early writes may now be read by another's capture
+            self._fronts.add(opened)
+        return opened
+
+    def left(self, front: SessionCursor) -> None:
+        """A cursor closed."""
+        with self._serial:
+            self._fronts.discard(front)
 
     def internal_databases(self) -> frozenset[str]:
         """The session's own databases (and its attached lakes'), lower case:
@@ -377,53 +405,11 @@ class Session(ConnectionApi, metaclass=ABCMeta):  # noqa: B024 - for register(),
             if not self.attached_lakes.detach(alias):
                 raise MisconfigurationError(f"no slatelake lake is attached as {alias!r}")
 
-    def _cursor(self) -> Session:
-        return Session(self.url, **{**self._opened_with, "data_path": self.data_path})
-
-    def begin(self) -> Session:
-        """``BEGIN``, as DuckDB's ``begin``."""
-        with duckdb_errors():
-            self._runner.transaction_statement("BEGIN")
-        return self
-
-    def commit(self) -> Session:
-        """``COMMIT``, as DuckDB's ``commit``: under the lake's commit lock
-        (nothing to do outside a transaction, as in DuckDB)."""
-        if self._txn.open:
-            with duckdb_errors():
-                self._runner.transaction_statement("COMMIT")
-        return self
-
-    def rollback(self) -> Session:
-        with duckdb_errors():
-            self._runner.transaction_statement("ROLLBACK")
-        return self
-
-    @property
-    def in_transaction(self) -> bool:
-        return self._txn.open
-
     @property
     def commit_lock(self) -> CommitLock:
         """The lake's commit lock as this session takes it (a pass names its
         lease on it, so a lock a dead pass leaves dies with that lease)."""
         return self._committer.lock
-
-    @contextmanager
-    def transaction(self) -> Iterator[Session]:
-        """Group statements into one DuckLake transaction and one change set."""
-        with duckdb_errors():
-            self._runner.begin_block()
-        try:
-            try:
-                yield self
-            except BaseException:
-                self._runner.end_failed_transaction()
-                raise
-            with duckdb_errors():
-                self._runner.commit_block()
-        finally:
-            self._runner.unmark_write()
 
     @contextmanager
     def writing_metadata(self) -> Iterator[Session]:
@@ -476,12 +462,14 @@ class Session(ConnectionApi, metaclass=ABCMeta):  # noqa: B024 - for register(),
     # -- committing (commit_flow.py) and DuckLake's copy (copy_queries.py) -----
     def commit_change_set(self, cs: ChangeSet) -> Committed:
         """Commit a head-preserving change set built outside DuckLake (status records)."""
-        return self._committer.commit_change_set(cs)
+        with self._serve():
+            return self._committer.commit_change_set(cs)
 
     def commit_under_lock(self, build: Callable[[], ChangeSet | None]) -> Committed | None:
         """Commit a head-preserving change set ``build`` makes at the head with
         the commit lock held (retention holds; ``Committer.commit_under_lock``)."""
-        return self._committer.commit_under_lock(build)
+        with self._serve():
+            return self._committer.commit_under_lock(build)
 
     def run_maintenance_unless(
         self, query: str, check: Callable[[], str | None]
@@ -489,7 +477,8 @@ class Session(ConnectionApi, metaclass=ABCMeta):  # noqa: B024 - for register(),
         """Run one DuckLake maintenance call in autocommit unless ``check``, asked
         with the commit lock held on the head, gives a reason against it:
         (result, None) or (None, the reason). See ``StatementRunner``."""
-        return self._runner.run_maintenance_unless(query, check)
+        with self._serve():
+            return self._runner.run_maintenance_unless(query, check)
 
     def catalog_changed(self) -> None:
         """The state moved in a way DuckDB's copy must see (an index took a
@@ -554,7 +543,7 @@ class Session(ConnectionApi, metaclass=ABCMeta):  # noqa: B024 - for register(),
         try:
             self._close_cursors()
             self.attached_lakes.close()
-            with suppress(duckdb.ConnectionException):  # the caller closed the connection
+            with self._serve(), suppress(duckdb.ConnectionException):  # the caller closed it
                 self._committer.commit_outside_writes()
         finally:
             self._close()

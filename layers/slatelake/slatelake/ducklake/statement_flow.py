@@ -72,7 +72,7 @@ class Attached(Protocol):
 
     def ready(self, lakes: list[Any]) -> None: ...
 
-    def writing(self, lakes: list[Any]) -> AbstractContextManager[None]: ...
+    def writing(self, lakes: list[Any], in_transaction: bool) -> AbstractContextManager[None]: ...
 
 
 class StatementHost(Protocol):
@@ -90,6 +90,10 @@ class StatementHost(Protocol):
 
     @property
     def attached_lakes(self) -> Attached: ...
+
+    @property
+    def shared(self) -> bool:
+        """Whether another connection (a cursor) shares DuckLake's copy."""
 
     def refresh(self) -> None: ...
 
@@ -203,7 +207,7 @@ class StatementRunner:
         attached.commit_outside_writes()
         named = attached.named(query)
         if named and self._may_write(query, types) and not types <= stmt.NOT_LAKE_WRITES:
-            with attached.writing(named):
+            with attached.writing(named, self._txn.open):
                 result = self._one(query, params, types, kinds, frame, pending)
         else:
             attached.ready(named)
@@ -419,7 +423,7 @@ class StatementRunner:
             if not self._txn.open:
                 self._host.refresh()
             self._host.con.execute(query)  # DuckDB refuses a nested BEGIN itself
-            self._txn.begin(raw=True)
+            self._txn.begin(raw=True, began=self._view.began(self._host.shared))
             return
         if not self._txn.open:
             self._host.con.execute(query)  # DuckDB's own "no transaction is active"
@@ -434,7 +438,7 @@ class StatementRunner:
         failed = self._txn.state.failed or self._aborted()  # a lazy read may have failed at fetch
         ended = self._txn.end()
         if verb in ("commit", "end") and not failed:
-            self._committer.commit_transaction(called_maintenance=ended.called_maintenance)
+            self._committer.commit_transaction(ended=ended)
             return
         self._committer.rollback()
         if verb in ("commit", "end"):  # as DuckDB answers a COMMIT of an aborted transaction
@@ -487,7 +491,7 @@ class StatementRunner:
             )
         self._host.refresh()
         self._host.con.execute("BEGIN TRANSACTION")
-        self._txn.begin(raw=False)
+        self._txn.begin(raw=False, began=self._view.began(self._host.shared))
 
     def commit_block(self) -> None:
         """The block ended without raising: commit its transaction, unless a
@@ -501,7 +505,7 @@ class StatementRunner:
                 )
             )
         ended = self._txn.end()
-        self._committer.commit_transaction(called_maintenance=ended.called_maintenance)
+        self._committer.commit_transaction(ended=ended)
 
     def end_failed_transaction(self) -> None:
         """Roll back the open transaction: back to autocommit."""

@@ -7,7 +7,9 @@ may have been poisoned by a statement that failed after DuckDB ran it: a
 block then refuses every further statement, a raw transaction leaves them
 to DuckDB, and both roll back at their end and say so. Beside the state, an
 open transaction remembers whether it called one of DuckLake's maintenance
-functions: its COMMIT then refuses to rebase (``commit_flow.py``). Every
+functions: its COMMIT then refuses to rebase (``commit_flow.py``); and,
+for a session with cursors sharing its copy (``session_cursor.py``), where
+the copy stood when it began (``Began``). Every
 change of these goes through ``Txn``'s methods, so what the statement and
 commit code see is one value, not several flags set in several files.
 """
@@ -45,11 +47,24 @@ _FAILED = {TxnState.BLOCK: TxnState.BLOCK_FAILED, TxnState.RAW: TxnState.RAW_FAI
 
 
 @dataclass(frozen=True)
+class Began:
+    """Where DuckLake's copy stood when a transaction began (``CopyView``)."""
+
+    load: int = 0  # the copy's load: a reload since drops the transaction's base
+    reached: int = 0  # change sets that had reached the copy: those since are rebased over
+    # another connection shared the copy (a cursor): its captures may have read
+    # this transaction's early writes from DuckDB's query log, so COMMIT compares
+    # every table instead of trusting the log
+    shared: bool = False
+
+
+@dataclass(frozen=True)
 class Ended:
     """A transaction as it was when it ended."""
 
     state: TxnState
     called_maintenance: bool  # it called one of DuckLake's maintenance functions
+    began: Began = Began()
 
 
 @dataclass
@@ -58,15 +73,22 @@ class Txn:
 
     state: TxnState = TxnState.NONE
     called_maintenance: bool = False
+    began: Began = Began()
 
     @property
     def open(self) -> bool:
         return self.state.open
 
-    def begin(self, raw: bool) -> None:
-        """A transaction opened (DuckDB accepted the BEGIN)."""
+    def begin(self, raw: bool, began: Began) -> None:
+        """A transaction opened (DuckDB accepted the BEGIN) on the copy as ``began``."""
         self.state = TxnState.RAW if raw else TxnState.BLOCK
         self.called_maintenance = False
+        self.began = began
+
+    def share(self) -> None:
+        """A cursor now shares the copy with this open transaction."""
+        if self.state.open:
+            self.began = Began(self.began.load, self.began.reached, shared=True)
 
     def fail(self) -> None:
         """A statement of the open transaction failed after DuckDB ran it."""
@@ -80,6 +102,6 @@ class Txn:
     def end(self) -> Ended:
         """The transaction ended (about to commit, or rolled back): back to
         autocommit. Returns what it was, for its COMMIT to judge."""
-        ended = Ended(self.state, self.called_maintenance)
-        self.state, self.called_maintenance = TxnState.NONE, False
+        ended = Ended(self.state, self.called_maintenance, self.began)
+        self.state, self.called_maintenance, self.began = TxnState.NONE, False, Began()
         return ended

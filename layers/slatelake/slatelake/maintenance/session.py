@@ -186,16 +186,11 @@ class LakeSession(ConnectionApi):
     def _ready_to_read(self) -> None:
         self.session._ready_to_read()
 
-    def _cursor(self) -> LakeSession:
-        """A second session on the lake with these options, scheduling nothing
-        (this session's scheduler is the one)."""
-        cursor = object.__new__(LakeSession)
-        cursor._raw_options = dict(self._raw_options)
-        cursor.scheduler = None
-        cursor.session = self.session._cursor()
-        cursor.options = self.options
-        cursor._settings = global_settings(cursor.con)
-        return cursor
+    def _cursor(self) -> ConnectionApi:
+        """A second connection on the session's copy of the lake
+        (``ducklake/session_cursor.py``): statements and transactions of its
+        own; maintenance stays this session's."""
+        return self.session.cursor()
 
     # -- what returns the session returns this one ---------------------------
     def begin(self) -> LakeSession:
