@@ -196,6 +196,7 @@ class SlatelakeBackend:
         self._plain: dict[str, duckdb.DuckDBPyConnection] = {}  # no lake attached on these
         self._sessions: dict[str, Any] = {}
         self._open_txns: dict[str, _Transaction] = {}
+        self._failed_raw: set[str] = set()  # txn="raw": a statement of the open one raised
         self._global_sets: list[str] = []  # SETs of GLOBAL scope, replayed in a new database
         self._lock = threading.RLock()
 
@@ -319,12 +320,20 @@ class SlatelakeBackend:
         verb = _TXN.match(sql)
         if verb and self._txn == "api":
             return self._transaction(name, session, verb.group("verb").upper())
+        in_txn = session.in_transaction
         try:
             outcome = _fetch(session.execute(self._rename_meta(sql)))
-        except Exception:
+        except Exception as exc:
             if name in self._open_txns:
                 self._open_txns[name].failed = True
+            if verb and in_txn and _after_failure(exc, name in self._failed_raw):
+                self._failed_raw.discard(name)
+                return EMPTY  # stock's silent rollback of an aborted transaction
+            if in_txn and not verb:
+                self._failed_raw.add(name)
             raise
+        if verb:
+            self._failed_raw.discard(name)
         self._note_setting(sql, session.con)
         return outcome
 
@@ -346,8 +355,7 @@ class SlatelakeBackend:
             try:
                 txn.commit()
             except Exception as exc:
-                # stock's silent rollback of an aborted transaction (see the module)
-                if not (txn.failed and "nothing was committed" in str(exc)):
+                if not _after_failure(exc, txn.failed):
                     raise
         else:
             txn.rollback()
@@ -443,6 +451,13 @@ class SlatelakeBackend:
             self._lake = None
             raise
         return EMPTY
+
+
+def _after_failure(exc: Exception, failed: bool) -> bool:
+    """Whether ``exc`` is a session's refusal to COMMIT a transaction in which
+    a statement failed: stock's COMMIT rolls such a one back silently (see the
+    module), so the file's ``statement ok`` holds."""
+    return failed and "nothing was committed" in str(exc)
 
 
 def _inside(path: str, directory: str) -> bool:

@@ -69,6 +69,17 @@ class Host(Protocol):
     def cursor(self) -> Any: ...
 
 
+class _FromHost:
+    """An attribute of the cursor's session, read through by name (a reload
+    replaces the session's ``state``: the cursor always reads the current one)."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, obj: SessionCursor | None, objtype: type | None = None) -> Any:
+        return getattr(obj._host, self.name) if obj is not None else self
+
+
 class SessionCursor(RunnerFront, ConnectionApi):
     """A second connection on a session's copy of the lake (see the module);
     it answers DuckDB's connection API as the session does."""
@@ -91,37 +102,14 @@ class SessionCursor(RunnerFront, ConnectionApi):
         return self._host.serving(self)
 
     # -- what the statement runner reads (statement_flow.StatementHost) --------
-    @property
-    def url(self) -> str:
-        return self._host.url
-
-    @property
-    def alias(self) -> str:
-        return self._host.alias
-
-    @property
-    def read_only(self) -> bool:
-        return self._host.read_only
-
-    @property
-    def data_path(self) -> str | None:
-        return self._host.data_path
-
-    @property
-    def lake(self) -> Lake:
-        return self._host.lake
-
-    @property
-    def state(self) -> DuckState:
-        return self._host.state
-
-    @property
-    def log(self) -> WriteLog:
-        return self._host.log
-
-    @property
-    def metadata_writes(self) -> bool:
-        return self._host.metadata_writes
+    url = _FromHost()
+    alias = _FromHost()
+    read_only = _FromHost()
+    data_path = _FromHost()
+    lake = _FromHost()
+    state = _FromHost()
+    log = _FromHost()
+    metadata_writes = _FromHost()
 
     @property
     def attached_lakes(self) -> Attached:
