@@ -25,12 +25,15 @@ queries check what is there). Any other COMMIT error is the file's.
 BEGIN/COMMIT/ROLLBACK go to ``session.transaction()`` (``txn="api"``) or
 through ``session.sql`` (``txn="raw"``). ATTACH options map to ``connect``'s
 arguments: DATA_PATH, READ_ONLY or READ_WRITE, SNAPSHOT_VERSION/SNAPSHOT_TIME and
-ENCRYPTED (when ``connect`` takes them); DATA_INLINING_ROW_LIMIT becomes the connection's
-default inlining limit.
+ENCRYPTED and WRITE_DELETION_VECTORS (when ``connect`` takes them);
+DATA_INLINING_ROW_LIMIT becomes the connection's default inlining limit.
+METADATA_SCHEMA names one catalog of a metadata store that holds several: a
+slatelake lake holds one catalog, so each (metadata path, schema) is a lake
+of its own.
 
 What a session cannot express raises ``Unsupported``: a second lake attached at
 once, a catalog in SQLite/Postgres, other ATTACH options
-(METADATA_SCHEMA, OVERRIDE_DATA_PATH ...), a DETACH of the metadata catalog, a
+(OVERRIDE_DATA_PATH, META_TYPE), a DETACH of the metadata catalog, a
 metadata file inside the data path (a lake's store never overlaps its data).
 """
 
@@ -406,6 +409,7 @@ class SlatelakeBackend:
                 "already exists"
             )
         data_path, meta, inline, read_only, read_write, at = None, None, None, False, False, {}
+        schema = ""
         only: bool | None = None  # READ_ONLY, READ_WRITE (False), or neither
         accepted = set(inspect.signature(self._session_module.connect).parameters)
         for key, value in options:
@@ -425,6 +429,10 @@ class SlatelakeBackend:
                 continue
             elif key == "ENCRYPTED" and "encrypted" in accepted:
                 at["encrypted"] = value is None or value.lower() in ("true", "1")
+            elif key == "WRITE_DELETION_VECTORS" and "write_deletion_vectors" in accepted:
+                at["write_deletion_vectors"] = value is None or value.lower() in ("true", "1")
+            elif key == "METADATA_SCHEMA" and value:
+                schema = value  # one catalog of a shared metadata store: a lake of its own
             elif key in ("SNAPSHOT_VERSION", "SNAPSHOT_TIME") and key.lower() in accepted:
                 at[key.lower()] = int(value or 0) if key == "SNAPSHOT_VERSION" else value
             else:
@@ -438,6 +446,7 @@ class SlatelakeBackend:
             # built: a lake's store may never overlap its data path (guard.py)
             raise Unsupported("a metadata catalog inside the data path")
         key_text = path if path not in ("", ":memory:") else uuid.uuid4().hex
+        key_text += f"#{schema}" if schema else ""
         root = self._lakes / hashlib.sha1(key_text.encode()).hexdigest()[:16]
         if not root.exists() and data_path is None:
             data_path = path + ".files"  # DuckLake's default: next to the metadata file

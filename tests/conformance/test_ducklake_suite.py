@@ -41,7 +41,6 @@ KNOWN_FAILING: dict[str, Known] = {}
 
 NOT_RUNNABLE: dict[str, str] = {
     "test/sql/compaction/compaction_size_limit.test": "require tpch",
-    "test/sql/transaction/transaction_schema.test": "ATTACH option METADATA_SCHEMA",
 }
 
 

@@ -392,3 +392,18 @@ def test_a_snapshot_time_reads_as_stock_reads_it_in_another_time_zone(
         seen = s.sql("SELECT count(*) FROM past.u").fetchone()
     assert seen == stock.execute("SELECT count(*) FROM s.u").fetchone() == (1,)
     stock.close()
+
+
+def test_an_option_set_on_an_attached_lake_lands_in_its_log(two: tuple[str, str, str]) -> None:
+    """DuckLake's ``set_option`` writes the catalog without minting a snapshot:
+    what it wrote to an attached lake still lands in that lake's log."""
+    a, b, b_data = two
+    with slatelake.connect(a) as s:
+        s.sql(f"ATTACH 'slatelake:{b}' AS other (DATA_PATH '{b_data}')")
+        s.sql("CALL other.set_option('data_inlining_row_limit', 0)")
+        s.sql("CREATE TABLE other.u AS SELECT i FROM range(5) r(i)")  # checked against the log
+    option = "SELECT value FROM __slatelake_meta.ducklake_metadata WHERE key = ?"
+    with slatelake.connect(b, read_only=True) as other:
+        assert other.sql(option, params=["data_inlining_row_limit"]).fetchall() == [("0",)]
+    files = "SELECT count(*) FROM __slatelake_meta.ducklake_data_file WHERE end_snapshot IS NULL"
+    assert _count(b, files) == [(1,)]  # written to Parquet, as the option says

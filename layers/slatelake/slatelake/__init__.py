@@ -71,6 +71,7 @@ def connect(
     snapshot_time: datetime | str | None = None,
     pin: bool = False,
     encrypted: bool = False,
+    write_deletion_vectors: bool = False,
 ) -> Session:
     """Open a session on the lake at ``lake_url`` (``s3://bucket/prefix``,
     ``file:///path`` or a local path), attached as DuckLake catalog ``alias``
@@ -84,7 +85,9 @@ def connect(
     session reads at open (``session.pin()``), so expiry and cleanup keep it
     while the session lives. ``encrypted``: DuckLake's ENCRYPTED: a new lake
     writes encrypted data files (keys kept in its catalog); an existing lake
-    must have been made so."""
+    must have been made so. ``write_deletion_vectors``: DuckLake's
+    WRITE_DELETION_VECTORS: this session's deletes write puffin deletion
+    vectors instead of Parquet delete files."""
     from slatelake.maintenance.session import LakeSession
 
     return LakeSession(
@@ -99,6 +102,7 @@ def connect(
         snapshot_time=snapshot_time,
         pin=pin,
         encrypted=encrypted,
+        write_deletion_vectors=write_deletion_vectors,
     )
 
 

@@ -109,6 +109,7 @@ OPTIONS = (
     "DATA_PATH",
     "CREATE_IF_NOT_EXISTS",
     "ENCRYPTED",
+    "WRITE_DELETION_VECTORS",
 )
 
 
@@ -126,6 +127,7 @@ class AttachRequest:
     data_path: str | None
     create_if_not_exists: bool
     encrypted: bool
+    write_deletion_vectors: bool
 
 
 def _unquote_name(text: str) -> str:
@@ -208,6 +210,8 @@ def parse_attach(query: str) -> AttachRequest | None:
         if "CREATE_IF_NOT_EXISTS" in opts
         else True,
         encrypted="ENCRYPTED" in opts and _flag("ENCRYPTED", opts["ENCRYPTED"]),
+        write_deletion_vectors="WRITE_DELETION_VECTORS" in opts
+        and _flag("WRITE_DELETION_VECTORS", opts["WRITE_DELETION_VECTORS"]),
     )
 
 
@@ -243,6 +247,7 @@ class AttachedLakes(Generic[S]):
         create_if_not_exists: bool = True,
         if_not_exists: bool = False,
         encrypted: bool = False,
+        write_deletion_vectors: bool = False,
     ) -> S:
         if self._host.in_transaction:
             raise MisconfigurationError(
@@ -275,6 +280,7 @@ class AttachedLakes(Generic[S]):
             snapshot_version=snapshot_version,
             snapshot_time=snapshot_time,
             encrypted=encrypted,
+            write_deletion_vectors=write_deletion_vectors,
             _internal=(f"__slatelake_meta_{number}", f"__slatelake_base_{number}"),
         )
         self._lakes[alias.lower()] = lake
@@ -333,6 +339,7 @@ class AttachedLakes(Generic[S]):
                 create_if_not_exists=request.create_if_not_exists,
                 if_not_exists=request.if_not_exists,
                 encrypted=request.encrypted,
+                write_deletion_vectors=request.write_deletion_vectors,
             )
             return True
         found = _DETACH.match(query)

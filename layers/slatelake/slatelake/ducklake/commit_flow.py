@@ -172,11 +172,8 @@ class Committer:
         host this lake is attached to) wrote to DuckLake's copy; the lock was
         taken at the head before it ran (``lock_at_head``), so nothing landed
         since and it lands as DuckLake made it. Nothing written: the lock
-        goes back."""
-        (newest,) = self._aux.execute(self._newest_in_copy).fetchone()
-        if newest == self._view.copy_snapshot:
-            self.release_lock()
-            return
+        goes back. Captured, not judged by the newest snapshot: DuckLake's
+        ``set_option`` writes its catalog without minting one."""
         self._rebased = []
         self.commit_captured()
 

@@ -81,7 +81,7 @@ __all__ = ["BASE_DB", "META_DB", "VERIFY_ENV", "Session", "connect", "retry"]
 VERIFY_ENV = "SLATELAKE_VERIFY_CAPTURE"
 
 
-class Session(RunnerFront, ConnectionApi, metaclass=ABCMeta):  # noqa: B024 - for register(), nothing abstract
+class Session(RunnerFront, ConnectionApi, metaclass=ABCMeta):  # noqa: B024 - see the docstring
     """A DuckDB connection with the lake attached as DuckLake catalog ``alias``;
     it answers DuckDB's connection API (``connection_api.py``); its
     ``cursor()`` is a second connection on the same copy (``session_cursor.py``).
@@ -100,10 +100,12 @@ class Session(RunnerFront, ConnectionApi, metaclass=ABCMeta):  # noqa: B024 - fo
         snapshot_time: datetime | str | None = None,
         pin: bool = False,
         encrypted: bool = False,
+        write_deletion_vectors: bool = False,
         *,
         _internal: tuple[str, str] | None = None,
     ) -> None:
         self._encrypted = encrypted
+        self._deletion_vectors = write_deletion_vectors
         self._pinned = pin_options(snapshot_version, snapshot_time)
         if self._pinned and read_only is False:  # asked for by name, as DuckLake's READ_WRITE
             raise MisconfigurationError(
@@ -275,6 +277,8 @@ class Session(RunnerFront, ConnectionApi, metaclass=ABCMeta):  # noqa: B024 - fo
             # DuckLake's: a new lake encrypts its data files (the flag is then in
             # its catalog); an existing one must match, DuckLake refuses otherwise
             *(["ENCRYPTED"] if self._encrypted else []),
+            # DuckLake's, per attach: this session's deletes as puffin deletion vectors
+            *(["WRITE_DELETION_VECTORS true"] if self._deletion_vectors else []),
         ]
         catalog = f"ducklake:{self._meta_file}" if self._meta_file else "ducklake::memory:"
         try:
@@ -382,6 +386,7 @@ class Session(RunnerFront, ConnectionApi, metaclass=ABCMeta):  # noqa: B024 - fo
         snapshot_time: datetime | str | None = None,
         create_if_not_exists: bool = True,
         encrypted: bool = False,
+        write_deletion_vectors: bool = False,
     ) -> Session:
         """Attach another slatelake lake as catalog ``alias`` of this session
         (``ATTACH 'slatelake:<url>' AS alias (...)``): statements here read
@@ -397,6 +402,7 @@ class Session(RunnerFront, ConnectionApi, metaclass=ABCMeta):  # noqa: B024 - fo
                 snapshot_time=snapshot_time,
                 create_if_not_exists=create_if_not_exists,
                 encrypted=encrypted,
+                write_deletion_vectors=write_deletion_vectors,
             )
 
     def detach(self, alias: str) -> None:
@@ -589,6 +595,7 @@ def connect(
     snapshot_time: datetime | str | None = None,
     pin: bool = False,
     encrypted: bool = False,
+    write_deletion_vectors: bool = False,
 ) -> Session:
     """Open a session on a lake; with ``data_path``, an empty root becomes a new lake.
 
@@ -597,7 +604,9 @@ def connect(
     it and closes it with the session. ``snapshot_version``/``snapshot_time``:
     a read-only session at that snapshot, like DuckLake's ATTACH options.
     ``pin``: keep the snapshot read at open from expiry while the session lives.
-    ``encrypted``: DuckLake's ENCRYPTED (a new lake encrypts its data files)."""
+    ``encrypted``: DuckLake's ENCRYPTED (a new lake encrypts its data files).
+    ``write_deletion_vectors``: DuckLake's WRITE_DELETION_VECTORS (this
+    session's deletes write puffin deletion vectors)."""
     return Session(
         lake_url,
         data_path=data_path,
@@ -608,6 +617,7 @@ def connect(
         snapshot_time=snapshot_time,
         pin=pin,
         encrypted=encrypted,
+        write_deletion_vectors=write_deletion_vectors,
     )
 
 

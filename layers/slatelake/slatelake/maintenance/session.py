@@ -134,6 +134,7 @@ class LakeSession(ConnectionApi):
         snapshot_time: datetime | str | None = None,
         pin: bool = False,
         encrypted: bool = False,
+        write_deletion_vectors: bool = False,
     ) -> None:
         self._raw_options = dict(options or {})
         self.scheduler: Scheduler | None = None
@@ -154,6 +155,7 @@ class LakeSession(ConnectionApi):
             snapshot_time=snapshot_time,
             pin=pin,
             encrypted=encrypted,
+            write_deletion_vectors=write_deletion_vectors,
         )
         try:
             # our own connection loads the pinned wheel; a caller's may hold another build
