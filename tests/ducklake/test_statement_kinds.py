@@ -16,7 +16,7 @@ import pytest
 
 from slatelake.ducklake import statements as stmt
 from slatelake.ducklake.session import connect
-from slatelake.ducklake.txn_state import Txn, TxnState
+from slatelake.ducklake.txn_state import Began, Txn, TxnState
 from slatelake.errors import MisconfigurationError
 
 pytestmark = pytest.mark.fast
@@ -66,15 +66,19 @@ def test_a_transaction_moves_through_its_states_and_forgets_its_maintenance_call
     assert txn.state is TxnState.NONE and not txn.open
     txn.note_maintenance_call()  # in autocommit: nothing to remember
     assert not txn.called_maintenance
-    txn.begin(raw=False)
+    txn.share()  # in autocommit: nothing to share
+    assert txn.began == Began()
+    txn.begin(raw=False, began=Began(load=2, reached=5))
     assert txn.state is TxnState.BLOCK and not txn.state.raw
     txn.note_maintenance_call()
+    txn.share()  # a cursor opened while it is open
     txn.fail()
     assert txn.state is TxnState.BLOCK_FAILED and txn.state.failed
     ended = txn.end()
     assert ended.state is TxnState.BLOCK_FAILED and ended.called_maintenance
-    assert txn.state is TxnState.NONE and not txn.called_maintenance
-    txn.begin(raw=True)
+    assert ended.began == Began(load=2, reached=5, shared=True)
+    assert txn.state is TxnState.NONE and not txn.called_maintenance and txn.began == Began()
+    txn.begin(raw=True, began=Began())
     txn.fail()
     assert txn.state is TxnState.RAW_FAILED and txn.state.raw
     assert txn.end().state is TxnState.RAW_FAILED
