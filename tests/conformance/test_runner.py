@@ -185,11 +185,25 @@ def test_an_attach_option_a_session_cannot_take_is_unsupported(tmp_path: Path) -
     text = (
         "statement ok\n"
         "ATTACH 'ducklake:__TEST_DIR__/l.db' AS lake "
-        "(DATA_PATH '__TEST_DIR__/f', METADATA_SCHEMA 'other')\n"
+        "(DATA_PATH '__TEST_DIR__/f', OVERRIDE_DATA_PATH true)\n"
     )
     assert _run(tmp_path, text, "stock").status == PASS
     result = _run(tmp_path, text, "slatelake")
-    assert (result.status, result.error) == (UNSUPPORTED, "ATTACH option METADATA_SCHEMA")
+    assert (result.status, result.error) == (UNSUPPORTED, "ATTACH option OVERRIDE_DATA_PATH")
+
+
+def test_each_metadata_schema_of_one_store_is_a_lake_of_its_own(tmp_path: Path) -> None:
+    text = "".join(
+        f"statement ok\nATTACH 'ducklake:__TEST_DIR__/l.db' AS lake "
+        f"(DATA_PATH '__TEST_DIR__/{schema}', METADATA_SCHEMA '{schema}')\n\n"
+        f"statement ok\nCREATE TABLE lake.t AS SELECT {value} AS v\n\n"
+        f"query I\nSELECT v FROM lake.t\n----\n{value}\n\n"
+        "statement ok\nDETACH lake\n\n"
+        for schema, value in (("s1", 1), ("s2", 2))
+    )
+    for backend in ("stock", "slatelake"):
+        result = _run(tmp_path, text, backend)
+        assert result.status == PASS, (backend, result.error, result.detail)
 
 
 def test_a_missing_extension_or_directive_skips_the_file(tmp_path: Path) -> None:
