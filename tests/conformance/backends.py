@@ -25,16 +25,22 @@ queries check what is there). Any other COMMIT error is the file's.
 BEGIN/COMMIT/ROLLBACK go to ``session.transaction()`` (``txn="api"``) or
 through ``session.sql`` (``txn="raw"``). ATTACH options map to ``connect``'s
 arguments: DATA_PATH, READ_ONLY or READ_WRITE, SNAPSHOT_VERSION/SNAPSHOT_TIME and
-ENCRYPTED and WRITE_DELETION_VECTORS (when ``connect`` takes them);
+ENCRYPTED, WRITE_DELETION_VECTORS and OVERRIDE_DATA_PATH (when ``connect``
+takes them; a session takes the override read-only, so the runner attaches
+read-only with it); META_TYPE goes through the session's own check (only
+'duckdb' applies);
 DATA_INLINING_ROW_LIMIT becomes the connection's default inlining limit.
 METADATA_SCHEMA names one catalog of a metadata store that holds several: a
 slatelake lake holds one catalog, so each (metadata path, schema) is a lake
 of its own.
 
-What a session cannot express raises ``Unsupported``: a second lake attached at
-once, a catalog in SQLite/Postgres, other ATTACH options
-(OVERRIDE_DATA_PATH, META_TYPE), a DETACH of the metadata catalog, a
-metadata file inside the data path (a lake's store never overlaps its data).
+A second DuckLake attached beside the first is attached to the session as
+``ATTACH 'slatelake:...'`` attaches one (``session.attach``); DETACH of it
+detaches it. What a session cannot express raises ``Unsupported``: a catalog
+in SQLite/Postgres, other ATTACH options (any DuckLake has beyond those; a
+second lake's DATA_INLINING_ROW_LIMIT or METADATA_CATALOG), a DETACH of the
+metadata catalog, a metadata file inside the data path (a lake's store never
+overlaps its data).
 """
 
 from __future__ import annotations
@@ -200,6 +206,7 @@ class SlatelakeBackend:
         self._sessions: dict[str, Any] = {}
         self._open_txns: dict[str, _Transaction] = {}
         self._failed_raw: set[str] = set()  # txn="raw": a statement of the open one raised
+        self._others: set[str] = set()  # lakes attached beside the first (session.attach)
         self._global_sets: list[str] = []  # SETs of GLOBAL scope, replayed in a new database
         self._lock = threading.RLock()
 
@@ -309,8 +316,13 @@ class SlatelakeBackend:
             target = _unquote(detach.group("alias"))
             if target in lake.meta_names:
                 raise Unsupported("DETACH of the metadata catalog (the session owns it)")
+            if target in self._others:
+                self._others.discard(target)
+                self._session(MAIN).detach(target)
+                return EMPTY
             if target == lake.alias:
                 self._close_sessions()
+                self._others.clear()  # closed with the session
                 self._lake = None
                 return EMPTY
         session = self._session(name)
@@ -399,9 +411,7 @@ class SlatelakeBackend:
             raise Unsupported(f"a DuckLake catalog in {path.split(':')[0]}")
         options = _options(found.group("options") or "")
         lake = self._lake
-        if lake is not None:
-            if lake.alias != alias:
-                raise Unsupported("a second DuckLake attached at the same time")
+        if lake is not None and (lake.alias == alias or alias in self._others):
             if found.group("ine"):
                 return EMPTY
             raise duckdb.BinderException(
@@ -431,6 +441,15 @@ class SlatelakeBackend:
                 at["encrypted"] = value is None or value.lower() in ("true", "1")
             elif key == "WRITE_DELETION_VECTORS" and "write_deletion_vectors" in accepted:
                 at["write_deletion_vectors"] = value is None or value.lower() in ("true", "1")
+            elif key == "OVERRIDE_DATA_PATH" and "override_data_path" in accepted:
+                # a session takes it read-only (attach_options.check_override)
+                override = value is None or value.lower() in ("true", "1")
+                at["override_data_path"] = override
+                read_only = read_only or override
+            elif key == "META_TYPE" and value is not None:
+                from slatelake.ducklake.attach_options import check_meta_type
+
+                check_meta_type(value)  # the session's own check: only 'duckdb' applies
             elif key == "METADATA_SCHEMA" and value:
                 schema = value  # one catalog of a shared metadata store: a lake of its own
             elif key in ("SNAPSHOT_VERSION", "SNAPSHOT_TIME") and key.lower() in accepted:
@@ -452,6 +471,16 @@ class SlatelakeBackend:
             data_path = path + ".files"  # DuckLake's default: next to the metadata file
         if data_path is not None and not data_path.endswith("/"):
             data_path += "/"
+        if lake is not None:  # a second lake: attached to the session, as ATTACH 'slatelake:'
+            if inline is not None or meta:
+                raise Unsupported(
+                    "a second DuckLake with DATA_INLINING_ROW_LIMIT or METADATA_CATALOG"
+                )
+            self._session(MAIN).attach(
+                root.as_uri(), alias, read_only=only, data_path=data_path, **at
+            )
+            self._others.add(alias)
+            return EMPTY
         names = (f"__ducklake_metadata_{alias}",) + ((meta,) if meta else ())
         self._lake = _Lake(root.as_uri(), alias, data_path, only, inline, names, at)
         try:

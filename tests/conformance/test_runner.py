@@ -341,3 +341,18 @@ def test_a_file_that_outlives_its_timeout_fails_and_the_next_file_still_runs(
     results = {r["file"]: r for r in json.loads(out.read_text())["results"]}
     assert results["test/sql/demo/slow.test"]["error"] == "timed out after 3 s"
     assert results["test/sql/demo/good.test"]["status"] == PASS
+
+
+def test_a_second_ducklake_is_attached_beside_the_first_and_detached(tmp_path: Path) -> None:
+    text = (
+        "statement ok\nATTACH 'ducklake:__TEST_DIR__/a.db' AS a (DATA_PATH '__TEST_DIR__/fa')\n\n"
+        "statement ok\nATTACH 'ducklake:__TEST_DIR__/b.db' AS b (DATA_PATH '__TEST_DIR__/fb')\n\n"
+        "statement ok\nCREATE TABLE a.t AS SELECT 1 AS i\n\n"
+        "statement ok\nCREATE TABLE b.u AS SELECT i + 1 AS i FROM a.t\n\n"
+        "query I\nSELECT i FROM b.u\n----\n2\n\n"
+        "statement ok\nDETACH b\n\n"
+        "statement error\nSELECT i FROM b.u\n----\nb\n"
+    )
+    for backend in ("stock", "slatelake"):
+        result = _run(tmp_path, text, backend)
+        assert result.status == PASS, (backend, result.error, result.detail)

@@ -407,3 +407,18 @@ def test_an_option_set_on_an_attached_lake_lands_in_its_log(two: tuple[str, str,
         assert other.sql(option, params=["data_inlining_row_limit"]).fetchall() == [("0",)]
     files = "SELECT count(*) FROM __slatelake_meta.ducklake_data_file WHERE end_snapshot IS NULL"
     assert _count(b, files) == [(1,)]  # written to Parquet, as the option says
+
+
+def test_attach_takes_meta_type_duckdb_and_refuses_any_other_naming_it(
+    two: tuple[str, str, str],
+) -> None:
+    a, b, b_data = two
+    with slatelake.connect(a) as s:
+        with pytest.raises(errors.MisconfigurationError, match='"sqlite"'):
+            s.sql(f"ATTACH 'slatelake:{b}' AS other (DATA_PATH '{b_data}', META_TYPE 'SQLite')")
+        assert s.sql(
+            "SELECT count(*) FROM duckdb_databases() WHERE database_name = 'other'"
+        ).fetchone() == (0,)
+        s.sql(f"ATTACH 'slatelake:{b}' AS other (DATA_PATH '{b_data}', META_TYPE 'DUCKDB')")
+        s.sql("CREATE TABLE other.u AS SELECT 1 AS i")
+    assert _count(b, "SELECT i FROM u") == [(1,)]

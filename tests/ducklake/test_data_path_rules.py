@@ -337,3 +337,28 @@ def test_the_cli_resolves_a_relative_data_path_as_a_session_does(
     with connect(made, read_only=True) as session:
         assert session.sql("SELECT count(*) FROM t").fetchone() == (ROWS,)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cwd", "made", "used"]
+
+
+def test_override_data_path_reads_a_mirror_and_is_taken_only_read_only(tmp_path: Path) -> None:
+    """DuckLake's OVERRIDE_DATA_PATH: this attach reads the files from another
+    place (a copy, a mount), the catalog keeps its own; a writer is refused,
+    since the lake's maintenance goes by the catalog's path."""
+    import shutil
+
+    url, data, mirror = (tmp_path / "lake").as_uri(), tmp_path / "data", tmp_path / "mirror"
+    with connect(url, data_path=f"{data}/") as s:
+        s.sql(f"CREATE TABLE t AS SELECT i FROM range({ROWS}) r(i)")
+    shutil.copytree(data, mirror)
+    shutil.rmtree(data)  # only the mirror holds the files now
+    with connect(url, data_path=f"{mirror}/", read_only=True, override_data_path=True) as s:
+        assert s.sql("SELECT count(*), sum(i) FROM t").fetchone() == (ROWS, sum(range(ROWS)))
+        tags = "SELECT tags['data_path'] FROM duckdb_databases() WHERE database_name = 'lake'"
+        assert s.sql(tags).fetchone() == (f"{mirror}/",)
+    with connect(url, read_only=True) as s:  # the catalog keeps its own path
+        assert _stored_data_path(s) == f"{data}/"
+    with pytest.raises(MisconfigurationError, match="connect read-only, or without the override"):
+        connect(url, data_path=f"{mirror}/", override_data_path=True)
+    with pytest.raises(MisconfigurationError, match="give DATA_PATH"):
+        connect(url, read_only=True, override_data_path=True)
+    with pytest.raises(MisconfigurationError, match="does not match existing data path"):
+        connect(url, data_path=f"{mirror}/", read_only=True)  # no override: DuckLake's refusal

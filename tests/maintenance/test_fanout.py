@@ -101,12 +101,23 @@ def _phases(url: str, batch_tables: int) -> slatelake.PassReport:
     return lake.maintenance.finish(plan, results)
 
 
-def test_a_fanned_out_pass_leaves_the_end_state_of_one_pass(_churned_once: Built) -> None:
-    """On a churned 40-table lake: one pass in one process, then the same
-    lake restored and fanned out (plan, batches in 2 worker processes, finish)."""
-    work, _, names = _churned_once
+@pytest.mark.parametrize(
+    "built",
+    [
+        pytest.param("_churned_once", marks=pytest.mark.long, id="40-tables"),
+        pytest.param("_small_once", id="10-tables"),
+    ],
+)
+def test_a_fanned_out_pass_leaves_the_end_state_of_one_pass(
+    built: str, request: pytest.FixtureRequest
+) -> None:
+    """On a churned lake (40 tables in the long tier, 10 in the default):
+    one pass in one process, then the same lake restored and fanned out
+    (plan, batches in 2 worker processes, finish)."""
+    lake: Built = request.getfixturevalue(built)
+    work, _, names = lake
     data = work / "data"
-    restore = _restorer(_churned_once)
+    restore = _restorer(lake)
     url = restore()
     one = slatelake.open(url).maintenance.run(PassRequest(options=OPTIONS))
     assert one.status == "succeeded", one.to_dict()

@@ -72,6 +72,7 @@ def connect(
     pin: bool = False,
     encrypted: bool = False,
     write_deletion_vectors: bool = False,
+    override_data_path: bool = False,
 ) -> Session:
     """Open a session on the lake at ``lake_url`` (``s3://bucket/prefix``,
     ``file:///path`` or a local path), attached as DuckLake catalog ``alias``
@@ -87,7 +88,9 @@ def connect(
     writes encrypted data files (keys kept in its catalog); an existing lake
     must have been made so. ``write_deletion_vectors``: DuckLake's
     WRITE_DELETION_VECTORS: this session's deletes write puffin deletion
-    vectors instead of Parquet delete files."""
+    vectors instead of Parquet delete files. ``override_data_path``:
+    DuckLake's OVERRIDE_DATA_PATH, for a read-only session that reads the
+    files from ``data_path`` instead of the catalog's (a mirror, a mount)."""
     from slatelake.maintenance.session import LakeSession
 
     return LakeSession(
@@ -103,6 +106,7 @@ def connect(
         pin=pin,
         encrypted=encrypted,
         write_deletion_vectors=write_deletion_vectors,
+        override_data_path=override_data_path,
     )
 
 

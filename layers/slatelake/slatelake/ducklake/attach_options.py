@@ -5,7 +5,12 @@ orphan step compares ``file://`` data paths wrongly against the files it
 lists and deletes live ones. A catalog that already stores a ``file://`` data
 path is attached with the plain path and OVERRIDE_DATA_PATH. A past snapshot
 is DuckLake's own SNAPSHOT_VERSION / SNAPSHOT_TIME. A reload keeps the
-catalog and schema the user had in USE.
+catalog and schema the user had in USE. DuckLake's OVERRIDE_DATA_PATH (read
+the files from another place, a mirror or a mount, for this attach only) is
+taken by read-only sessions: a writer writes where the catalog says, and
+the maintenance steps, which go by the catalog's path, find what it wrote.
+META_TYPE can only be ``duckdb``: the catalog lives in the lake's store and
+a session works on it in DuckDB.
 
 The data path reaching here is absolute or a URL (``guard.resolve_data_path``
 resolved a relative one at connect), so the catalog stores a place every
@@ -37,12 +42,17 @@ NO_DATA_PATH = (
 )
 
 
-def data_path_options(url: str, data_path: str | None, state: DuckState) -> list[str]:
+def data_path_options(
+    url: str, data_path: str | None, state: DuckState, override: bool = False
+) -> list[str]:
     """DATA_PATH (and OVERRIDE_DATA_PATH) for the ATTACH: DuckLake sees a
     plain absolute path for local data whatever spelling the catalog or
-    the caller used; a data path other than the catalog's is refused."""
+    the caller used; a data path other than the catalog's is refused, unless
+    ``override`` (a read-only session reading the files from there)."""
     stored = stored_data_path(state)
     given = None if data_path is None else ducklake_data_path(data_path)
+    if override and stored is not None and given is not None:
+        return [f"DATA_PATH {literal(given)}", "OVERRIDE_DATA_PATH true"]
     if stored is None:
         if given is None:
             raise MisconfigurationError(_no_data_path(url, state))
@@ -63,6 +73,31 @@ def data_path_options(url: str, data_path: str | None, state: DuckState) -> list
             f"so DuckLake's orphan step could delete live files ({exc})"
         ) from None
     return [f"DATA_PATH {literal(plain)}", "OVERRIDE_DATA_PATH true"]
+
+
+def check_override(data_path: str | None, read_only: bool) -> None:
+    """OVERRIDE_DATA_PATH asks for a data path and a read-only session."""
+    if data_path is None:
+        raise MisconfigurationError(
+            "OVERRIDE_DATA_PATH reads the lake's files from the data path given: give DATA_PATH"
+        )
+    if not read_only:
+        raise MisconfigurationError(
+            "OVERRIDE_DATA_PATH is for reading a lake's files from another place (a mirror, a "
+            "mount): a writable session writes where the lake's catalog says, so the lake's "
+            "maintenance finds what it wrote; connect read-only, or without the override"
+        )
+
+
+def check_meta_type(value: str | None) -> None:
+    """DuckLake's META_TYPE: only ``duckdb`` applies to a slatelake lake."""
+    if (value or "").strip().lower() != "duckdb":
+        name = (value or "").strip().lower()
+        raise MisconfigurationError(
+            f"META_TYPE {value!r}: a slatelake lake keeps its catalog in its own store and a "
+            f'session works on it in DuckDB; there is no metadata type "{name}" to load '
+            "(leave META_TYPE out, or give 'duckdb')"
+        )
 
 
 def _no_data_path(url: str, state: DuckState) -> str:

@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 import duckdb
 
 from slatelake.ducklake import statements as stmt
-from slatelake.ducklake.attach_options import current_use
+from slatelake.ducklake.attach_options import check_meta_type, current_use
 from slatelake.ducklake.sql import ident
 from slatelake.errors import MisconfigurationError, NotFoundError
 from slatelake.store.db import store_exists
@@ -110,6 +110,8 @@ OPTIONS = (
     "CREATE_IF_NOT_EXISTS",
     "ENCRYPTED",
     "WRITE_DELETION_VECTORS",
+    "OVERRIDE_DATA_PATH",
+    "META_TYPE",
 )
 
 
@@ -128,6 +130,7 @@ class AttachRequest:
     create_if_not_exists: bool
     encrypted: bool
     write_deletion_vectors: bool
+    override_data_path: bool
 
 
 def _unquote_name(text: str) -> str:
@@ -195,6 +198,8 @@ def parse_attach(query: str) -> AttachRequest | None:
             )
         alias = tail
     opts = _options(found.group("options") or "")
+    if "META_TYPE" in opts:
+        check_meta_type(opts["META_TYPE"])
     version = opts.get("SNAPSHOT_VERSION")
     if version is not None and not version.isdigit():
         raise MisconfigurationError(f"SNAPSHOT_VERSION takes a snapshot id, not {version!r}")
@@ -212,6 +217,8 @@ def parse_attach(query: str) -> AttachRequest | None:
         encrypted="ENCRYPTED" in opts and _flag("ENCRYPTED", opts["ENCRYPTED"]),
         write_deletion_vectors="WRITE_DELETION_VECTORS" in opts
         and _flag("WRITE_DELETION_VECTORS", opts["WRITE_DELETION_VECTORS"]),
+        override_data_path="OVERRIDE_DATA_PATH" in opts
+        and _flag("OVERRIDE_DATA_PATH", opts["OVERRIDE_DATA_PATH"]),
     )
 
 
@@ -248,6 +255,7 @@ class AttachedLakes(Generic[S]):
         if_not_exists: bool = False,
         encrypted: bool = False,
         write_deletion_vectors: bool = False,
+        override_data_path: bool = False,
     ) -> S:
         if self._host.in_transaction:
             raise MisconfigurationError(
@@ -281,6 +289,7 @@ class AttachedLakes(Generic[S]):
             snapshot_time=snapshot_time,
             encrypted=encrypted,
             write_deletion_vectors=write_deletion_vectors,
+            override_data_path=override_data_path,
             _internal=(f"__slatelake_meta_{number}", f"__slatelake_base_{number}"),
         )
         self._lakes[alias.lower()] = lake
@@ -340,6 +349,7 @@ class AttachedLakes(Generic[S]):
                 if_not_exists=request.if_not_exists,
                 encrypted=request.encrypted,
                 write_deletion_vectors=request.write_deletion_vectors,
+                override_data_path=request.override_data_path,
             )
             return True
         found = _DETACH.match(query)

@@ -38,6 +38,7 @@ from slatelake.catalog.commit_lock import CommitLock
 from slatelake.catalog.lake import Lake
 from slatelake.ducklake import extensions, indexes, reader_pins
 from slatelake.ducklake.attach_options import (
+    check_override,
     current_use,
     data_path_options,
     pin_options,
@@ -101,11 +102,13 @@ class Session(RunnerFront, ConnectionApi, metaclass=ABCMeta):  # noqa: B024 - se
         pin: bool = False,
         encrypted: bool = False,
         write_deletion_vectors: bool = False,
+        override_data_path: bool = False,
         *,
         _internal: tuple[str, str] | None = None,
     ) -> None:
         self._encrypted = encrypted
         self._deletion_vectors = write_deletion_vectors
+        self._override = override_data_path
         self._pinned = pin_options(snapshot_version, snapshot_time)
         if self._pinned and read_only is False:  # asked for by name, as DuckLake's READ_WRITE
             raise MisconfigurationError(
@@ -114,6 +117,8 @@ class Session(RunnerFront, ConnectionApi, metaclass=ABCMeta):  # noqa: B024 - se
             )
         # a past snapshot is read, never written to; unset: read-write
         read_only = bool(self._pinned) or bool(read_only)
+        if override_data_path:
+            check_override(data_path, read_only)
         if data_path is not None:
             # once, to the absolute path DuckLake would use from here: the overlap
             # check sees the place written, and a reload after a chdir never moves it
@@ -272,7 +277,7 @@ class Session(RunnerFront, ConnectionApi, metaclass=ABCMeta):  # noqa: B024 - se
         con = self.con
         options = [
             f"METADATA_CATALOG {literal(self.meta_db)}",
-            *data_path_options(self.url, self.data_path, self.state),
+            *data_path_options(self.url, self.data_path, self.state, self._override),
             *self._pinned,
             # DuckLake's: a new lake encrypts its data files (the flag is then in
             # its catalog); an existing one must match, DuckLake refuses otherwise
@@ -387,6 +392,7 @@ class Session(RunnerFront, ConnectionApi, metaclass=ABCMeta):  # noqa: B024 - se
         create_if_not_exists: bool = True,
         encrypted: bool = False,
         write_deletion_vectors: bool = False,
+        override_data_path: bool = False,
     ) -> Session:
         """Attach another slatelake lake as catalog ``alias`` of this session
         (``ATTACH 'slatelake:<url>' AS alias (...)``): statements here read
@@ -403,6 +409,7 @@ class Session(RunnerFront, ConnectionApi, metaclass=ABCMeta):  # noqa: B024 - se
                 create_if_not_exists=create_if_not_exists,
                 encrypted=encrypted,
                 write_deletion_vectors=write_deletion_vectors,
+                override_data_path=override_data_path,
             )
 
     def detach(self, alias: str) -> None:
@@ -596,6 +603,7 @@ def connect(
     pin: bool = False,
     encrypted: bool = False,
     write_deletion_vectors: bool = False,
+    override_data_path: bool = False,
 ) -> Session:
     """Open a session on a lake; with ``data_path``, an empty root becomes a new lake.
 
@@ -606,7 +614,9 @@ def connect(
     ``pin``: keep the snapshot read at open from expiry while the session lives.
     ``encrypted``: DuckLake's ENCRYPTED (a new lake encrypts its data files).
     ``write_deletion_vectors``: DuckLake's WRITE_DELETION_VECTORS (this
-    session's deletes write puffin deletion vectors)."""
+    session's deletes write puffin deletion vectors). ``override_data_path``:
+    DuckLake's OVERRIDE_DATA_PATH, for a read-only session reading the files
+    from ``data_path`` instead of the catalog's (a mirror, a mount)."""
     return Session(
         lake_url,
         data_path=data_path,
@@ -618,6 +628,7 @@ def connect(
         pin=pin,
         encrypted=encrypted,
         write_deletion_vectors=write_deletion_vectors,
+        override_data_path=override_data_path,
     )
 
 

@@ -135,6 +135,7 @@ class LakeSession(ConnectionApi):
         pin: bool = False,
         encrypted: bool = False,
         write_deletion_vectors: bool = False,
+        override_data_path: bool = False,
     ) -> None:
         self._raw_options = dict(options or {})
         self.scheduler: Scheduler | None = None
@@ -156,6 +157,7 @@ class LakeSession(ConnectionApi):
             pin=pin,
             encrypted=encrypted,
             write_deletion_vectors=write_deletion_vectors,
+            override_data_path=override_data_path,
         )
         try:
             # our own connection loads the pinned wheel; a caller's may hold another build
