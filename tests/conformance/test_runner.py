@@ -185,11 +185,11 @@ def test_an_attach_option_a_session_cannot_take_is_unsupported(tmp_path: Path) -
     text = (
         "statement ok\n"
         "ATTACH 'ducklake:__TEST_DIR__/l.db' AS lake "
-        "(DATA_PATH '__TEST_DIR__/f', OVERRIDE_DATA_PATH true)\n"
+        "(DATA_PATH '__TEST_DIR__/f', AUTOMATIC_MIGRATION true)\n"
     )
     assert _run(tmp_path, text, "stock").status == PASS
     result = _run(tmp_path, text, "slatelake")
-    assert (result.status, result.error) == (UNSUPPORTED, "ATTACH option OVERRIDE_DATA_PATH")
+    assert (result.status, result.error) == (UNSUPPORTED, "ATTACH option AUTOMATIC_MIGRATION")
 
 
 def test_each_metadata_schema_of_one_store_is_a_lake_of_its_own(tmp_path: Path) -> None:

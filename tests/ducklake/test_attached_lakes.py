@@ -414,7 +414,7 @@ def test_attach_takes_meta_type_duckdb_and_refuses_any_other_naming_it(
 ) -> None:
     a, b, b_data = two
     with slatelake.connect(a) as s:
-        with pytest.raises(errors.MisconfigurationError, match='"sqlite"'):
+        with pytest.raises(errors.MisconfigurationError, match="'sqlite'"):
             s.sql(f"ATTACH 'slatelake:{b}' AS other (DATA_PATH '{b_data}', META_TYPE 'SQLite')")
         assert s.sql(
             "SELECT count(*) FROM duckdb_databases() WHERE database_name = 'other'"

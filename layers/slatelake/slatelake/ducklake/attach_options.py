@@ -94,9 +94,9 @@ def check_meta_type(value: str | None) -> None:
     if (value or "").strip().lower() != "duckdb":
         name = (value or "").strip().lower()
         raise MisconfigurationError(
-            f"META_TYPE {value!r}: a slatelake lake keeps its catalog in its own store and a "
-            f'session works on it in DuckDB; there is no metadata type "{name}" to load '
-            "(leave META_TYPE out, or give 'duckdb')"
+            f"metadata type {name!r} (META_TYPE {value!r}) is not one a slatelake lake has: "
+            "its catalog lives in its own store and a session works on it in DuckDB; "
+            "leave META_TYPE out, or give 'duckdb'"
         )
 
 
