@@ -61,11 +61,10 @@ class CopyView:
         self.reached = []
 
     def reach(self, change_sets: list[ChangeSet]) -> None:
-        """``change_sets`` reached the copy (kept only while cursors share it)."""
+        """``change_sets`` reached the copy (kept once a cursor shares it; a
+        transaction begun before counts from the first kept)."""
         if self.keeps_reached:
             self.reached.extend(change_sets)
-        else:
-            self.reached_before += len(change_sets)
 
     def reached_since(self, began: Began) -> list[ChangeSet]:
         """The change sets that reached the copy after ``began``, as kept."""

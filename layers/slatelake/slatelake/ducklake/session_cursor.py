@@ -32,6 +32,7 @@ from slatelake.ducklake.connection_api import ConnectionApi
 from slatelake.ducklake.front import RunnerFront
 from slatelake.ducklake.results import Results
 from slatelake.ducklake.statement_flow import Attached, StatementRunner
+from slatelake.ducklake.through import Through
 from slatelake.ducklake.txn_state import Txn
 
 if TYPE_CHECKING:
@@ -69,17 +70,6 @@ class Host(Protocol):
     def cursor(self) -> Any: ...
 
 
-class _FromHost:
-    """An attribute of the cursor's session, read through by name (a reload
-    replaces the session's ``state``: the cursor always reads the current one)."""
-
-    def __set_name__(self, owner: type, name: str) -> None:
-        self.name = name
-
-    def __get__(self, obj: SessionCursor | None, objtype: type | None = None) -> Any:
-        return getattr(obj._host, self.name) if obj is not None else self
-
-
 class SessionCursor(RunnerFront, ConnectionApi):
     """A second connection on a session's copy of the lake (see the module);
     it answers DuckDB's connection API as the session does."""
@@ -101,15 +91,16 @@ class SessionCursor(RunnerFront, ConnectionApi):
     def _serve(self) -> AbstractContextManager[None]:
         return self._host.serving(self)
 
-    # -- what the statement runner reads (statement_flow.StatementHost) --------
-    url = _FromHost()
-    alias = _FromHost()
-    read_only = _FromHost()
-    data_path = _FromHost()
-    lake = _FromHost()
-    state = _FromHost()
-    log = _FromHost()
-    metadata_writes = _FromHost()
+    # -- what the statement runner reads (statement_flow.StatementHost): the
+    # session's, read through (a reload replaces its ``state``) -----------------
+    url = Through("_host")
+    alias = Through("_host")
+    read_only = Through("_host")
+    data_path = Through("_host")
+    lake = Through("_host")
+    state = Through("_host")
+    log = Through("_host")
+    metadata_writes = Through("_host")
 
     @property
     def attached_lakes(self) -> Attached:

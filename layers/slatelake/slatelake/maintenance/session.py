@@ -3,7 +3,7 @@
 ``LakeSession`` is what ``slatelake.connect`` returns: it owns a
 ``ducklake.session.Session`` (``.session``) and adds the maintenance options,
 the scheduler and ``maintenance()``; everything else a session answers is
-the owned session's, read through by name (``_Owned``), so it is usable
+the owned session's, read through by name (``ducklake/through.py``), so it is usable
 wherever a session is (the maintenance code, the CLI, the Lambda).
 
 Configuration lives at connect (the RFC's attach): a misconfigured session
@@ -39,6 +39,7 @@ import duckdb
 from slatelake.ducklake.attach_options import global_settings
 from slatelake.ducklake.connection_api import ConnectionApi
 from slatelake.ducklake.session import Session
+from slatelake.ducklake.through import Through
 from slatelake.maintenance import api, cadence
 from slatelake.maintenance.options import (
     MaintenanceOptions,
@@ -56,70 +57,56 @@ log = logging.getLogger("slatelake.maintenance")
 MANUAL_WAIT_S = 60.0
 
 
-class _Owned:
-    """An attribute of the owned ``Session``, read and set through by name.
-    A method comes back bound to the owned session, so the caller calls it
-    directly: ``sql`` then finds the caller's Python names one frame up, as
-    DuckDB's replacement scans need. On the class, the session's own
-    attribute (its docstring, for ``help``)."""
-
-    def __set_name__(self, owner: type, name: str) -> None:
-        self.name = name
-
-    def __get__(self, obj: LakeSession | None, objtype: type | None = None) -> Any:
-        if obj is None:
-            return getattr(Session, self.name)
-        return getattr(obj.session, self.name)
-
-    def __set__(self, obj: LakeSession, value: Any) -> None:
-        setattr(obj.session, self.name, value)
+def _owned() -> Any:
+    """An attribute of the owned ``Session``, read and set through by name."""
+    return Through("session", Session)
 
 
 class LakeSession(ConnectionApi):
     """A session on a lake with its maintenance options (``slatelake.connect``)."""
 
     # what a session is and says, the owned session's
-    url = _Owned()
-    alias = _Owned()
-    read_only = _Owned()
-    data_path = _Owned()
-    lake = _Owned()
-    con = _Owned()
-    state = _Owned()
-    capture = _Owned()
-    log = _Owned()
-    verify = _Owned()
-    metadata_writes = _Owned()
-    in_transaction = _Owned()
-    commit_lock = _Owned()
-    # statements (bound to the owned session: see ``_Owned``)
-    refresh = _Owned()
-    last_seq = _Owned()
-    rewound = _Owned()
-    watch_requests = _Owned()
+    url = _owned()
+    alias = _owned()
+    read_only = _owned()
+    data_path = _owned()
+    lake = _owned()
+    con = _owned()
+    state = _owned()
+    capture = _owned()
+    log = _owned()
+    verify = _owned()
+    metadata_writes = _owned()
+    in_transaction = _owned()
+    commit_lock = _owned()
+    # statements (bound to the owned session: see ``Through``)
+    refresh = _owned()
+    last_seq = _owned()
+    rewound = _owned()
+    watch_requests = _owned()
     # commits and the catalog, for the maintenance steps and retention holds
-    commit_change_set = _Owned()
-    commit_under_lock = _Owned()
-    run_maintenance_unless = _Owned()
-    catalog_changed = _Owned()
-    snapshots_present = _Owned()
-    catalog_has = _Owned()
-    live_tables = _Owned()
-    catalog_file_bytes = _Owned()
-    held_files_scheduled = _Owned()
+    commit_change_set = _owned()
+    commit_under_lock = _owned()
+    run_maintenance_unless = _owned()
+    catalog_changed = _owned()
+    snapshots_present = _owned()
+    catalog_has = _owned()
+    live_tables = _owned()
+    catalog_file_bytes = _owned()
+    held_files_scheduled = _owned()
     # reader pins
-    pin = _Owned()
-    unpin = _Owned()
-    pins = _Owned()
+    pin = _owned()
+    unpin = _owned()
+    pins = _owned()
     # other slatelake lakes in this session's database (ducklake/attached_lakes.py)
-    attach = _Owned()
-    detach = _Owned()
-    attached_lakes = _Owned()
+    attach = _owned()
+    detach = _owned()
+    attached_lakes = _owned()
     # equality indexes
-    create_index = _Owned()
-    drop_index = _Owned()
-    list_indexes = _Owned()
-    lookup = _Owned()
+    create_index = _owned()
+    drop_index = _owned()
+    list_indexes = _owned()
+    lookup = _owned()
 
     def __init__(
         self,
