@@ -280,6 +280,45 @@ def test_flushing_table_after_table_writes_nothing_to_the_base_database(
     assert not writes, f"the base database was written: {writes}"
 
 
+def test_a_read_of_one_base_table_applies_only_what_waits_for_that_table(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The base lags per table: a read of one table (a merge's capture reads
+    the base's data files) applies that table's waiting change sets and no
+    other's; the rest are applied when read, and the base then equals
+    DuckLake's copy."""
+    monkeypatch.delenv(VERIFY_ENV, raising=False)
+    url = _lake_of(tmp_path, 3)
+    with slatelake.connect(url) as session:
+        state = session.session.state
+        state.settle()
+        session.sql(PARQUET_INSERT.format(1000, 1000))
+        session.sql("INSERT INTO t001 VALUES (7, 'inlined')")
+        session.sql("DELETE FROM t002 WHERE id = 2")
+        counter = _CountingCursor(state.con)
+        state.con = counter
+        state.settle(["ducklake_data_file"])
+        first = _base_tables_written(counter.queries)
+        counter.queries.clear()
+        state.settle(["ducklake_data_file"])
+        again = list(counter.queries)
+        state.settle()
+        rest = _base_tables_written(counter.queries)
+        state.con = counter._cursor
+        session.session.capture.verify(state)  # the base equals DuckLake's copy, table by table
+    assert first == {"ducklake_data_file"}, first
+    assert not again, f"a table with nothing waiting was applied again: {again}"
+    assert "ducklake_data_file" not in rest, rest
+    assert {"ducklake_snapshot", "ducklake_table_stats", "ducklake_file_column_stats"} <= rest
+    assert any(t.startswith("ducklake_inlined_data_") for t in rest), rest
+
+
+def _base_tables_written(queries: list[str]) -> set[str]:
+    """The base's tables that ``queries`` delete from or insert into."""
+    verbs = r'(?:DELETE FROM|INSERT INTO) "__slatelake_base"\."(\w+)"'
+    return {m for q in queries for m in re.findall(verbs, q)}
+
+
 def test_another_writers_commit_makes_the_next_capture_count_the_base_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pytest
@@ -290,6 +291,83 @@ def test_maintenance_call_runs_on_the_head_under_the_commit_lock(url: str) -> No
         b.sql("INSERT INTO o VALUES (1)")  # commits under the held lock and releases it
         runner.join(timeout=120)
         assert errors == [] and flushed.is_set()
+    assert _rewritten_count(url) == (411, 411)
+
+
+def _slots(url: str) -> int:
+    with connect(url, read_only=True) as fresh:
+        return fresh.last_seq
+
+
+@pytest.mark.parametrize("how", ["sql", "checked"])
+def test_a_lone_maintenance_call_commits_in_one_slot(url: str, how: str) -> None:
+    """A session alone on the lake (it just saw the log's end, the lock
+    free) runs a flush as it commits a lone write: no lock slot, one slot
+    for the call; a cleanup, which deletes files before its commit, still
+    takes the lock first (two slots)."""
+    with connect(url) as a:
+        _file_with_inlined_deletes(a)
+        before = _slots(url)
+        flush = "CALL ducklake_flush_inlined_data('lake')"
+        if how == "sql":
+            a.sql(flush)
+        else:
+            result, why = a.run_maintenance_unless(flush, lambda: None)
+            assert why is None and result is not None
+        assert _slots(url) == before + 1
+        a.sql("CALL ducklake_expire_snapshots('lake', older_than => now())")
+        before = _slots(url)
+        a.sql("CALL ducklake_cleanup_old_files('lake', cleanup_all => true)")
+        assert _slots(url) in (before, before + 2)  # nothing to write, or the lock's and its own
+        assert not a.commit_lock.held
+    assert _rewritten_count(url) == (411, 411)
+
+
+@pytest.mark.parametrize("how", ["sql", "checked"])
+def test_a_lone_maintenance_call_overtaken_runs_again_under_the_lock_and_lands_once(
+    url: str, tmp_path: Path, how: str
+) -> None:
+    """Another session commits while a flush runs alone: the flush's slot
+    loses, its files are removed, and it runs again with the lock held on
+    the new head (DuckLake never rebases it, decision 0006): the other
+    commit and the flush both land, no row is lost or doubled."""
+    with connect(url) as a, connect(url) as b:
+        _file_with_inlined_deletes(a)
+        b.refresh()
+        results = a._runner.results
+        real = results.write
+        raced: list[int] = []
+
+        def overtaken(query: str, *args: Any) -> Any:
+            out = real(query, *args)
+            if "flush" in query and not raced:  # the first attempt, before it commits
+                b.sql("INSERT INTO o VALUES (1)")
+                raced.append(b.last_seq)
+            return out
+
+        results.write = overtaken  # type: ignore[method-assign]
+        flush = "CALL ducklake_flush_inlined_data('lake')"
+        try:
+            if how == "sql":
+                flushed = a.sql(flush).fetchall()
+            else:
+                result, why = a.run_maintenance_unless(flush, lambda: None)
+                assert why is None and result is not None
+                flushed = result.fetchall()
+        finally:
+            results.write = real  # type: ignore[method-assign]
+        assert raced and flushed, (raced, flushed)
+        assert a.sql("SELECT count(*) FROM o").fetchone() == (1,)
+    with connect(url, read_only=True) as fresh:
+        named = {
+            path.rsplit("/", 1)[-1]
+            for (path,) in fresh.con.execute(
+                "SELECT path FROM __slatelake_meta.ducklake_data_file UNION ALL "
+                "SELECT path FROM __slatelake_meta.ducklake_delete_file UNION ALL "
+                "SELECT path FROM __slatelake_meta.ducklake_files_scheduled_for_deletion"
+            ).fetchall()
+        }
+    assert _parquet(tmp_path) == named  # the refused attempt's files were removed
     assert _rewritten_count(url) == (411, 411)
 
 

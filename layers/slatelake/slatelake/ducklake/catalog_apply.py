@@ -102,6 +102,17 @@ def apply_change_sets(
     return apply_net(con, db, net, own, columns)
 
 
+@dataclass
+class Part:
+    """One net effect to apply, with what the database holds where it applies
+    (``apply_net``'s ``head_snapshot``, ``next_file`` and ``inline_names``)."""
+
+    net: NetEffect
+    head_snapshot: int | None = None
+    next_file: int | None | bool = False
+    inline_names: set[str] | None = None
+
+
 def apply_net(
     con: duckdb.DuckDBPyConnection,
     db: str,
@@ -121,12 +132,32 @@ def apply_net(
     (``next_file``, if the caller knows it) cannot have rows there yet, so
     nothing is deleted for it. ``inline_names``, when given, are the inlined
     tables ``db`` holds (none is then looked up)."""
-    if not net.keys and not net.ranges:
+    return apply_parts(con, db, [Part(net, head_snapshot, next_file, inline_names)], own, columns)
+
+
+def apply_parts(
+    con: duckdb.DuckDBPyConnection,
+    db: str,
+    parts: list[Part],
+    own: bool,
+    columns: ColumnCache | None = None,
+) -> set[str]:
+    """Apply net effects on disjoint tables, each judged by what ``db`` holds
+    there (``Part``), as one DuckDB transaction."""
+    parts = [p for p in parts if p.net.keys or p.net.ranges]
+    if not parts:
         return set()  # a lock or status slot: no catalog rows, no transaction
-    fresh = None if head_snapshot is None else Fresh(con, db, head_snapshot, next_file)
+    cache = columns or ColumnCache()
+    touched: set[str] = set()
     con.execute("BEGIN TRANSACTION")
     try:
-        touched = _apply_net(con, db, net, own, columns or ColumnCache(), fresh, inline_names)
+        for part in parts:
+            fresh = (
+                None
+                if part.head_snapshot is None
+                else Fresh(con, db, part.head_snapshot, part.next_file)
+            )
+            touched |= _apply_net(con, db, part.net, own, cache, fresh, part.inline_names)
     except BaseException:
         with contextlib.suppress(duckdb.Error):
             con.execute("ROLLBACK")

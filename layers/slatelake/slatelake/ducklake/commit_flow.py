@@ -255,7 +255,7 @@ class Committer:
             self._commit_read_only()
             return
         if may_go_alone and self.alone(fresh):
-            self._commit_alone()
+            self.commit_alone()
             return
         try:
             self.lock.acquire(self._host.state, fresh)
@@ -292,7 +292,7 @@ class Committer:
             return False
         return self._host.lake.read_sys(self._host.state, LOCK_KEY) is None
 
-    def _commit_alone(self) -> None:
+    def commit_alone(self) -> None:
         """COMMIT in DuckDB, then the slot, with no lock taken. DuckLake's copy
         was at the head the session last saw, so its commit rebased over
         nothing. The slot deletes the lock's key: a commit that landed since

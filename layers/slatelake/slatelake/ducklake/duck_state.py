@@ -13,9 +13,13 @@ The base database lags: change sets are applied to it when something next
 reads it (``settle``), as one net effect, so a run of writes that capture
 answers without the base (its counts and statistics are known from the last
 capture) pays one apply for the run, not one per write. Everything that
-reads the base goes through ``settle`` first, naming the tables it reads:
-a table the lagging change sets do not touch already holds what the state
-says, and is read as it is.
+reads the base goes through ``settle`` first, naming the tables it reads.
+The lag is kept per table, and a read applies only its tables' (a pass's
+capture reads the base's data files after each merge: it no longer applies
+every snapshot and statistics row that waited with them); a table whose
+lag is empty holds what the state says, and is read as it is. A net effect
+the keys of which cannot be told apart by table (a range over several
+tables, an undecodable key) joins every lag into one, applied whole.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from __future__ import annotations
 import itertools
 import logging
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -50,35 +54,38 @@ LAG_MAX = 64
 LAG_KEYS_MAX = 20_000
 
 
+# the key of the one lag that may span tables (every lag joined)
+_ALL = ""
+
+
 @dataclass
 class _Lag:
-    """Change sets applied to the state but not yet to its base database:
-    their net effect, and what the database held when the first was applied."""
+    """Change sets applied to the state but not yet to one table of its base
+    database (or to any, under ``_ALL``): their net effect, and what the
+    database held there when the first was applied."""
 
     net: catalog_apply.NetEffect
-    head: int  # the newest snapshot the database holds
-    next_file: int | None | bool  # its next file id (False: not known)
-    inline_names: set[str] | None  # the inlined tables it holds (None: not known)
-    change_sets: int = 0
-    tables: set[str] = field(default_factory=set)  # the tables the net effect touches
-    everything: bool = False  # a range that may span tables: any of them
+    head: int  # the newest snapshot the table holds
+    next_file: int | None | bool  # the head's next file id (False: not known)
+    inline_names: set[str] | None  # the inlined tables the database holds (None: not known)
 
-    def note(self, net: catalog_apply.NetEffect) -> None:
-        """Remember which tables ``net`` touches."""
-        for key in net.keys:
-            try:
-                self.tables.add(table_of_key(key))
-            except CorruptionError:
-                self.everything = True
-        for start, end in net.ranges:
-            name = catalog_apply.range_table(start, end)
-            if name is None:
-                self.everything = True
-            else:
-                self.tables.add(name)
 
-    def touches(self, tables: Iterable[str] | None) -> bool:
-        return tables is None or self.everything or not self.tables.isdisjoint(tables)
+def _by_table(net: catalog_apply.NetEffect) -> dict[str, catalog_apply.NetEffect] | None:
+    """``net`` split by the table each key and range belongs to; None when
+    one cannot be told (a range that may span tables, an undecodable key)."""
+    parts: dict[str, catalog_apply.NetEffect] = {}
+    for key, value in net.keys.items():
+        try:
+            name = table_of_key(key)
+        except CorruptionError:
+            return None
+        parts.setdefault(name, catalog_apply.NetEffect()).keys[key] = value
+    for start, end in net.ranges:
+        name = catalog_apply.range_table(start, end)
+        if name is None:
+            return None
+        parts.setdefault(name, catalog_apply.NetEffect()).ranges.append((start, end))
+    return parts
 
 
 class DuckState:
@@ -105,7 +112,9 @@ class DuckState:
         self.version: Version = (next(_LOADS), 0)
         # the head snapshot's next file and catalog ids, as of one version
         self._head_ids: tuple[Version, int | None, int | None] | None = None
-        self._lag: _Lag | None = None  # applied here, not yet to the database
+        # applied here, not yet to the database: per table (or one, ``_ALL``)
+        self._lags: dict[str, _Lag] = {}
+        self._lagging = 0  # change sets applied here since the database was whole
 
     # -- building ----------------------------------------------------------------
     @classmethod
@@ -152,13 +161,8 @@ class DuckState:
         if not applied:
             return
         if net.keys or net.ranges:
-            lag = self._lag
-            if lag is None:
-                names = None if self._inline_names is None else set(self._inline_names)
-                lag = self._lag = _Lag(catalog_apply.NetEffect(), head, next_file, names)
-            lag.net.merge(net)
-            lag.note(net)
-            lag.change_sets += len(applied)
+            self._lag_behind(net, head, next_file)
+            self._lagging += len(applied)
             self.version = (self.version[0], self.version[1] + 1)
         self._track_inline_names(net)
         if self._own_keys and (
@@ -168,8 +172,10 @@ class DuckState:
             self._own_keys = {}
         if self.pending is not None:
             self.pending.extend(applied)
-        lag = self._lag
-        if lag is not None and (lag.change_sets >= LAG_MAX or len(lag.net.keys) >= LAG_KEYS_MAX):
+        waiting = self._lagging
+        if self._lags and (
+            waiting >= LAG_MAX or sum(len(g.net.keys) for g in self._lags.values()) >= LAG_KEYS_MAX
+        ):
             # a commit has landed by now: an apply that fails here must not
             # report it as failed; the change sets wait, and the next read
             # that needs them applies them (or raises) itself
@@ -177,27 +183,60 @@ class DuckState:
                 self.settle()
             except duckdb.Error as exc:
                 log.warning(
-                    "the base database could not apply %d change sets yet: %s", lag.change_sets, exc
+                    "the base database could not apply %d change sets yet: %s", waiting, exc
                 )
 
-    def settle(self, tables: Iterable[str] | None = None) -> None:
-        """Apply what the base database lags behind the state (one net
-        effect, one transaction), if it touches any of ``tables`` (None:
-        whatever it touches); a failure leaves it lagging, as it was."""
-        lag = self._lag
-        if lag is None or not lag.touches(tables):
+    def _lag_behind(
+        self, net: catalog_apply.NetEffect, head: int, next_file: int | None | bool
+    ) -> None:
+        """Add ``net`` to the lags of the tables it touches; ``head`` and
+        ``next_file`` are what a table with no lag holds (the state before it)."""
+        parts = _by_table(net)
+        if parts is None or _ALL in self._lags:
+            if _ALL not in self._lags:
+                self._join_lags(head, next_file)
+            parts = {_ALL: net}
+        names = None if self._inline_names is None else set(self._inline_names)
+        for table, part in parts.items():
+            lag = self._lags.get(table)
+            if lag is None:
+                lag = self._lags[table] = _Lag(catalog_apply.NetEffect(), head, next_file, names)
+            lag.net.merge(part)
+
+    def _join_lags(self, head: int, next_file: int | None | bool) -> None:
+        """Make every table's lag one (``_ALL``), for a net effect that may
+        span tables. No table of the database holds a row past ``head``,
+        the state's before that net effect (a lagging table holds less): a
+        row judged new there is new in every table, where an older lag's
+        head would not do. The database's inlined tables are looked up."""
+        if not self._lags:
             return
-        catalog_apply.apply_net(
-            self.con,
-            self.db,
-            lag.net,
-            own=True,
-            columns=self.columns,
-            head_snapshot=lag.head,
-            next_file=lag.next_file,
-            inline_names=lag.inline_names,
-        )
-        self._lag = None
+        joined = catalog_apply.NetEffect()
+        for lag in self._lags.values():  # disjoint tables: order does not matter
+            joined.merge(lag.net)
+        self._lags = {_ALL: _Lag(joined, head, next_file, None)}
+
+    def settle(self, tables: Iterable[str] | None = None) -> None:
+        """Apply what the base database lags behind the state in ``tables``
+        (None: in every table), as one transaction; a failure leaves the
+        base lagging, as it was."""
+        if not self._lags:
+            return
+        if tables is None or _ALL in self._lags:
+            chosen = list(self._lags)
+        else:
+            chosen = [t for t in dict.fromkeys(tables) if t in self._lags]
+        if not chosen:
+            return
+        parts = [
+            catalog_apply.Part(lag.net, lag.head, lag.next_file, lag.inline_names)
+            for lag in (self._lags[t] for t in chosen)
+        ]
+        catalog_apply.apply_parts(self.con, self.db, parts, own=True, columns=self.columns)
+        for table in chosen:
+            del self._lags[table]
+        if not self._lags:
+            self._lagging = 0
 
     def _track_inline_names(self, net: catalog_apply.NetEffect) -> None:
         """Keep the cached inlined-table names in step with the DDL keys applied
@@ -221,7 +260,7 @@ class DuckState:
     def replace_with(self, other: CatalogState) -> None:
         """Become ``other`` (a re-materialization after the view went stale)."""
         fresh = DuckState.from_state(self.con, self.db, other)
-        self._lag = None  # the database was rebuilt at the new state
+        self._lags, self._lagging = {}, 0  # the database was rebuilt at the new state
         self.head, self.last_seq = fresh.head, fresh.last_seq
         self.version = fresh.version
         self._head_ids = None

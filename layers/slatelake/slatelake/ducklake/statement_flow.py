@@ -318,6 +318,13 @@ class StatementRunner:
         again the same way, before anything of it committed (that write is
         committed first)."""
         lock_first = stmt.is_maintenance_call(call.query)
+        if lock_first and self._maintenance_alone(call.query):
+            try:
+                return self._commit_maintenance_alone(call)
+            except ConflictError as exc:
+                log.info("re-running a maintenance call under the commit lock after: %s", exc)
+            self._host.refresh()
+            return self._write_in_transaction(call, lock_first=True)
         try:
             return self._write_in_transaction(call, lock_first, look)
         except CommitLockBusyError:
@@ -351,6 +358,15 @@ class StatementRunner:
         call = _Call(query, None, kinds | {_ST.CALL}, None, kinds=kinds)
         self._committer.commit_outside_writes()
         self._host.refresh()
+        if self._maintenance_alone(query):
+            try:
+                reason = check()
+                if reason is not None:
+                    return None, reason
+                return self._commit_maintenance_alone(call), None
+            except ConflictError as exc:
+                log.info("re-running a maintenance call under the commit lock after: %s", exc)
+            self._host.refresh()
         self._committer.lock_at_head(fresh=self._view.just_refreshed())
         try:
             reason = check()
@@ -364,6 +380,27 @@ class StatementRunner:
         result = self._run(call, holds_lock=True)
         self._committer.commit_transaction()
         return result, None
+
+    def _maintenance_alone(self, query: str) -> bool:
+        """Whether a maintenance call may run without the commit lock, as a
+        lone write commits (decision 0006): the session saw the log's end a
+        moment ago with the lock free and DuckLake's copy at that head, and
+        the call's only outside effect is the files it writes. DuckLake then
+        never rebases it: its COMMIT finds nothing new in the copy, and the
+        slot, which deletes the lock's key, loses to anything that landed
+        since (the call's files removed); it then runs again under the lock.
+        A lake with one maintainer saves a slot per call (a PUT on S3)."""
+        return stmt.maintenance_may_go_alone(query) and self._committer.alone(
+            self._view.just_refreshed()
+        )
+
+    def _commit_maintenance_alone(self, call: _Call) -> duckdb.DuckDBPyRelation | None:
+        """Run a maintenance call and commit it alone: its slot lands on the
+        head it ran on, or ``ConflictError`` and nothing of it stays."""
+        self._begin(holds_lock=False)
+        result = self._run(call)
+        self._committer.commit_alone()
+        return result
 
     def _write_in_transaction(
         self,

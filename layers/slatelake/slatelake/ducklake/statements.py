@@ -41,6 +41,13 @@ LOCK_FIRST = frozenset(
 )
 
 
+# Those a session that is alone on the lake may run without taking the lock
+# (``statement_flow.py``): their only effect outside the catalog is files they
+# write, which a refused commit removes. Cleanup and orphan deletion delete
+# files before their commit, so they always take it.
+MAY_GO_ALONE = LOCK_FIRST - {"ducklake_cleanup_old_files", "ducklake_delete_orphaned_files"}
+
+
 @dataclass(frozen=True)
 class Name:
     """An identifier as the statement spells it, unquoted."""
@@ -98,6 +105,15 @@ def is_maintenance_call(query: str) -> bool:
     if _first_keyword(query) == "CHECKPOINT":
         return True
     return any(n.called and n.text.lower() in LOCK_FIRST for n in names(query))
+
+
+def maintenance_may_go_alone(query: str) -> bool:
+    """True for a call of DuckLake's maintenance functions that calls only
+    ``MAY_GO_ALONE`` ones (not CHECKPOINT, which runs cleanup too)."""
+    if _first_keyword(query) == "CHECKPOINT":
+        return False
+    called = {n.text.lower() for n in names(query) if n.called} & LOCK_FIRST
+    return bool(called) and called <= MAY_GO_ALONE
 
 
 def names_ducklake(query: str) -> bool:

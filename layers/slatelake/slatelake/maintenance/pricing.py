@@ -18,9 +18,11 @@ on S3 (moto, through a counting proxy: tests/faults/counting.py) on a churned
 - the pass's lease, reader lease and run record at the start, the status
   record, releases and sweeps' reads at the end; a heartbeat per step (a
   LIST, a PUT of the next lease generation, a DELETE of the last);
-- every DuckLake commit the pass makes: a LIST of the log, a PUT of the
-  commit lock's slot and a PUT of the change set's slot, sized from what the
-  commit changes (snapshots expired, files replaced and created);
+- every DuckLake commit the pass makes: a LIST of the log and a PUT of the
+  change set's slot, sized from what the commit changes (snapshots expired,
+  files replaced and created); a pass alone on the lake takes no commit lock
+  (statement_flow.py), and one that meets another writer adds a PUT of the
+  lock's slot per commit while it is contended, which is not priced;
 - the Parquet work: a flush PUTs a file per table; merge and rewrite GET
   each file they read (footer, then columns: two ranged GETs a file, four
   with a delete file) and PUT each file they write;
@@ -172,9 +174,9 @@ class LakeFacts:
     data_objects: int = 0  # objects under the data path (orphan deletion lists them)
 
 
-def commit(change_bytes: int, lock: bool = True) -> Estimate:
-    """One DuckLake commit through the log: a LIST of the log's tail, the
-    commit lock's slot and the change set's slot."""
+def commit(change_bytes: int, lock: bool = False) -> Estimate:
+    """One DuckLake commit through the log: a LIST of the log's tail and the
+    change set's slot (``lock``: the commit lock's slot before it)."""
     puts = 2 if lock else 1
     written = change_bytes + (LOCK_SLOT_BYTES if lock else 0)
     return Estimate(list=1, put=puts, bytes_written=written)
@@ -286,7 +288,7 @@ def cleanup(files: int, nbytes: int) -> Estimate:
     est = heartbeat() + Estimate(list=1, get=files, delete=files)
     est.files_to_delete, est.bytes_to_delete = files, nbytes
     if files:
-        est += commit(COMMIT_BASE_BYTES + UNSCHEDULE_PATH_BYTES * files, lock=False)
+        est += commit(COMMIT_BASE_BYTES + UNSCHEDULE_PATH_BYTES * files)
     return stepped(est)
 
 

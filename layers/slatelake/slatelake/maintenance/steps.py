@@ -199,13 +199,11 @@ class Steps:
         )
 
     def tables(self) -> list[TableName]:
-        rows = _rows(
-            self.session.sql(
-                "SELECT schema_name, table_name FROM duckdb_tables() "
-                f"WHERE database_name = {literal(self.lake)} ORDER BY 1, 2"
-            )
-        )
-        return [(s, t) for s, t in rows]
+        """The lake's live tables at the head, read from DuckLake's copy of
+        the catalog: ``duckdb_tables()`` has DuckLake load every table's
+        entry (45 ms a call at 40 tables), once per per-table step."""
+        self.session.refresh()
+        return self.session.live_tables()
 
     # -- the steps -------------------------------------------------------------
     def expire_snapshots(self, cfg: StepConfig) -> StepOutcome:
