@@ -313,6 +313,37 @@ def test_a_read_of_one_base_table_applies_only_what_waits_for_that_table(
     assert any(t.startswith("ducklake_inlined_data_") for t in rest), rest
 
 
+def test_a_merge_reads_the_files_it_scheduled_by_their_ids(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A merge deletes the files no snapshot needs and schedules them for
+    deletion: capture reads the schedule's new rows by the ids it found gone
+    from the file tables, not the whole schedule against the base (which
+    first had to bring the base's schedule up to date)."""
+    monkeypatch.delenv(VERIFY_ENV, raising=False)
+    url = _lake_of(tmp_path, 2)
+    with slatelake.connect(url) as session:
+        for start in (1000, 2000, 3000):
+            session.sql(PARQUET_INSERT.format(start, start))
+        session.sql("CALL ducklake_expire_snapshots('lake', older_than => now())")
+        counter = _CountingCursor(session.session._aux)
+        _use_cursor(session, counter)
+        merged = session.sql("CALL ducklake_merge_adjacent_files('lake', 't000')").fetchall()
+        flat = _flat(counter.queries)
+        scheduled = session.con.execute(
+            "SELECT count(*) FROM __slatelake_meta.ducklake_files_scheduled_for_deletion"
+        ).fetchone()[0]
+        session.session.capture.verify(session.session.state)  # captured is what DuckLake holds
+    assert merged and merged[0][2] == 3, merged  # (schema, table, files processed, created)
+    assert scheduled >= 3, scheduled
+    table = '"ducklake_files_scheduled_for_deletion"'
+    diffs = [q for q in flat if f'"__slatelake_meta".{table}' in q and "__slatelake_base" in q]
+    diffs = [q for q in diffs if "count(*)" not in q]  # counts are not a diff
+    assert not diffs, f"the schedule was diffed against the base: {diffs}"
+    by_ids = [q for q in flat if f'"__slatelake_meta".{table} WHERE data_file_id IN' in q]
+    assert len(by_ids) == 1, by_ids
+
+
 def _base_tables_written(queries: list[str]) -> set[str]:
     """The base's tables that ``queries`` delete from or insert into."""
     verbs = r'(?:DELETE FROM|INSERT INTO) "__slatelake_base"\."(\w+)"'

@@ -323,6 +323,21 @@ def test_a_lone_maintenance_call_commits_in_one_slot(url: str, how: str) -> None
     assert _rewritten_count(url) == (411, 411)
 
 
+def test_a_maintenance_call_takes_the_lock_first_after_another_committer_was_seen(
+    url: str,
+) -> None:
+    """Another session committed a moment ago: a flush, whose Parquet work
+    would be wasted if it lost its slot, takes the lock before it runs
+    (the lock's slot and its own)."""
+    with connect(url) as a, connect(url) as b:
+        _file_with_inlined_deletes(a)
+        b.sql("INSERT INTO o VALUES (1)")
+        before = _slots(url)
+        a.sql("CALL ducklake_flush_inlined_data('lake')")
+        assert _slots(url) == before + 2
+    assert _rewritten_count(url) == (411, 411)
+
+
 @pytest.mark.parametrize("how", ["sql", "checked"])
 def test_a_lone_maintenance_call_overtaken_runs_again_under_the_lock_and_lands_once(
     url: str, tmp_path: Path, how: str

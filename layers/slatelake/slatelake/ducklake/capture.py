@@ -122,6 +122,10 @@ class Capture:
         self._captured_at: Version | None = None
         # the user's statement wrote the metadata database by hand (``Written.by_hand``)
         self._by_hand = False
+        # tables the log says DuckLake only inserted into, and the file ids
+        # this capture found gone from the catalog (``_scheduled``)
+        self._appended: frozenset[str] = frozenset()
+        self._gone_files: list[int] = []
         self._ahead = ahead
         self._asked: list[str] = []  # what this capture asked the worker to read
 
@@ -213,6 +217,8 @@ class Capture:
         known_inline = state.inline_names()
         self._seen = None
         self._by_hand = written is not None and written.by_hand
+        self._appended = frozenset() if written is None else written.appended
+        self._gone_files = []
         scope = self._scope(state)
         if written is None:
             moved, in_meta, counts = self._compare_all(known_inline)
@@ -237,7 +243,8 @@ class Capture:
         known_inline: set[str],
         scope: Scope,
     ) -> RowChanges:
-        ordered = sorted(moved, key=lambda t: t not in SNAPSHOT_TABLES)  # changes first
+        # the snapshot's changes first; the files before their schedule (``_scheduled``)
+        ordered = sorted(moved, key=lambda t: (t not in SNAPSHOT_TABLES, t == SCHEDULED))
         read = [t for t in ordered if t in in_meta and (_registry(t) or t in known_inline)]
         self._read_ahead(read, counts, scope)
         changes = RowChanges()
@@ -431,6 +438,7 @@ class Capture:
             if explained(len(new) - len(gone)):
                 changes.insert(table, *new, *ended)
                 changes.delete(table, *(_reopened(r, e) for r in ended), *gone)
+                self._gone_files.extend(int(r[k]) for r in gone)
                 return
         elif read.kind in (SNAPSHOTS, INLINE_DELETES):  # (inlined deletes: only ever added)
             if explained(len(rows)):
@@ -458,6 +466,8 @@ class Capture:
                 if registry.inline_table(table) is None:  # an inlined row keeps its key
                     changes.delete(table, *(_reopened(r, e) for r in ended))
                 return
+        elif read.kind == DIFF and table == SCHEDULED and self._scheduled(count, before, changes):
+            return
         # no predicate, a row changed in place by hand, or the counts do not
         # agree with what the predicate found
         self._settle(table)
@@ -465,11 +475,31 @@ class Capture:
             self.con, self.db, self.base, table, columns, changes, max(count or 0, before)
         )
 
+    def _scheduled(self, count: int | None, before: int, changes: RowChanges) -> bool:
+        """Files DuckLake scheduled for deletion, read by their ids: it
+        schedules the files it deletes from the catalog, which this capture
+        found gone from the file tables (read before). Only when the log
+        says it only inserted there, and the count agrees; else (False) the
+        table is diffed whole."""
+        if count is None or self._by_hand or SCHEDULED not in self._appended:
+            return False
+        columns = self._columns(SCHEDULED)
+        ids = sorted(set(self._gone_files))
+        where = f"WHERE data_file_id IN ({', '.join(str(i) for i in ids)})"
+        rows = self._fetch(SCHEDULED, columns, where) if ids else []
+        if count != before + len(rows):
+            return False
+        changes.insert(SCHEDULED, *rows)
+        return True
+
     def verify(self, state: DuckState) -> None:
         """Every metadata table DuckLake holds equals the committed base
         (``capture_check``); raise naming the first that differs."""
         self.columns = state.columns
         capture_check.verify(self.con, self.db, self.base, state)
+
+
+SCHEDULED = "ducklake_files_scheduled_for_deletion"
 
 
 def _begin_end(columns: list[tuple[str, str]]) -> tuple[int | None, int | None]:

@@ -42,6 +42,7 @@ class CopyView:
     copy_snapshot: int | None = None
     refreshed_at: float = float("-inf")  # monotonic; when the session last saw the log's end
     overtaken_at: float = float("-inf")  # monotonic; a commit made without the lock was refused
+    others_at: float = float("-inf")  # monotonic; a refresh last found another committer's slot
     loads: int = 0  # how many times the copy was (re)built: a transaction's base is one load
     # While cursors share the copy: the change sets that reached it since
     # ``reached_before`` of them had (others' applied, and its own commits), so
@@ -96,3 +97,8 @@ class CopyView:
     def contended(self) -> bool:
         """Whether a commit made without the lock was overtaken within ``CONTENDED_S``."""
         return time.monotonic() - self.overtaken_at < CONTENDED_S
+
+    def busy(self) -> bool:
+        """Whether another committer's slot was seen within ``CONTENDED_S``:
+        a maintenance call, costly to run twice, then takes the lock first."""
+        return self.contended() or time.monotonic() - self.others_at < CONTENDED_S

@@ -318,6 +318,7 @@ class Session(RunnerFront, ConnectionApi, metaclass=ABCMeta):  # noqa: B024 - se
             self._load()
             self._pins_read_through()
             return
+        seen = self.state.last_seq
         try:
             self.lake.refresh(self.state, rematerialize=False)
         except StaleViewError:  # idle past its lease: reopen (newest image, else the store)
@@ -325,6 +326,8 @@ class Session(RunnerFront, ConnectionApi, metaclass=ABCMeta):  # noqa: B024 - se
             self._load()
             self._pins_read_through()
             return
+        if self.state.last_seq != seen:
+            self._view.others_at = time.monotonic()  # only others' slots move it here
         if not self._view.at_head(self.state):
             self._sync()  # others committed, or ours rebased past theirs
             self._pins_read_through()

@@ -389,10 +389,12 @@ class StatementRunner:
         never rebases it: its COMMIT finds nothing new in the copy, and the
         slot, which deletes the lock's key, loses to anything that landed
         since (the call's files removed); it then runs again under the lock.
-        A lake with one maintainer saves a slot per call (a PUT on S3)."""
-        return stmt.maintenance_may_go_alone(query) and self._committer.alone(
-            self._view.just_refreshed()
-        )
+        A lake with one maintainer saves a slot per call (a PUT on S3); on
+        one where others committed within ``CONTENDED_S`` the lock is taken
+        first, as a call run twice costs its Parquet work twice."""
+        if not stmt.maintenance_may_go_alone(query) or self._view.busy():
+            return False
+        return self._committer.alone(self._view.just_refreshed())
 
     def _commit_maintenance_alone(self, call: _Call) -> duckdb.DuckDBPyRelation | None:
         """Run a maintenance call and commit it alone: its slot lands on the
