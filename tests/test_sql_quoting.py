@@ -88,6 +88,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("slatelake/ducklake/capture.py", "also"): "a second where: ident() and int() pieces",
     ("slatelake/ducklake/signatures.py", "parts"): "constant aggregates over ident()",
     ("slatelake/ducklake/change_scope.py", "listed"): "int() per table id",
+    ("slatelake/ducklake/capture.py", "listed"): "int() per file id",
     ("slatelake/ducklake/change_scope.py", "new"): "a comparison with an int()",
     ("slatelake/maintenance/dry_run.py", "table_targets_sql()"): "a fixed CTE built with ident()",
     ("slatelake/maintenance/rewrite_guard.py", "pending"): "a SELECT over ident() per table",

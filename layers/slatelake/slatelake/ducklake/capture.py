@@ -485,8 +485,8 @@ class Capture:
             return False
         columns = self._columns(SCHEDULED)
         ids = sorted(set(self._gone_files))
-        where = f"WHERE data_file_id IN ({', '.join(str(i) for i in ids)})"
-        rows = self._fetch(SCHEDULED, columns, where) if ids else []
+        listed = ", ".join(str(int(i)) for i in ids)
+        rows = self._fetch(SCHEDULED, columns, f"WHERE data_file_id IN ({listed})") if ids else []
         if count != before + len(rows):
             return False
         changes.insert(SCHEDULED, *rows)
