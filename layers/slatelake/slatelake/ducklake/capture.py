@@ -22,8 +22,11 @@ S the head snapshot before the transaction and F the next file id at S:
   snapshot names, against the base's rows as the last capture left them
   (kept in Python while only this session's commits move the base, which
   then need not be brought up to date for a run of writes; see DuckState);
-- every other table (mappings, options, scheduled deletions) is diffed
-  whole against the base in SQL.
+- scheduled deletions: DuckLake schedules the files it deletes from the
+  catalog, so when it only inserted there the new rows are those of the
+  file ids this capture found gone from the file tables (``_scheduled``);
+- every other table (mappings, options) is diffed whole against the base
+  in SQL.
 Every proportional answer is checked against both sides' row counts; a count
 the predicates do not explain (DuckLake deleted rows outright: expiry,
 merge, flush, cleanup, a replaced delete file) falls back to a whole-table
