@@ -344,6 +344,28 @@ def test_a_merge_reads_the_files_it_scheduled_by_their_ids(
     assert len(by_ids) == 1, by_ids
 
 
+def test_a_create_table_reads_its_inlined_tables_registration_by_its_new_id(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A CREATE TABLE registers the new table's inlined table: capture reads
+    that row by the new table id, not the whole registry against the base
+    (which first had to bring the base's registry up to date)."""
+    monkeypatch.delenv(VERIFY_ENV, raising=False)
+    url = _lake_of(tmp_path, 3)
+    flat = _flat(
+        _queries_of(url, "CREATE TABLE warm (i INTEGER)", "CREATE TABLE counted (i INTEGER)")
+    )
+    table = '"ducklake_inlined_data_tables"'
+    diffs = [q for q in flat if f'"__slatelake_meta".{table}' in q and "__slatelake_base" in q]
+    diffs = [q for q in diffs if "count(*)" not in q]  # counts are not a diff
+    assert not diffs, f"the registry was diffed against the base: {diffs}"
+    by_id = [q for q in flat if f'"__slatelake_meta".{table} WHERE table_id >=' in q]
+    assert len(by_id) == 1, by_id
+    with slatelake.connect(url, read_only=True) as fresh:  # and it landed
+        tables = {t for (t,) in fresh.sql("SHOW TABLES").fetchall()}
+    assert {"warm", "counted"} <= tables
+
+
 def _base_tables_written(queries: list[str]) -> set[str]:
     """The base's tables that ``queries`` delete from or insert into."""
     verbs = r'(?:DELETE FROM|INSERT INTO) "__slatelake_base"\."(\w+)"'

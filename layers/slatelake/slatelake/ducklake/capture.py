@@ -22,9 +22,10 @@ S the head snapshot before the transaction and F the next file id at S:
   snapshot names, against the base's rows as the last capture left them
   (kept in Python while only this session's commits move the base, which
   then need not be brought up to date for a run of writes; see DuckState);
-- scheduled deletions: DuckLake schedules the files it deletes from the
-  catalog, so when it only inserted there the new rows are those of the
-  file ids this capture found gone from the file tables (``_scheduled``);
+- scheduled deletions and the inlined tables' registry, when DuckLake only
+  inserted there: the new rows are those of the file ids this capture
+  found gone from the file tables, and of the new table ids
+  (``_appended_rows``), checked against the counts;
 - every other table (mappings, options) is diffed whole against the base
   in SQL.
 Every proportional answer is checked against both sides' row counts; a count
@@ -126,7 +127,7 @@ class Capture:
         # the user's statement wrote the metadata database by hand (``Written.by_hand``)
         self._by_hand = False
         # tables the log says DuckLake only inserted into, and the file ids
-        # this capture found gone from the catalog (``_scheduled``)
+        # this capture found gone from the catalog (``_appended_rows``)
         self._appended: frozenset[str] = frozenset()
         self._gone_files: list[int] = []
         self._ahead = ahead
@@ -246,7 +247,7 @@ class Capture:
         known_inline: set[str],
         scope: Scope,
     ) -> RowChanges:
-        # the snapshot's changes first; the files before their schedule (``_scheduled``)
+        # the snapshot's changes first; the files before their schedule (``_appended_rows``)
         ordered = sorted(moved, key=lambda t: (t not in SNAPSHOT_TABLES, t == SCHEDULED))
         read = [t for t in ordered if t in in_meta and (_registry(t) or t in known_inline)]
         self._read_ahead(read, counts, scope)
@@ -469,7 +470,7 @@ class Capture:
                 if registry.inline_table(table) is None:  # an inlined row keeps its key
                     changes.delete(table, *(_reopened(r, e) for r in ended))
                 return
-        elif read.kind == DIFF and table == SCHEDULED and self._scheduled(count, before, changes):
+        elif read.kind == DIFF and self._appended_rows(table, count, before, scope, changes):
             return
         # no predicate, a row changed in place by hand, or the counts do not
         # agree with what the predicate found
@@ -478,21 +479,32 @@ class Capture:
             self.con, self.db, self.base, table, columns, changes, max(count or 0, before)
         )
 
-    def _scheduled(self, count: int | None, before: int, changes: RowChanges) -> bool:
-        """Files DuckLake scheduled for deletion, read by their ids: it
-        schedules the files it deletes from the catalog, which this capture
-        found gone from the file tables (read before). Only when the log
-        says it only inserted there, and the count agrees; else (False) the
-        table is diffed whole."""
-        if count is None or self._by_hand or SCHEDULED not in self._appended:
+    def _appended_rows(
+        self, table: str, count: int | None, before: int, scope: Scope, changes: RowChanges
+    ) -> bool:
+        """Rows DuckLake only inserted into a table read whole otherwise, found
+        by the ids they must carry; True when the count agrees (else the
+        table is diffed whole):
+        - scheduled deletions: DuckLake schedules the files it deletes from
+          the catalog, which this capture found gone from the file tables;
+        - the inlined tables' registry: a created table's inlined table, by
+          its new table id (an ALTER's new schema version of an older table
+          is not found so, and the count sends it to the diff)."""
+        if count is None or self._by_hand or table not in self._appended:
             return False
-        columns = self._columns(SCHEDULED)
-        ids = sorted(set(self._gone_files))
-        listed = ", ".join(str(int(i)) for i in ids)
-        rows = self._fetch(SCHEDULED, columns, f"WHERE data_file_id IN ({listed})") if ids else []
+        if table == SCHEDULED:
+            if not self._gone_files:
+                return count == before
+            listed = ", ".join(str(int(i)) for i in sorted(set(self._gone_files)))
+            where = f"WHERE data_file_id IN ({listed})"
+        elif table == INLINED_TABLES and scope.next_catalog is not None:
+            where = f"WHERE table_id >= {int(scope.next_catalog)}"
+        else:
+            return False
+        rows = self._fetch(table, self._columns(table), where)
         if count != before + len(rows):
             return False
-        changes.insert(SCHEDULED, *rows)
+        changes.insert(table, *rows)
         return True
 
     def verify(self, state: DuckState) -> None:
@@ -503,6 +515,7 @@ class Capture:
 
 
 SCHEDULED = "ducklake_files_scheduled_for_deletion"
+INLINED_TABLES = "ducklake_inlined_data_tables"
 
 
 def _begin_end(columns: list[tuple[str, str]]) -> tuple[int | None, int | None]:
