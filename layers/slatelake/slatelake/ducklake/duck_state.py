@@ -192,9 +192,16 @@ class DuckState:
         """Add ``net`` to the lags of the tables it touches; ``head`` and
         ``next_file`` are what a table with no lag holds (the state before it)."""
         parts = _by_table(net)
-        if parts is None or _ALL in self._lags:
-            if _ALL not in self._lags:
+        if parts is None and self._lags and _ALL not in self._lags:
+            # the tables' lags are applied first, so the one lag starts from a
+            # whole database whose inlined tables are known (a commit has
+            # landed: a failure here waits for the next read, as below)
+            try:
+                self.settle()
+            except duckdb.Error as exc:
+                log.warning("the base database could not apply its tables' lags yet: %s", exc)
                 self._join_lags(head, next_file)
+        if parts is None or _ALL in self._lags:
             parts = {_ALL: net}
         names = None if self._inline_names is None else set(self._inline_names)
         for table, part in parts.items():
@@ -205,12 +212,11 @@ class DuckState:
 
     def _join_lags(self, head: int, next_file: int | None | bool) -> None:
         """Make every table's lag one (``_ALL``), for a net effect that may
-        span tables. No table of the database holds a row past ``head``,
-        the state's before that net effect (a lagging table holds less): a
-        row judged new there is new in every table, where an older lag's
-        head would not do. The database's inlined tables are looked up."""
-        if not self._lags:
-            return
+        span tables, when they could not be applied first. No table of the
+        database holds a row past ``head``, the state's before that net
+        effect (a lagging table holds less): a row judged new there is new
+        in every table, where an older lag's head would not do. The
+        database's inlined tables are then looked up."""
         joined = catalog_apply.NetEffect()
         for lag in self._lags.values():  # disjoint tables: order does not matter
             joined.merge(lag.net)
