@@ -336,12 +336,7 @@ def test_a_merge_reads_the_files_it_scheduled_by_their_ids(
         session.session.capture.verify(session.session.state)  # captured is what DuckLake holds
     assert merged and merged[0][2] == 3, merged  # (schema, table, files processed, created)
     assert scheduled >= 3, scheduled
-    table = '"ducklake_files_scheduled_for_deletion"'
-    diffs = [q for q in flat if f'"__slatelake_meta".{table}' in q and "__slatelake_base" in q]
-    diffs = [q for q in diffs if "count(*)" not in q]  # counts are not a diff
-    assert not diffs, f"the schedule was diffed against the base: {diffs}"
-    by_ids = [q for q in flat if f'"__slatelake_meta".{table} WHERE data_file_id IN' in q]
-    assert len(by_ids) == 1, by_ids
+    _read_by_ids_not_diffed(flat, "ducklake_files_scheduled_for_deletion", "data_file_id IN")
 
 
 def test_a_create_table_reads_its_inlined_tables_registration_by_its_new_id(
@@ -355,15 +350,21 @@ def test_a_create_table_reads_its_inlined_tables_registration_by_its_new_id(
     flat = _flat(
         _queries_of(url, "CREATE TABLE warm (i INTEGER)", "CREATE TABLE counted (i INTEGER)")
     )
-    table = '"ducklake_inlined_data_tables"'
-    diffs = [q for q in flat if f'"__slatelake_meta".{table}' in q and "__slatelake_base" in q]
-    diffs = [q for q in diffs if "count(*)" not in q]  # counts are not a diff
-    assert not diffs, f"the registry was diffed against the base: {diffs}"
-    by_id = [q for q in flat if f'"__slatelake_meta".{table} WHERE table_id >=' in q]
-    assert len(by_id) == 1, by_id
+    _read_by_ids_not_diffed(flat, "ducklake_inlined_data_tables", "table_id >=")
     with slatelake.connect(url, read_only=True) as fresh:  # and it landed
         tables = {t for (t,) in fresh.sql("SHOW TABLES").fetchall()}
     assert {"warm", "counted"} <= tables
+
+
+def _read_by_ids_not_diffed(queries: list[str], table: str, predicate: str) -> None:
+    """``table`` was read once from DuckLake's copy by ``predicate`` and never
+    compared with the base's (a count of both is not a comparison)."""
+    quoted = f'"__slatelake_meta"."{table}"'
+    diffs = [q for q in queries if quoted in q and "__slatelake_base" in q]
+    diffs = [q for q in diffs if "count(*)" not in q]
+    assert not diffs, f"{table} was diffed against the base: {diffs}"
+    reads = [q for q in queries if f"{quoted} WHERE {predicate}" in q]
+    assert len(reads) == 1, reads
 
 
 def _base_tables_written(queries: list[str]) -> set[str]:
