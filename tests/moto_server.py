@@ -13,7 +13,14 @@ statements 1.16 s and 0.86 s):
   Nagle's algorithm on, so the second can wait for the client's delayed ACK.
 
 Nothing of S3's behaviour changes: requests are parsed, routed and answered
-by moto's own code (conditional puts included).
+by moto's own code (conditional puts included), with one correction: moto
+checks a conditional write's precondition (``If-None-Match: *``,
+``If-Match``) and then writes, two steps its request threads interleave, so
+two racing PUTs of one new key could both be answered 200 where S3 lets one
+win (the soak forked its commit log that way: two committers each won slot
+393). Object writes are serialized here, which makes each atomic, as on S3.
+``SLATELAKE_MOTO_SWITCH_INTERVAL`` (seconds) sets the server's thread switch
+interval, so that a test can make such interleavings common.
 
 With ``SLATELAKE_MOTO_HANDLERS=1`` in its environment (tests/functions/state_machines.py
 starts it so), the server also runs slatelake's real Lambda handler: an invoke
@@ -28,6 +35,7 @@ from __future__ import annotations
 
 import atexit
 import base64
+import functools
 import json
 import logging
 import os
@@ -41,12 +49,30 @@ from typing import Any
 
 from moto import backends
 from moto.moto_server.werkzeug_app import MotoRequestHandler
+from moto.s3.responses import S3Response
 from moto.server import main
 
 _MODULES = tuple(backends.list_of_moto_modules())
 backends.list_of_moto_modules = lambda: _MODULES
 MotoRequestHandler.disable_nagle_algorithm = True
 logging.getLogger("werkzeug").setLevel(logging.WARNING)
+
+_object_writes = threading.Lock()
+
+
+def _atomic(handler: Any) -> Any:
+    """One object write (a PUT, a part, a multipart completion) at a time."""
+
+    @functools.wraps(handler)
+    def serialized(self: S3Response, *args: Any, **kwargs: Any) -> Any:
+        with _object_writes:
+            return handler(self, *args, **kwargs)
+
+    return serialized
+
+
+S3Response._key_response_put = _atomic(S3Response._key_response_put)  # type: ignore[method-assign]
+S3Response._key_response_post = _atomic(S3Response._key_response_post)  # type: ignore[method-assign]
 
 ROOT = Path(__file__).resolve().parents[1]
 HANDLER_PREFIX = "slatelake-local-"  # the Lambda functions the real handler answers
@@ -221,6 +247,8 @@ def _import_asl_parser() -> None:
 
 
 if __name__ == "__main__":
+    if interval := os.environ.get("SLATELAKE_MOTO_SWITCH_INTERVAL"):
+        sys.setswitchinterval(float(interval))
     if os.environ.get("SLATELAKE_MOTO_HANDLERS") == "1":
         os.environ.pop("MOTO_PORT", None)  # moto's own clients reach this server's port
         run_handlers_in_children()

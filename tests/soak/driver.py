@@ -477,10 +477,14 @@ def _figures(run: Run, verdict: dict[str, Any] | None, seconds: float) -> dict[s
     out.update(figures.passes(s.workdir, peaks))
     out.update(figures.reads(s.workdir, peaks))
     out.update(figures.pinned(s.workdir, peaks))
+    out.update(figures.corruption(s.workdir))
     if out.get("violations") is not None:
         for key in ("pinned_mismatches", "pinned_errors"):
             if out[key]:  # a pinned snapshot read otherwise, or not at all: the pin failed
                 out["violations"][key] = out[key]
+    if out["corruption_reports"]:  # a finding even where the oracle could not run
+        found = out.get("violations") or {}
+        out["violations"] = {**found, "corruption": out["corruption_reports"]}
     if out["reads_doubled"] and out.get("violations") is not None:
         out["violations"]["reads_doubled"] = out["reads_doubled"]  # a wrong answer, however brief
     if out["twin_delete_file_samples"] and out.get("violations") is not None:

@@ -171,6 +171,20 @@ def reads(workdir: Path, peaks: dict[str, float]) -> dict[str, Any]:
     }
 
 
+def corruption(workdir: Path) -> dict[str, Any]:
+    """Lines of any role's log naming a CorruptionError. The proxy injects
+    no damage, so each is a finding: a forked log (two committers each
+    winning one slot) left the holder restarting on it while writers fell
+    back to slow opens, and no journal oracle would say why."""
+    lines = [
+        f"{path.name}: {line.strip()}"
+        for path in sorted(workdir.glob("*.log"))
+        for line in path.read_text(errors="replace").splitlines()
+        if "CorruptionError" in line
+    ]
+    return {"corruption_reports": len(lines), "corruption_samples": lines[:SAMPLES]}
+
+
 def pinned(workdir: Path, peaks: dict[str, float]) -> dict[str, Any]:
     """The pinned readers' counters: reads of their snapshot compared with
     what it read at pin time, mismatches and errors (a file gone is an IO
@@ -253,7 +267,7 @@ def human_line(f: dict[str, Any]) -> str:
         f"{f['reads']} reads ({f['read_failures']} failed, {f.get('reads_doubled', 0)} saw an "
         "id twice); "
         f"{f.get('snapshots_checked', 0)} snapshots checked; "
-        f"{_pins_line(f)}holder restarts "
+        f"{_pins_line(f)}{f.get('corruption_reports', 0)} corruption reports; holder restarts "
         f"{f['holder_restarts']}; violations {f.get('violations')}; peak RSS MB: {rss}"
     )
 

@@ -28,7 +28,7 @@ from slatelake.ducklake import extensions
 from slatelake.ducklake.sql import literal
 from slatelake.errors import ConflictError, StoreUnavailableError
 from tests.conftest import subprocess_env
-from tests.soak import check
+from tests.soak import check, figures
 from tests.soak.journal import (
     ACK,
     AMBIGUOUS,
@@ -309,3 +309,18 @@ def test_only_ducklakes_own_insert_over_delete_refusal_is_excused_on_appends() -
     assert tally["conflicts_ducklake_rule"] == 1
     assert tally["conflicts_nonconflicting"] == len(near_misses)
     assert all(rule not in sample for sample in tally["conflict_samples"])
+
+
+def test_a_corruption_error_in_any_roles_log_is_a_finding_naming_the_log(tmp_path: Path) -> None:
+    """The injected faults never damage bytes: a CorruptionError anywhere
+    (a forked log the holder restarts on) is counted, even where the
+    journals still agree."""
+    (tmp_path / "holder.log").write_text(
+        "folded 3 slots\nslatelake hold: CorruptionError: commit log slot 394 forked\n"
+    )
+    (tmp_path / "writer-0.log").write_text("the commit lock was not released (store busy)\n")
+    found = figures.corruption(tmp_path)
+    assert found["corruption_reports"] == 1
+    assert found["corruption_samples"] == [
+        "holder.log: slatelake hold: CorruptionError: commit log slot 394 forked"
+    ]
