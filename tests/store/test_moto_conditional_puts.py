@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from typing import Any
 
 import boto3
 import pytest
@@ -34,7 +35,7 @@ def interleaving_endpoint() -> Iterator[str]:
         proc.wait(10)
 
 
-def _client(endpoint: str) -> object:
+def _client(endpoint: str) -> Any:
     return boto3.client(
         "s3",
         endpoint_url=endpoint,
@@ -49,7 +50,7 @@ def test_racing_conditional_puts_of_one_key_let_exactly_one_win(
     interleaving_endpoint: str,
 ) -> None:
     clients = [_client(interleaving_endpoint) for _ in range(RACERS)]
-    clients[0].create_bucket(Bucket="race")  # type: ignore[attr-defined]
+    clients[0].create_bucket(Bucket="race")
     for key in range(KEYS):
         won: list[int | str] = []
         start = threading.Barrier(RACERS)
@@ -59,7 +60,7 @@ def test_racing_conditional_puts_of_one_key_let_exactly_one_win(
         ) -> None:
             start.wait()
             try:
-                clients[i].put_object(  # type: ignore[attr-defined]
+                clients[i].put_object(
                     Bucket="race", Key=f"slot-{key}", Body=str(i).encode(), IfNoneMatch="*"
                 )
                 won.append(i)
@@ -72,5 +73,5 @@ def test_racing_conditional_puts_of_one_key_let_exactly_one_win(
             thread.start()
         for thread in threads:
             thread.join()
-        body = clients[0].get_object(Bucket="race", Key=f"slot-{key}")["Body"].read()  # type: ignore[attr-defined]
+        body = clients[0].get_object(Bucket="race", Key=f"slot-{key}")["Body"].read()
         assert won == [int(body)], (key, won, body)  # one winner, and its bytes are the object
