@@ -37,6 +37,13 @@ fraction F of requests (500, 503, a connection dropped before or after
 forwarding, a delay). A holder that exits is restarted, as a supervisor
 would.
 
+Besides the oracle's verdict the figures say where the machine's time went:
+each role's CPU seconds (``cpu_seconds``, from /proc while it ran) and, on
+S3, every request the roles made by method and folder (``requests``,
+``requests_by_area``). On a machine the soak saturates, commits a minute
+follow the host more than the code; these two tell a slower library (more
+CPU or requests per commit) from a slower host (the same per commit).
+
 Then everything stops, and ``check.py`` opens the lake fresh, with no proxy,
 and holds it to the writers' journals. The last two lines on stdout are a
 line of figures for people and one JSON object. Exit status: 0 when the
@@ -160,12 +167,17 @@ class Child:
     name: str
     proc: subprocess.Popen[bytes]
     peak_mb: float = 0.0
+    cpu_s: float = 0.0  # user + system CPU seconds as last seen
 
     def sample(self) -> None:
         try:
             text = Path(f"/proc/{self.proc.pid}/status").read_text()
+            stat = Path(f"/proc/{self.proc.pid}/stat").read_text()
         except OSError:
             return
+        ticks = stat.rsplit(")", 1)[1].split()[11:13]  # utime, stime (fields 14, 15)
+        if len(ticks) == 2:
+            self.cpu_s = max(self.cpu_s, sum(int(t) for t in ticks) / os.sysconf("SC_CLK_TCK"))
         for line in text.splitlines():
             if line.startswith("VmHWM:"):
                 self.peak_mb = max(self.peak_mb, int(line.split()[1]) / 1024)
@@ -419,7 +431,7 @@ def run_soak(settings: Settings) -> tuple[dict[str, Any], int]:
             boto3.client("s3", endpoint_url=endpoint, **_boto_env()).create_bucket(Bucket=bucket)
             run.lake, run.data = f"s3://{bucket}/lake", f"s3://{bucket}/data/"
             direct = {**env, "AWS_ENDPOINT_URL": endpoint}
-            proxy = FaultProxy(upstream=endpoint).start()
+            proxy = FaultProxy(upstream=endpoint, record=True).start()
             run.env = {**env, "AWS_ENDPOINT_URL": proxy.url}
         else:
             run.lake = (settings.workdir / "lake").as_uri()
@@ -433,6 +445,9 @@ def run_soak(settings: Settings) -> tuple[dict[str, Any], int]:
             proxy.clear()
         result["faults"] = proxy.injected if proxy is not None else 0
         result["faults_by_kind"] = dict(Counter(k for _, _, k in proxy.log)) if proxy else {}
+        if proxy is not None and proxy.trace is not None:
+            result["requests"] = proxy.requests
+            result["requests_by_area"] = figures.request_areas(proxy.trace)
         verdict = _check(run, direct)
         run.phase("oracle")
     except Exception as exc:
@@ -495,6 +510,7 @@ def _figures(run: Run, verdict: dict[str, Any] | None, seconds: float) -> dict[s
     out["holder_exit_codes"] = run.holder_exits
     figures.peak(peaks, "driver", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
     out["peak_rss_mb"] = {role: round(mb, 1) for role, mb in sorted(peaks.items())}
+    out["cpu_seconds"] = figures.cpu_by_role(run.children)
     out.update(
         minutes=s.minutes,
         writers=s.writers,

@@ -16,6 +16,7 @@ import json
 import re
 import statistics
 from collections import Counter
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,29 @@ def reason(error: str) -> str:
 
 def peak(peaks: dict[str, float], role: str, mb: float) -> None:
     peaks[role] = max(peaks.get(role, 0.0), mb)
+
+
+def cpu_by_role(children: Iterable[Any]) -> dict[str, float]:
+    """CPU seconds each role's processes used (a restarted holder's summed):
+    on a machine the soak saturates, where the time went."""
+    out: Counter[str] = Counter()
+    for child in children:
+        out[child.role] += child.cpu_s
+    return {role: round(s, 1) for role, s in sorted(out.items())}
+
+
+def request_area(method: str, key: str) -> str:
+    """A request's method and the folder it names, three levels at most, a
+    level with a digit in it written ``*`` (slots, ULIDs, dates)."""
+    folders = key.split("/")[:-1] if method != "LIST" else key.rstrip("/").split("/")
+    kept = ["*" if any(c.isdigit() for c in part) else part for part in folders[:3]]
+    return f"{method} {'/'.join(kept) or '.'}"
+
+
+def request_areas(trace: Iterable[tuple[str, str]]) -> dict[str, int]:
+    """The S3 requests the roles made, by method and folder, most first."""
+    areas = Counter(request_area(method, key) for method, key in trace)
+    return dict(areas.most_common())
 
 
 def writes(workdir: Path, peaks: dict[str, float]) -> dict[str, Any]:
@@ -247,6 +271,8 @@ def _pass_lines(workdir: Path) -> list[dict[str, Any]]:
 def human_line(f: dict[str, Any]) -> str:
     """The figures in one line, for people (the JSON line follows it)."""
     rss = ", ".join(f"{role} {mb:g}" for role, mb in f.get("peak_rss_mb", {}).items())
+    cpu = ", ".join(f"{role} {s:g}" for role, s in f.get("cpu_seconds", {}).items())
+    requests = f"; S3 requests {f['requests']}" if f.get("requests") else ""
     where = "moto S3" if f["s3"] else "local files"
     did = f.get("pass_counts", {})
     merged = did.get("merge_adjacent_files", {}).get("files_processed", 0)
@@ -268,7 +294,8 @@ def human_line(f: dict[str, Any]) -> str:
         "id twice); "
         f"{f.get('snapshots_checked', 0)} snapshots checked; "
         f"{_pins_line(f)}{f.get('corruption_reports', 0)} corruption reports; holder restarts "
-        f"{f['holder_restarts']}; violations {f.get('violations')}; peak RSS MB: {rss}"
+        f"{f['holder_restarts']}; violations {f.get('violations')}; peak RSS MB: {rss}; "
+        f"CPU s: {cpu}{requests}"
     )
 
 

@@ -68,6 +68,9 @@ def test_a_short_soak_on_local_files_commits_and_loses_or_doubles_no_row(tmp_pat
     assert sorted(figures["tables"]) == ["own_0", "own_1", "shared"]
     assert figures["passes_run"] + figures["passes_failed"] > 0
     assert figures["snapshots_checked"] > 0
+    cpu = figures["cpu_seconds"]
+    assert sorted(cpu) == ["holder", "maintainer", "oracle", "reader", "writer"]
+    assert cpu["writer"] > 0 and cpu["maintainer"] > 0
 
 
 def test_a_short_soak_with_pinned_readers_reads_them_alike_and_reclaims_ended_pins(
@@ -324,3 +327,24 @@ def test_a_corruption_error_in_any_roles_log_is_a_finding_naming_the_log(tmp_pat
     assert found["corruption_samples"] == [
         "holder.log: slatelake hold: CorruptionError: commit log slot 394 forked"
     ]
+
+
+def test_requests_are_tallied_by_method_and_folder_with_numbered_levels_folded() -> None:
+    """Slot numbers, ULIDs and table suffixes fold into ``*``, so two runs'
+    request mixes compare folder by folder."""
+    trace = [
+        ("GET", "lake/commits/00000000000000000393"),
+        ("GET", "lake/commits/00000000000000000394"),
+        ("LIST", "lake/commits/"),
+        ("PUT", "lake/store/compacted/01JF3Q0Z8K.sst"),
+        ("GET", "data/main/own_0/ducklake-1.parquet"),
+        ("GET", "data/main/own_1/ducklake-2.parquet"),
+        ("HEAD", "top-level-object"),
+    ]
+    assert figures.request_areas(trace) == {
+        "GET lake/commits": 2,
+        "GET data/main/*": 2,
+        "LIST lake/commits": 1,
+        "PUT lake/store/compacted": 1,
+        "HEAD .": 1,
+    }
