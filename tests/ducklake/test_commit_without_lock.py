@@ -16,6 +16,7 @@ import pytest
 
 from slatelake.catalog.commit_lock import WAIT_ENV, CommitLock
 from slatelake.catalog.lake import Lake
+from slatelake.ducklake import copy_view
 from slatelake.ducklake.session import Session, connect
 from slatelake.errors import CommitLockBusyError
 
@@ -59,6 +60,28 @@ def test_a_lone_autocommit_write_commits_one_slot_and_takes_no_lock(
         assert session.sql("SELECT id FROM t").fetchall() == [(1,)]
     with connect(url, read_only=True) as fresh:
         assert fresh.sql("SELECT id FROM t").fetchall() == [(1,)]
+
+
+def test_a_write_after_a_refresh_that_found_another_committers_slot_takes_the_lock(
+    lake: tuple[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a lake others write to, a write committed alone is soon overtaken
+    (discarded, the copy reloaded, the write run again): for ``CONTENDED_S``
+    after a refresh finds another committer's slot, writes take the lock."""
+    url, _ = lake
+    with connect(url) as session, connect(url) as other:
+        other.sql("INSERT INTO t VALUES (1)")
+        assert session.sql("SELECT count(*) FROM t").fetchone() == (1,)  # finds other's slot
+        before = _slots(session)
+        session.sql("INSERT INTO t VALUES (2)")
+        assert len(_slots(session)) - len(before) == 2  # the lock's take, then the commit
+        monkeypatch.setattr(copy_view, "CONTENDED_S", 0.0)  # the window has passed
+        session.sql("SELECT count(*) FROM t").fetchone()  # a look at the log's end
+        before = _slots(session)
+        session.sql("INSERT INTO t VALUES (3)")
+        assert len(_slots(session)) - len(before) == 1  # alone again
+    with connect(url, read_only=True) as fresh:
+        assert fresh.sql("SELECT sum(id), count(*) FROM t").fetchone() == (6, 3)
 
 
 def test_a_write_without_the_lock_loses_to_a_lock_taken_while_it_ran(

@@ -281,12 +281,14 @@ class Committer:
         """Whether an autocommit write may commit without taking the lock: the
         session saw the log's end a moment ago (a refresh, or its own lone
         slot landing), DuckLake's copy is at that head, the lock was free
-        there, and no commit of this session was overtaken in the last
-        ``CONTENDED_S`` (a lake with one writer saves a slot per write; one
-        with several keeps the lock, which rebases instead of re-running)."""
+        there, and in the last ``CONTENDED_S`` no commit of this session was
+        overtaken and no refresh found another committer's slot. A lake with
+        one writer saves a slot per write; one with several keeps the lock,
+        which rebases: a write committed alone there is soon overtaken, and
+        an overtaken one costs a reload of DuckLake's copy and a second run."""
         if not fresh or self._view.stale or self.front.txn.open:
             return False
-        if self._view.contended():
+        if self._view.busy():
             return False
         if not self._view.at_head(self._host.state):
             return False

@@ -99,6 +99,7 @@ class CopyView:
         return time.monotonic() - self.overtaken_at < CONTENDED_S
 
     def busy(self) -> bool:
-        """Whether another committer's slot was seen within ``CONTENDED_S``:
-        a maintenance call, costly to run twice, then takes the lock first."""
+        """Whether a commit of this session was overtaken, or a refresh found
+        another committer's slot, within ``CONTENDED_S``: writes and
+        maintenance calls then take the lock first."""
         return self.contended() or time.monotonic() - self.others_at < CONTENDED_S

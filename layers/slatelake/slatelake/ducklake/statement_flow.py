@@ -392,7 +392,7 @@ class StatementRunner:
         A lake with one maintainer saves a slot per call (a PUT on S3); on
         one where others committed within ``CONTENDED_S`` the lock is taken
         first, as a call run twice costs its Parquet work twice."""
-        if not stmt.maintenance_may_go_alone(query) or self._view.busy():
+        if not stmt.maintenance_may_go_alone(query):
             return False
         return self._committer.alone(self._view.just_refreshed())
 
